@@ -1,0 +1,130 @@
+//! Conversions between the generated WIT types and the SDK's Rust types, and
+//! the generic export that drives a [`Provider`].
+
+use crate::wit::exports::wasmprov::provisioner::provisioner::Guest;
+use crate::wit::wasmprov::provisioner::types as w;
+use crate::{
+    CapacityScope, CapacityType, Error, Export, JoinState, NodeHandle, NodeShape, PriceHint,
+    ProvisionRequest, Provider,
+};
+
+pub(crate) fn capacity_to_wit(c: CapacityType) -> w::CapacityType {
+    match c {
+        CapacityType::OnDemand => w::CapacityType::OnDemand,
+        CapacityType::Spot => w::CapacityType::Spot,
+    }
+}
+
+fn capacity_from_wit(c: w::CapacityType) -> CapacityType {
+    match c {
+        w::CapacityType::OnDemand => CapacityType::OnDemand,
+        w::CapacityType::Spot => CapacityType::Spot,
+    }
+}
+
+fn shape_from_wit(s: w::NodeShape) -> NodeShape {
+    NodeShape {
+        cpu: s.cpu,
+        memory_bytes: s.memory_bytes,
+        gpu: s.gpu,
+        gpu_vendor: s.gpu_vendor,
+        labels: s.labels.into_iter().collect(),
+        zone: s.zone,
+        capacity_type: capacity_from_wit(s.capacity_type),
+        instance_type: s.instance_type,
+    }
+}
+
+fn handle_to_wit(h: NodeHandle) -> w::NodeHandle {
+    w::NodeHandle {
+        provider_id: h.provider_id,
+        address: h.address,
+        zone: h.zone,
+        capacity_type: capacity_to_wit(h.capacity_type),
+        join_state: match h.join_state {
+            JoinState::Provisioning => w::JoinState::Provisioning,
+            JoinState::Booting => w::JoinState::Booting,
+            JoinState::Joining => w::JoinState::Joining,
+            JoinState::Joined => w::JoinState::Joined,
+            JoinState::Failed => w::JoinState::Failed,
+        },
+        instance_type: h.instance_type,
+        labels: h.labels.into_iter().collect(),
+    }
+}
+
+fn error_to_wit(e: Error) -> w::ProvisionError {
+    match e {
+        Error::Unsupported(m) => w::ProvisionError::Unsupported(m),
+        Error::Capacity { scope, message } => w::ProvisionError::Capacity(w::CapacityError {
+            scope: match scope {
+                CapacityScope::InstanceType => w::CapacityScope::InstanceType,
+                CapacityScope::Zone => w::CapacityScope::Zone,
+                CapacityScope::Group => w::CapacityScope::Group,
+            },
+            message,
+        }),
+        Error::Quota(m) => w::ProvisionError::Quota(m),
+        Error::RateLimited {
+            retry_after_ms,
+            message,
+        } => w::ProvisionError::RateLimited(w::RateLimitedError {
+            retry_after_ms,
+            message,
+        }),
+        Error::NotFound(m) => w::ProvisionError::NotFound(m),
+        Error::Auth(m) => w::ProvisionError::Auth(m),
+        Error::Transport(m) => w::ProvisionError::Transport(m),
+        Error::InvalidConfig(m) => w::ProvisionError::InvalidConfig(m),
+        other => w::ProvisionError::Other(other.to_string()),
+    }
+}
+
+impl<T: Provider> Guest for Export<T> {
+    fn name() -> String {
+        T::NAME.to_string()
+    }
+
+    fn capacity_types() -> Vec<w::CapacityType> {
+        T::capacity_types().into_iter().map(capacity_to_wit).collect()
+    }
+
+    fn price_hint(shape: w::NodeShape) -> Result<Option<w::PriceEstimate>, w::ProvisionError> {
+        let shape = shape_from_wit(shape);
+        T::new()
+            .and_then(|p| p.price_hint(&shape))
+            .map(|hint| {
+                hint.map(|h: PriceHint| w::PriceEstimate {
+                    hourly_usd: h.hourly_usd,
+                    capacity_type: capacity_to_wit(h.capacity_type),
+                    instance_type: h.instance_type,
+                })
+            })
+            .map_err(error_to_wit)
+    }
+
+    fn provision(request: w::ProvisionRequest) -> Result<w::NodeHandle, w::ProvisionError> {
+        let owner = request.owner_id;
+        let request = ProvisionRequest {
+            request_id: request.request_id,
+            shape: shape_from_wit(request.shape),
+        };
+        T::new()
+            .and_then(|p| p.provision(&owner, &request))
+            .map(handle_to_wit)
+            .map_err(error_to_wit)
+    }
+
+    fn terminate(owner_id: String, provider_id: String) -> Result<(), w::ProvisionError> {
+        T::new()
+            .and_then(|p| p.terminate(&owner_id, &provider_id))
+            .map_err(error_to_wit)
+    }
+
+    fn describe(owner_id: String) -> Result<Vec<w::NodeHandle>, w::ProvisionError> {
+        T::new()
+            .and_then(|p| p.describe(&owner_id))
+            .map(|nodes| nodes.into_iter().map(handle_to_wit).collect())
+            .map_err(error_to_wit)
+    }
+}

@@ -1,0 +1,370 @@
+//! JSON over HTTP through the standard `wasi:http/outgoing-handler`.
+//!
+//! The host decides every request against the manifest's `[http]` grants;
+//! a refused request comes back as [`HttpError::Denied`], never a trap.
+//! This is a small blocking client written directly on the WASI bindings:
+//! it sends the request, writes the body, waits for the response and reads
+//! the body to the end, so each call costs one host round trip.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use wasip2::http::outgoing_handler;
+use wasip2::http::types::{
+    ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, Scheme,
+};
+use wasip2::io::streams::StreamError;
+
+use crate::Error;
+
+/// Why a request got no response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HttpError {
+    /// The host's policy refused the request (no grant covers it, or a limit).
+    Denied(String),
+    /// The request or response took too long.
+    Timeout(String),
+    /// The response body was larger than the host allows.
+    TooLarge(String),
+    /// Anything else between here and the server: DNS, connect, TLS, protocol.
+    Transport(String),
+    /// The URL could not be parsed.
+    BadUrl(String),
+}
+
+impl std::fmt::Display for HttpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Denied(m) => write!(f, "HTTP request denied by the host: {m}"),
+            Self::Timeout(m) => write!(f, "HTTP timeout: {m}"),
+            Self::TooLarge(m) => write!(f, "HTTP response too large: {m}"),
+            Self::Transport(m) => write!(f, "HTTP transport error: {m}"),
+            Self::BadUrl(m) => write!(f, "bad URL: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for HttpError {}
+
+impl From<HttpError> for Error {
+    /// A denial or a bad URL means the configuration or grants are wrong;
+    /// everything else is a transport failure the caller may retry.
+    fn from(e: HttpError) -> Self {
+        match e {
+            HttpError::Denied(_) | HttpError::BadUrl(_) => Error::InvalidConfig(e.to_string()),
+            _ => Error::Transport(e.to_string()),
+        }
+    }
+}
+
+fn classify(url: &str, code: &ErrorCode) -> HttpError {
+    let what = format!("{url}: {code:?}");
+    match code {
+        ErrorCode::HttpRequestDenied | ErrorCode::DestinationIpProhibited => HttpError::Denied(what),
+        ErrorCode::ConnectionLimitReached => HttpError::Denied(what),
+        ErrorCode::ConnectionTimeout
+        | ErrorCode::ConnectionReadTimeout
+        | ErrorCode::ConnectionWriteTimeout
+        | ErrorCode::DnsTimeout => HttpError::Timeout(what),
+        ErrorCode::HttpResponseBodySize(_) | ErrorCode::HttpResponseContentCoding(_) => {
+            HttpError::TooLarge(what)
+        }
+        _ => HttpError::Transport(what),
+    }
+}
+
+/// An HTTP request being built.
+#[derive(Clone, Debug)]
+pub struct Request {
+    method: &'static str,
+    url: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+macro_rules! method_ctor {
+    ($($fn_name:ident => $m:literal),*) => {$(
+        #[doc = concat!("A `", $m, "` request to `url`.")]
+        #[must_use]
+        pub fn $fn_name(url: impl Into<String>) -> Self {
+            Self::new($m, url)
+        }
+    )*};
+}
+
+impl Request {
+    fn new(method: &'static str, url: impl Into<String>) -> Self {
+        Self {
+            method,
+            url: url.into(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    method_ctor!(get => "GET", post => "POST", put => "PUT", delete => "DELETE", patch => "PATCH");
+
+    /// Adds a header.
+    #[must_use]
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Adds `Authorization: Bearer TOKEN`.
+    #[must_use]
+    pub fn bearer(self, token: &str) -> Self {
+        self.header("authorization", format!("Bearer {token}"))
+    }
+
+    /// Appends a query parameter, percent-encoded.
+    #[must_use]
+    pub fn query(mut self, key: &str, value: &str) -> Self {
+        let sep = if self.url.contains('?') { '&' } else { '?' };
+        self.url = format!("{}{sep}{}={}", self.url, encode(key), encode(value));
+        self
+    }
+
+    /// Sets a JSON body and its content type.
+    ///
+    /// # Panics
+    /// Never: serializing plain data to JSON cannot fail for the SDK's types;
+    /// a value whose `Serialize` impl fails gets an empty body.
+    #[must_use]
+    pub fn json<T: Serialize>(self, body: &T) -> Self {
+        let bytes = serde_json::to_vec(body).unwrap_or_default();
+        self.body(bytes).header("content-type", "application/json")
+    }
+
+    /// Sets a raw body.
+    #[must_use]
+    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = body.into();
+        self
+    }
+
+    /// Sends the request and reads the whole response.
+    ///
+    /// # Errors
+    /// An [`HttpError`] when no response arrived. A response with an error
+    /// status is still `Ok`: look at [`Response::status`].
+    pub fn send(self) -> Result<Response, HttpError> {
+        let (scheme, authority, path) = split_url(&self.url)?;
+        let mut header_list: Vec<(String, Vec<u8>)> = self
+            .headers
+            .iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone().into_bytes()))
+            .collect();
+        if !self.body.is_empty() {
+            header_list.push(("content-length".into(), self.body.len().to_string().into_bytes()));
+        }
+        let headers = Fields::from_list(&header_list)
+            .map_err(|e| HttpError::BadUrl(format!("bad header: {e:?}")))?;
+        let req = OutgoingRequest::new(headers);
+        let method = match self.method {
+            "GET" => Method::Get,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "DELETE" => Method::Delete,
+            "PATCH" => Method::Patch,
+            other => Method::Other(other.to_string()),
+        };
+        let bad = |what: &str| HttpError::BadUrl(format!("{}: bad {what}", self.url));
+        req.set_method(&method).map_err(|()| bad("method"))?;
+        req.set_scheme(Some(&scheme)).map_err(|()| bad("scheme"))?;
+        req.set_authority(Some(authority)).map_err(|()| bad("authority"))?;
+        req.set_path_with_query(Some(path)).map_err(|()| bad("path"))?;
+        let out_body = req.body().map_err(|()| bad("body"))?;
+
+        let future = outgoing_handler::handle(req, None).map_err(|e| classify(&self.url, &e))?;
+
+        // Write the body while the host sends; a failed write is reported
+        // only if the response does not already say what went wrong.
+        let mut write_failed = None;
+        if let Ok(stream) = out_body.write() {
+            for chunk in self.body.chunks(4096) {
+                if let Err(e) = stream.blocking_write_and_flush(chunk) {
+                    write_failed = Some(format!("{e:?}"));
+                    break;
+                }
+            }
+        }
+        let finished = OutgoingBody::finish(out_body, None);
+
+        let response = loop {
+            match future.get() {
+                Some(r) => break r,
+                None => future.subscribe().block(),
+            }
+        };
+        let response = match response {
+            Ok(Ok(r)) => r,
+            Ok(Err(code)) => return Err(classify(&self.url, &code)),
+            Err(()) => return Err(HttpError::Transport(format!("{}: response lost", self.url))),
+        };
+        if let Some(e) = write_failed {
+            return Err(HttpError::Transport(format!("{}: writing body: {e}", self.url)));
+        }
+        if let Err(code) = finished {
+            return Err(classify(&self.url, &code));
+        }
+
+        let status = response.status();
+        let headers = response
+            .headers()
+            .entries()
+            .into_iter()
+            .map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned()))
+            .collect();
+        let incoming = response
+            .consume()
+            .map_err(|()| HttpError::Transport(format!("{}: body unavailable", self.url)))?;
+        let mut body = Vec::new();
+        {
+            let stream = incoming
+                .stream()
+                .map_err(|()| HttpError::Transport(format!("{}: body unavailable", self.url)))?;
+            loop {
+                match stream.blocking_read(64 * 1024) {
+                    Ok(chunk) => body.extend_from_slice(&chunk),
+                    Err(StreamError::Closed) => break,
+                    Err(StreamError::LastOperationFailed(e)) => {
+                        let detail = wasip2::http::types::http_error_code(&e);
+                        return Err(match detail {
+                            Some(code) => classify(&self.url, &code),
+                            None => HttpError::Transport(format!(
+                                "{}: reading body: {}",
+                                self.url,
+                                e.to_debug_string()
+                            )),
+                        });
+                    }
+                }
+            }
+        }
+        let _trailers = IncomingBody::finish(incoming);
+        Ok(Response {
+            status,
+            headers,
+            body,
+            url: self.url,
+        })
+    }
+}
+
+fn encode(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC)
+        .to_string()
+        .replace("%2D", "-")
+        .replace("%2E", ".")
+        .replace("%5F", "_")
+        .replace("%7E", "~")
+}
+
+fn split_url(url: &str) -> Result<(Scheme, &str, &str), HttpError> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| HttpError::BadUrl(format!("{url}: no scheme")))?;
+    let scheme = match scheme.to_ascii_lowercase().as_str() {
+        "http" => Scheme::Http,
+        "https" => Scheme::Https,
+        other => return Err(HttpError::BadUrl(format!("{url}: unsupported scheme {other}"))),
+    };
+    let split = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(split);
+    if authority.is_empty() {
+        return Err(HttpError::BadUrl(format!("{url}: no host")));
+    }
+    let path = if path.is_empty() { "/" } else { path };
+    Ok((scheme, authority, path))
+}
+
+/// A whole HTTP response.
+#[derive(Clone, Debug)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// Headers, names lowercase.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+    /// The URL asked for (for error messages).
+    pub url: String,
+}
+
+impl Response {
+    /// Whether the status is 2xx.
+    #[must_use]
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// The first header with this name (case-insensitive).
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body parsed as JSON.
+    ///
+    /// # Errors
+    /// [`Error::Transport`] naming the URL when the body is not the JSON expected.
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T, Error> {
+        serde_json::from_slice(&self.body).map_err(|e| {
+            Error::Transport(format!(
+                "malformed response from {} (status {}): {e}",
+                self.url, self.status
+            ))
+        })
+    }
+
+    /// The body as text (lossy).
+    #[must_use]
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The `Retry-After` header in milliseconds: delta-seconds or an HTTP date.
+    #[must_use]
+    pub fn retry_after_ms(&self) -> Option<u64> {
+        retry_after_ms(self.header("retry-after")?, std::time::SystemTime::now())
+    }
+}
+
+/// Parses a `Retry-After` value (delta-seconds or HTTP date) into
+/// milliseconds from `now`; a date in the past is 0.
+#[must_use]
+pub fn retry_after_ms(value: &str, now: std::time::SystemTime) -> Option<u64> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(secs.saturating_mul(1000));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(
+        when.duration_since(now)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn retry_after_forms() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
+        assert_eq!(retry_after_ms("120", now), Some(120_000));
+        assert_eq!(retry_after_ms(" 0 ", now), Some(0));
+        assert_eq!(retry_after_ms("Wed, 21 Oct 2015 07:28:30 GMT", now), Some(30_000));
+        assert_eq!(retry_after_ms("Wed, 21 Oct 2015 07:27:00 GMT", now), Some(0));
+        assert_eq!(retry_after_ms("soon", now), None);
+    }
+
+    #[test]
+    fn query_encoding() {
+        assert_eq!(encode("a b&c=d/é-_.~"), "a%20b%26c%3Dd%2F%C3%A9-_.~");
+    }
+}

@@ -1,0 +1,203 @@
+//! Write a wasmprov provisioner plugin in plain Rust.
+//!
+//! Implement [`Provider`] for a type, register it with [`export_provider!`],
+//! and build the crate as a `cdylib` for `wasm32-wasip2`: the result is a
+//! component the wasmprov host loads from its plugin directory.
+//!
+//! The plugin runs in a sandbox that grants nothing by default. What the
+//! operator grants in the plugin's manifest is reachable through the helper
+//! modules: [`http`] (JSON over `wasi:http`), [`exec`] (granted programs),
+//! [`config`] (values and secrets over `wasi:config`) and [`log`]. Helpers
+//! for the chores every provider has live in [`shape`] (shape → cheapest
+//! instance type), [`tags`] (ownership and request-id labels) and
+//! [`Error`] conversions that work with `?`.
+//!
+//! ```no_run
+//! use wasmprov_guest::{
+//!     export_provider, CapacityType, Error, NodeHandle, NodeShape, PriceHint, Provider,
+//!     ProvisionRequest, Result,
+//! };
+//!
+//! struct Tiny;
+//!
+//! impl Provider for Tiny {
+//!     const NAME: &'static str = "tiny";
+//!
+//!     fn new() -> Result<Self> {
+//!         Ok(Tiny)
+//!     }
+//!     fn price_hint(&self, shape: &NodeShape) -> Result<Option<PriceHint>> {
+//!         Ok(Some(PriceHint {
+//!             hourly_usd: 0.01 * shape.cpu,
+//!             capacity_type: CapacityType::OnDemand,
+//!             instance_type: "tiny-1".into(),
+//!         }))
+//!     }
+//!     fn provision(&self, _owner: &str, _req: &ProvisionRequest) -> Result<NodeHandle> {
+//!         Err(Error::Unsupported("tiny cannot create nodes".into()))
+//!     }
+//!     fn terminate(&self, _owner: &str, id: &str) -> Result<()> {
+//!         Err(Error::NotFound(id.into()))
+//!     }
+//!     fn describe(&self, _owner: &str) -> Result<Vec<NodeHandle>> {
+//!         Ok(Vec::new())
+//!     }
+//! }
+//!
+//! export_provider!(Tiny);
+//! ```
+#![deny(missing_docs)]
+
+extern crate self as wasmprov_guest;
+
+pub mod config;
+pub mod exec;
+pub mod http;
+pub mod log;
+pub mod shape;
+pub mod tags;
+
+mod convert;
+
+pub use wasmprov_api::{
+    CapacityScope, CapacityType, JoinState, Labels, NodeHandle, NodeShape, PriceHint,
+    ProvisionRequest, ProvisionerError as Error,
+};
+
+/// Result of provider operations; the error is the contract's error variant.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The contract version this SDK builds plugins for.
+pub const CONTRACT_VERSION: &str = "0.1.0";
+
+/// What [`export_provider!`] writes into the component's `wasmprov-contract`
+/// custom section, so the host can name the version a plugin was built for.
+#[doc(hidden)]
+pub const CONTRACT_SECTION: &[u8] = concat!(
+    "wasmprov:provisioner@0.1.0;sdk=",
+    env!("CARGO_PKG_VERSION")
+)
+.as_bytes();
+
+/// A provisioner backend.
+///
+/// The host makes a fresh instance of the plugin for every call, so
+/// [`new`](Provider::new) runs once per call: read configuration there and
+/// keep no state between calls (the cloud is the source of truth).
+pub trait Provider: Sized {
+    /// A short, stable name of the backend, such as `"hetzner"`.
+    const NAME: &'static str;
+
+    /// The capacity types the backend really offers (default: on-demand only).
+    fn capacity_types() -> Vec<CapacityType> {
+        vec![CapacityType::OnDemand]
+    }
+
+    /// Builds the provider for one call, usually from [`config`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when configuration is missing or wrong.
+    fn new() -> Result<Self>;
+
+    /// An estimate for `shape` naming the instance type priced, or `None`.
+    /// The host refuses HTTP and exec during this call: price from tables.
+    ///
+    /// # Errors
+    /// Any contract error, such as [`Error::Unsupported`] for an impossible shape.
+    fn price_hint(&self, shape: &NodeShape) -> Result<Option<PriceHint>>;
+
+    /// Creates a node for `request`, tagged with `owner_id` and the request id,
+    /// or returns the node an earlier call with the same request id created.
+    ///
+    /// # Errors
+    /// Any contract error.
+    fn provision(&self, owner_id: &str, request: &ProvisionRequest) -> Result<NodeHandle>;
+
+    /// Terminates a node carrying `owner_id`. A node already gone, or not
+    /// owned, is [`Error::NotFound`].
+    ///
+    /// # Errors
+    /// Any contract error.
+    fn terminate(&self, owner_id: &str, provider_id: &str) -> Result<()>;
+
+    /// Every node tagged with `owner_id`, and no other.
+    ///
+    /// # Errors
+    /// Any contract error.
+    fn describe(&self, owner_id: &str) -> Result<Vec<NodeHandle>>;
+}
+
+/// Registers a [`Provider`] as the component's export.
+///
+/// Use it once, at the crate root of a `cdylib` built for `wasm32-wasip2`.
+#[macro_export]
+macro_rules! export_provider {
+    ($provider:ty) => {
+        #[doc(hidden)]
+        type __WasmprovExport = $crate::Export<$provider>;
+        $crate::wit::__export_provider_world!(__WasmprovExport with_types_in $crate::wit);
+
+        #[doc(hidden)]
+        #[allow(unsafe_code, reason = "a custom section must be placed by the linker")]
+        #[unsafe(link_section = "wasmprov-contract")]
+        #[used]
+        static __WASMPROV_CONTRACT: [u8; $crate::CONTRACT_SECTION.len()] =
+            $crate::__section::<{ $crate::CONTRACT_SECTION.len() }>();
+    };
+}
+
+#[doc(hidden)]
+#[must_use]
+pub const fn __section<const N: usize>() -> [u8; N] {
+    let mut out = [0u8; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = CONTRACT_SECTION[i];
+        i += 1;
+    }
+    out
+}
+
+/// Glue between a [`Provider`] and the generated export; not for direct use.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Export<T>(std::marker::PhantomData<T>);
+
+#[doc(hidden)]
+#[allow(missing_docs, unsafe_code, reason = "generated bindings")]
+#[allow(clippy::all, reason = "generated bindings")]
+pub mod wit {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "wasmprov:provisioner/provider",
+        with: {
+            "wasi:http/types@0.2.12": wasip2::http::types,
+            "wasi:http/outgoing-handler@0.2.12": wasip2::http::outgoing_handler,
+            "wasi:io/poll@0.2.12": wasip2::io::poll,
+            "wasi:io/streams@0.2.12": wasip2::io::streams,
+            "wasi:io/error@0.2.12": wasip2::io::error,
+            "wasi:clocks/monotonic-clock@0.2.12": wasip2::clocks::monotonic_clock,
+            "wasi:config/store@0.2.0-rc.1": generate,
+            "wasmprov:provisioner/types@0.1.0": generate,
+            "wasmprov:provisioner/exec@0.1.0": generate,
+            "wasmprov:provisioner/log@0.1.0": generate,
+        },
+        pub_export_macro: true,
+        export_macro_name: "__export_provider_world",
+        default_bindings_module: "wasmprov_guest::wit",
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn contract_version_matches_the_api_crate() {
+        assert_eq!(super::CONTRACT_VERSION, wasmprov_api::CONTRACT_VERSION);
+        let section = std::str::from_utf8(super::CONTRACT_SECTION).unwrap();
+        assert!(section.starts_with(&format!(
+            "wasmprov:provisioner@{};",
+            super::CONTRACT_VERSION
+        )));
+        assert_eq!(&super::__section::<5>(), b"wasmp");
+    }
+}

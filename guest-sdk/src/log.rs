@@ -1,0 +1,41 @@
+//! Log records, delivered to the host's log tagged with the plugin's name.
+
+use crate::wit::wasmprov::provisioner::log::{self as wit_log, Level};
+
+fn emit(level: Level, message: &str, fields: &[(&str, &str)]) {
+    let fields: Vec<(String, String)> = fields
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+        .collect();
+    wit_log::log(level, message, &fields);
+}
+
+/// A record with structured fields at `info` level.
+pub fn info_with(message: &str, fields: &[(&str, &str)]) {
+    emit(Level::Info, message, fields);
+}
+
+/// A `trace` record.
+pub fn trace(message: &str) {
+    emit(Level::Trace, message, &[]);
+}
+
+/// A `debug` record.
+pub fn debug(message: &str) {
+    emit(Level::Debug, message, &[]);
+}
+
+/// An `info` record.
+pub fn info(message: &str) {
+    emit(Level::Info, message, &[]);
+}
+
+/// A `warn` record.
+pub fn warn(message: &str) {
+    emit(Level::Warn, message, &[]);
+}
+
+/// An `error` record.
+pub fn error(message: &str) {
+    emit(Level::Error, message, &[]);
+}

@@ -1,0 +1,525 @@
+//! The provisioner contract as a Rust trait.
+//!
+//! [`CloudProvisioner`] is what an orchestrator programs against. A wasm
+//! plugin loaded by `wasmprov-host` implements it, and so can a native,
+//! in-process backend: this crate depends only on `serde`, `thiserror` and
+//! `async-trait`, so implementing the trait pulls in no WebAssembly runtime.
+//!
+//! The value types mirror the WIT package `wasmprov:provisioner@0.1.0` one to
+//! one; the guest SDK re-exports them so that plugin authors and embedders
+//! share one vocabulary.
+//!
+//! ```
+//! use wasmprov_api::{CapacityType, CloudProvisioner, NodeHandle, NodeShape, PriceHint, Result};
+//!
+//! /// A backend that only prices.
+//! struct Quote;
+//!
+//! #[async_trait::async_trait]
+//! impl CloudProvisioner for Quote {
+//!     async fn provision(&self, _shape: &NodeShape) -> Result<NodeHandle> {
+//!         Err(wasmprov_api::ProvisionerError::Unsupported("quote only".into()))
+//!     }
+//!     async fn terminate(&self, id: &String) -> Result<()> {
+//!         Err(wasmprov_api::ProvisionerError::NotFound(id.clone()))
+//!     }
+//!     async fn describe(&self) -> Result<Vec<NodeHandle>> {
+//!         Ok(Vec::new())
+//!     }
+//!     fn capacity_types(&self) -> &[CapacityType] {
+//!         &[CapacityType::OnDemand]
+//!     }
+//!     fn price_hint(&self, shape: &NodeShape) -> Option<PriceHint> {
+//!         Some(PriceHint {
+//!             hourly_usd: 0.01 * shape.cpu,
+//!             capacity_type: shape.capacity_type,
+//!             instance_type: "virtual".into(),
+//!         })
+//!     }
+//!     fn name(&self) -> &str {
+//!         "quote"
+//!     }
+//! }
+//!
+//! let hint = Quote.price_hint(&NodeShape::new(4.0, 8 << 30)).unwrap();
+//! assert_eq!(hint.instance_type, "virtual");
+//! ```
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The version of the WIT contract these types mirror.
+pub const CONTRACT_VERSION: &str = "0.1.0";
+
+/// A backend's own identifier of a node (an instance id, a server number, an
+/// opaque token printed by a script).
+pub type ProviderNodeId = String;
+
+/// Key/value labels on a shape or node.
+pub type Labels = BTreeMap<String, String>;
+
+/// How a node is billed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CapacityType {
+    /// Standard, non-interruptible capacity.
+    #[default]
+    OnDemand,
+    /// Interruptible, discounted capacity (spot, preemptible).
+    Spot,
+}
+
+impl CapacityType {
+    /// The name used in JSON and on the command line.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OnDemand => "on_demand",
+            Self::Spot => "spot",
+        }
+    }
+}
+
+impl std::fmt::Display for CapacityType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a caller wants a node to look like.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NodeShape {
+    /// vCPUs wanted (fractional allowed for burstable shapes).
+    pub cpu: f64,
+    /// Memory wanted, in bytes.
+    pub memory_bytes: u64,
+    /// GPUs wanted (0 for none).
+    pub gpu: u32,
+    /// GPU vendor wanted (`"nvidia"`, `"amd"`).
+    pub gpu_vendor: Option<String>,
+    /// Scheduling labels to put on the node.
+    pub labels: Labels,
+    /// Availability zone or location wanted.
+    pub zone: Option<String>,
+    /// Billing wanted.
+    pub capacity_type: CapacityType,
+    /// An explicit instance type; when set it wins over cpu/memory/gpu matching.
+    pub instance_type: Option<String>,
+}
+
+impl Default for NodeShape {
+    /// One vCPU and 1 GiB, on demand, anywhere.
+    fn default() -> Self {
+        Self {
+            cpu: 1.0,
+            memory_bytes: 1 << 30,
+            gpu: 0,
+            gpu_vendor: None,
+            labels: Labels::new(),
+            zone: None,
+            capacity_type: CapacityType::OnDemand,
+            instance_type: None,
+        }
+    }
+}
+
+impl NodeShape {
+    /// A shape with this CPU and memory and defaults for everything else.
+    #[must_use]
+    pub fn new(cpu: f64, memory_bytes: u64) -> Self {
+        Self {
+            cpu,
+            memory_bytes,
+            ..Self::default()
+        }
+    }
+}
+
+/// Where a node is on its way to cluster membership.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JoinState {
+    /// The backend is creating the machine.
+    Provisioning,
+    /// The machine exists and is booting.
+    Booting,
+    /// The node agent is joining the cluster.
+    Joining,
+    /// The node has joined.
+    Joined,
+    /// Creating or joining failed.
+    Failed,
+}
+
+impl JoinState {
+    /// The name used in JSON and tables.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Provisioning => "provisioning",
+            Self::Booting => "booting",
+            Self::Joining => "joining",
+            Self::Joined => "joined",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for JoinState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A node a backend created or is creating.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeHandle {
+    /// The backend's own identifier of the node.
+    pub provider_id: ProviderNodeId,
+    /// Reachable address, once known.
+    pub address: Option<String>,
+    /// Zone the node landed in.
+    pub zone: Option<String>,
+    /// Billing the node runs under.
+    pub capacity_type: CapacityType,
+    /// Where the node is in its lifecycle.
+    pub join_state: JoinState,
+    /// The instance type the node runs on.
+    #[serde(default)]
+    pub instance_type: Option<String>,
+    /// Labels on the node, including the ownership and request-id tags.
+    #[serde(default)]
+    pub labels: Labels,
+}
+
+/// An estimate of what a shape costs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PriceHint {
+    /// Estimated cost per hour in US dollars.
+    pub hourly_usd: f64,
+    /// Billing the estimate applies to.
+    pub capacity_type: CapacityType,
+    /// The instance type that was priced.
+    pub instance_type: String,
+}
+
+/// A request to create one node, idempotent by `request_id`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProvisionRequest {
+    /// Chosen by the caller: provisioning twice with one id yields one node.
+    pub request_id: String,
+    /// The node wanted.
+    pub shape: NodeShape,
+}
+
+/// What ran out when a backend had no capacity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CapacityScope {
+    /// The instance type, everywhere asked.
+    InstanceType,
+    /// The zone or location.
+    Zone,
+    /// The capacity group or pool as a whole.
+    Group,
+}
+
+impl std::fmt::Display for CapacityScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::InstanceType => "instance type",
+            Self::Zone => "zone",
+            Self::Group => "group",
+        })
+    }
+}
+
+/// Why a plugin could not answer at all (as opposed to answering with an error).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum PluginFault {
+    /// The plugin trapped or panicked.
+    Trap,
+    /// The call ran past its wall-clock deadline.
+    Timeout,
+    /// The call used more CPU time than allowed.
+    CpuLimit,
+    /// The plugin tried to grow its memory past its limit.
+    MemoryLimit,
+    /// The plugin could not be instantiated or broke the contract's types.
+    Contract,
+}
+
+impl std::fmt::Display for PluginFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Trap => "trapped",
+            Self::Timeout => "timed out",
+            Self::CpuLimit => "exceeded its CPU time limit",
+            Self::MemoryLimit => "exceeded its memory limit",
+            Self::Contract => "broke the contract",
+        })
+    }
+}
+
+/// Errors of a [`CloudProvisioner`]. Each variant tells the caller what to do
+/// next, so no one needs to parse messages: see [`ProvisionerError::is_retryable`].
+#[derive(Clone, Debug, PartialEq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ProvisionerError {
+    /// The request or shape is not something this backend can do.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// No capacity for the request; retry with another type or zone, or later.
+    #[error("capacity unavailable ({scope}): {message}")]
+    Capacity {
+        /// What ran out.
+        scope: CapacityScope,
+        /// What the backend said.
+        message: String,
+    },
+    /// An account limit was reached.
+    #[error("quota exceeded: {0}")]
+    Quota(String),
+    /// Too many requests; retry after `retry_after_ms` when given.
+    #[error("rate limited{}: {message}", retry_after_ms.map(|ms| format!(" (retry after {ms} ms)")).unwrap_or_default())]
+    RateLimited {
+        /// How long to wait, in milliseconds, when the backend said.
+        retry_after_ms: Option<u64>,
+        /// What the backend said.
+        message: String,
+    },
+    /// The node does not exist. A terminate of a node already gone returns this.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// Credentials missing, wrong or not allowed.
+    #[error("auth: {0}")]
+    Auth(String),
+    /// The backend could not be reached or answered garbage.
+    #[error("transport: {0}")]
+    Transport(String),
+    /// The backend's configuration is wrong.
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+    /// Anything else the backend reported.
+    #[error("{0}")]
+    Other(String),
+    /// The plugin could not answer: it trapped, ran out of time or memory, or
+    /// broke the contract. The host stays up and the next call gets a fresh instance.
+    #[error("plugin {plugin} {fault}: {message}")]
+    Plugin {
+        /// The plugin's name.
+        plugin: String,
+        /// What went wrong.
+        fault: PluginFault,
+        /// Details for the operator.
+        message: String,
+    },
+}
+
+impl ProvisionerError {
+    /// The variant's name as used in JSON (`"capacity"`, `"rate_limited"`, ...).
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Unsupported(_) => "unsupported",
+            Self::Capacity { .. } => "capacity",
+            Self::Quota(_) => "quota",
+            Self::RateLimited { .. } => "rate_limited",
+            Self::NotFound(_) => "not_found",
+            Self::Auth(_) => "auth",
+            Self::Transport(_) => "transport",
+            Self::InvalidConfig(_) => "invalid_config",
+            Self::Other(_) => "other",
+            Self::Plugin { .. } => "plugin",
+        }
+    }
+
+    /// Whether the same call may succeed if tried again later (or, for
+    /// capacity, elsewhere). Auth, quota, config and unsupported errors need a
+    /// person; a plugin fault other than a timeout is a bug in the plugin.
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Capacity { .. } | Self::RateLimited { .. } | Self::Transport(_) => true,
+            Self::Plugin { fault, .. } => matches!(fault, PluginFault::Timeout),
+            _ => false,
+        }
+    }
+
+    /// How long to wait before retrying, when the backend said.
+    #[must_use]
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::RateLimited { retry_after_ms, .. } => retry_after_ms.map(Duration::from_millis),
+            _ => None,
+        }
+    }
+}
+
+/// Result of provisioner operations.
+pub type Result<T, E = ProvisionerError> = std::result::Result<T, E>;
+
+/// A backend that creates, destroys and lists nodes.
+///
+/// Methods that talk to a backend are async; [`capacity_types`](Self::capacity_types),
+/// [`price_hint`](Self::price_hint) and [`name`](Self::name) are synchronous
+/// and must not block. Implementations are shared across tasks (`Send + Sync`).
+#[async_trait::async_trait]
+pub trait CloudProvisioner: Send + Sync {
+    /// Create a node matching `shape`.
+    ///
+    /// This form carries no request id, so a retry after a crash may create a
+    /// second node; prefer [`provision_request`](Self::provision_request).
+    async fn provision(&self, shape: &NodeShape) -> Result<NodeHandle>;
+
+    /// Terminate the node `id`. A node already gone is [`ProvisionerError::NotFound`].
+    // The seed contract takes `&ProviderNodeId`, an owned-string alias; keep
+    // that signature so native backends port over unchanged.
+    #[allow(clippy::ptr_arg, reason = "signature shared with existing backends")]
+    async fn terminate(&self, id: &ProviderNodeId) -> Result<()>;
+
+    /// Every node this host owns on the backend, and no other.
+    async fn describe(&self) -> Result<Vec<NodeHandle>>;
+
+    /// The capacity types the backend really offers.
+    fn capacity_types(&self) -> &[CapacityType];
+
+    /// A best-effort estimate for `shape`, or `None` when it cannot be priced.
+    fn price_hint(&self, shape: &NodeShape) -> Option<PriceHint>;
+
+    /// A short, stable name of the backend.
+    fn name(&self) -> &str;
+
+    /// Create a node for `request`, idempotently: a second call with the same
+    /// request id returns the node the first one created.
+    ///
+    /// The default forwards to [`provision`](Self::provision) and so is only
+    /// as idempotent as that; wasm plugins implement it for real.
+    async fn provision_request(&self, request: &ProvisionRequest) -> Result<NodeHandle> {
+        self.provision(&request.shape).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_uses_snake_case_names() {
+        let shape = NodeShape {
+            capacity_type: CapacityType::Spot,
+            ..NodeShape::new(2.0, 4 << 30)
+        };
+        let json = serde_json::to_value(&shape).unwrap();
+        assert_eq!(json["capacity_type"], "spot");
+        assert_eq!(json["memory_bytes"], 4u64 << 30);
+        let back: NodeShape = serde_json::from_value(json).unwrap();
+        assert_eq!(back, shape);
+
+        let state = serde_json::to_value(JoinState::Provisioning).unwrap();
+        assert_eq!(state, "provisioning");
+        assert_eq!(serde_json::to_value(CapacityType::OnDemand).unwrap(), "on_demand");
+    }
+
+    #[test]
+    fn partial_shape_json_takes_defaults() {
+        let shape: NodeShape = serde_json::from_str(r#"{"cpu": 8}"#).unwrap();
+        assert_eq!(shape.cpu, 8.0);
+        assert_eq!(shape.memory_bytes, 1 << 30);
+        assert_eq!(shape.capacity_type, CapacityType::OnDemand);
+    }
+
+    #[test]
+    fn errors_are_tagged_by_kind_and_classified() {
+        let err = ProvisionerError::RateLimited {
+            retry_after_ms: Some(1500),
+            message: "slow down".into(),
+        };
+        let json = serde_json::to_value(&err).unwrap();
+        assert_eq!(json["kind"], "rate_limited");
+        assert_eq!(json["retry_after_ms"], 1500);
+        assert_eq!(err.kind(), "rate_limited");
+        assert!(err.is_retryable());
+        assert_eq!(err.retry_after(), Some(Duration::from_millis(1500)));
+        assert_eq!(err.to_string(), "rate limited (retry after 1500 ms): slow down");
+
+        let cap = ProvisionerError::Capacity {
+            scope: CapacityScope::Zone,
+            message: "fsn1 full".into(),
+        };
+        assert!(cap.is_retryable());
+        assert_eq!(cap.to_string(), "capacity unavailable (zone): fsn1 full");
+
+        for fatal in [
+            ProvisionerError::Auth("bad token".into()),
+            ProvisionerError::Quota("20 servers".into()),
+            ProvisionerError::InvalidConfig("no image".into()),
+            ProvisionerError::Unsupported("gpu".into()),
+        ] {
+            assert!(!fatal.is_retryable(), "{fatal} must not be retryable");
+        }
+        let trap = ProvisionerError::Plugin {
+            plugin: "p".into(),
+            fault: PluginFault::Trap,
+            message: "unreachable".into(),
+        };
+        assert!(!trap.is_retryable());
+        assert_eq!(trap.to_string(), "plugin p trapped: unreachable");
+        let back: ProvisionerError =
+            serde_json::from_value(serde_json::to_value(&trap).unwrap()).unwrap();
+        assert_eq!(back, trap);
+    }
+
+    struct Native;
+
+    #[async_trait::async_trait]
+    impl CloudProvisioner for Native {
+        async fn provision(&self, shape: &NodeShape) -> Result<NodeHandle> {
+            Ok(NodeHandle {
+                provider_id: format!("n-{}", shape.cpu),
+                address: None,
+                zone: shape.zone.clone(),
+                capacity_type: shape.capacity_type,
+                join_state: JoinState::Provisioning,
+                instance_type: None,
+                labels: shape.labels.clone(),
+            })
+        }
+        async fn terminate(&self, id: &ProviderNodeId) -> Result<()> {
+            Err(ProvisionerError::NotFound(id.clone()))
+        }
+        async fn describe(&self) -> Result<Vec<NodeHandle>> {
+            Ok(Vec::new())
+        }
+        fn capacity_types(&self) -> &[CapacityType] {
+            &[CapacityType::OnDemand]
+        }
+        fn price_hint(&self, _shape: &NodeShape) -> Option<PriceHint> {
+            None
+        }
+        fn name(&self) -> &str {
+            "native"
+        }
+    }
+
+    #[tokio::test]
+    async fn default_provision_request_forwards_the_shape() {
+        let backend: std::sync::Arc<dyn CloudProvisioner> = std::sync::Arc::new(Native);
+        let req = ProvisionRequest {
+            request_id: "r1".into(),
+            shape: NodeShape::new(3.0, 1 << 30),
+        };
+        let node = backend.provision_request(&req).await.unwrap();
+        assert_eq!(node.provider_id, "n-3");
+        assert!(matches!(
+            backend.terminate(&"x".to_string()).await,
+            Err(ProvisionerError::NotFound(id)) if id == "x"
+        ));
+    }
+}

@@ -1,0 +1,264 @@
+//! A stateful fake of the Hetzner Cloud API v1, written from the public API
+//! reference.
+//!
+//! Served endpoints (all under `/v1`, all requiring `Authorization: Bearer
+//! <token>`):
+//!
+//! | method & path | what it does |
+//! | --- | --- |
+//! | `GET /locations`, `GET /locations/{id}` | the five Hetzner locations |
+//! | `GET /server_types`, `GET /server_types/{id}` | catalogue with per-location prices; `?name=` filter |
+//! | `POST /servers` | create a server (validated like the real API) |
+//! | `GET /servers` | list, with `label_selector`, `name`, `status`, `sort`, `page`, `per_page` |
+//! | `GET /servers/{id}` | one server |
+//! | `DELETE /servers/{id}` | delete a server |
+//! | `GET /actions/{id}` | the action a create/delete returned (always `success` by then) |
+//!
+//! Anything else answers 404 `not_found`. Errors use the Hetzner envelope
+//! `{"error":{"code","message","details"}}` with these statuses:
+//! `unauthorized` 401, `forbidden` 403, `resource_limit_exceeded` 403,
+//! `invalid_input` 400, `json_error` 400, `not_found` 404,
+//! `uniqueness_error` 409, `resource_unavailable` 412,
+//! `rate_limit_exceeded` 429 (with `Retry-After`), `server_error` 500.
+//!
+//! Behaviour choices, so tests can rely on them:
+//! - A created server is `initializing`. Each `GET` that returns it (single
+//!   or on a list page) counts as one poll; the status a response shows is
+//!   computed from the polls made *before* it. With `boot_delay_polls = N`
+//!   the first N polls show `initializing`, the next N `starting`, and from
+//!   then on `running` (`off` instead of `starting`/`running` when created
+//!   with `start_after_create: false`).
+//! - `DELETE` removes the server at once: the returned action says
+//!   `running`, but every later read (and [`HetznerFake::servers`]) no longer
+//!   shows it, a second `DELETE` is 404 and its name is free again.
+//! - Nothing is deduplicated: two creates with different names make two
+//!   servers (the real API has no idempotency token either).
+//! - `RateLimit-*` headers are sent on every response from a 3600-request
+//!   bucket refilling one per second, but the limit is never enforced; use
+//!   [`Fault::RateLimited`] to get a 429.
+//! - `per_page` above `page_size_max` is clamped to it, as the real API does.
+//! - Public IPv4 addresses come from the documentation ranges (203.0.113.0/24
+//!   first, then 198.51.100.0/24, 192.0.2.0/24, 198.18.0.0/15) and are not
+//!   reused.
+
+mod api;
+mod catalog;
+mod selector;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// How the fake behaves; `Default` gives values fit for most tests.
+#[derive(Clone, Debug)]
+pub struct HetznerFakeOptions {
+    /// The only bearer token the fake accepts.
+    pub token: String,
+    /// Upper bound for `per_page` (larger requests are clamped), like the
+    /// real API's 50. Lower it to force pagination with few servers.
+    pub page_size_max: usize,
+    /// How many polls (GETs returning the server) a new server stays
+    /// `initializing`, and then again `starting`, before it is `running`.
+    /// 0 makes servers `running` on the first read.
+    pub boot_delay_polls: u32,
+    /// Project server quota; a create beyond it fails with 403
+    /// `resource_limit_exceeded`.
+    pub max_servers: usize,
+}
+
+impl Default for HetznerFakeOptions {
+    /// Token `fake-hetzner-token`, 50 per page, 1 poll per boot stage,
+    /// 1000 servers.
+    fn default() -> Self {
+        Self {
+            token: "fake-hetzner-token".to_string(),
+            page_size_max: 50,
+            boot_delay_polls: 1,
+            max_servers: 1000,
+        }
+    }
+}
+
+/// A snapshot of one server as the fake holds it, for test assertions
+/// without going through the HTTP API (taking it does not count as a poll).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct FakeServer {
+    /// Server id, as in `/servers/{id}`.
+    pub id: u64,
+    /// Server name (a hostname, unique among live servers).
+    pub name: String,
+    /// Current status: `initializing`, `starting`, `running` or `off`.
+    pub status: String,
+    /// Server type name, e.g. `cx22`.
+    pub server_type: String,
+    /// Location name, e.g. `fsn1`.
+    pub location: String,
+    /// Labels as created.
+    pub labels: BTreeMap<String, String>,
+    /// Public IPv4 address.
+    pub ipv4: String,
+    /// The cloud-init user data passed at creation, if any.
+    pub user_data: Option<String>,
+}
+
+/// A one-shot failure to inject, to exercise a client's error handling.
+///
+/// Faults are queued in order; each is consumed by the first authenticated
+/// request it applies to. `RateLimited`, `ServerError` and `Unauthorized`
+/// apply to a request of any kind; `ResourceUnavailable` and
+/// `ResourceLimitExceeded` only to `POST /servers`. A faulted request has no
+/// other effect (no server is created, no poll is counted).
+#[derive(Clone, Debug)]
+pub enum Fault {
+    /// 429 `rate_limit_exceeded` with `Retry-After: retry_after_secs`.
+    RateLimited {
+        /// Value of the `Retry-After` header, in seconds.
+        retry_after_secs: u64,
+    },
+    /// 412 `resource_unavailable` (e.g. location sold out), on create only.
+    ResourceUnavailable,
+    /// 403 `resource_limit_exceeded` (quota), on create only.
+    ResourceLimitExceeded,
+    /// 500 `server_error`.
+    ServerError,
+    /// 401 `unauthorized`, even with the right token.
+    Unauthorized,
+}
+
+/// A running fake Hetzner Cloud API server.
+///
+/// Dropping it stops the server task; [`HetznerFake::shutdown`] does so
+/// gracefully and waits for it.
+#[derive(Debug)]
+pub struct HetznerFake {
+    addr: SocketAddr,
+    token: String,
+    state: Arc<Mutex<api::FakeState>>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl HetznerFake {
+    /// Start on the given address (tests use `127.0.0.1:0` to get a free
+    /// port). Only loopback addresses are accepted, so a fake can never be
+    /// reachable from the network; anything else is an error.
+    pub async fn start(addr: SocketAddr, opts: HetznerFakeOptions) -> anyhow::Result<HetznerFake> {
+        if !addr.ip().is_loopback() {
+            bail!("fake hetzner: refusing to listen on non-loopback address {addr}");
+        }
+        if opts.page_size_max == 0 {
+            bail!("fake hetzner: page_size_max must be at least 1");
+        }
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("fake hetzner: binding {addr}"))?;
+        let addr = listener
+            .local_addr()
+            .context("fake hetzner: local address")?;
+        let token = opts.token.clone();
+        let state = Arc::new(Mutex::new(api::FakeState::new(opts)));
+        let router = api::router(Arc::clone(&state));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
+                // Either an explicit stop or the sender being dropped.
+                let _ = stopped.await;
+            });
+            if let Err(err) = serve.await {
+                tracing::warn!(%err, "fake hetzner server failed");
+            }
+        });
+        tracing::debug!(%addr, "fake hetzner started");
+        Ok(HetznerFake {
+            addr,
+            token,
+            state,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// Base URL including the `/v1` prefix, e.g. `http://127.0.0.1:41234/v1`,
+    /// to configure a client with in place of `https://api.hetzner.cloud/v1`.
+    pub fn url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The address actually bound (with the real port when started on 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The bearer token the fake accepts.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Snapshot of the live servers in id order, for test assertions; does
+    /// not count as a poll.
+    pub fn servers(&self) -> Vec<FakeServer> {
+        api::lock(&self.state).snapshot()
+    }
+
+    /// Total HTTP requests served so far, including rejected ones.
+    pub fn request_count(&self) -> u64 {
+        api::lock(&self.state).request_count
+    }
+
+    /// Queue a one-shot fault for the next request it applies to (see
+    /// [`Fault`]).
+    pub fn inject(&self, fault: Fault) {
+        api::lock(&self.state).faults.push_back(fault);
+    }
+
+    /// Stop accepting connections, let in-flight requests finish (for at
+    /// most 5 seconds) and wait for the server task to end.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(mut task) = self.task.take()
+            && tokio::time::timeout(Duration::from_secs(5), &mut task)
+                .await
+                .is_err()
+        {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for HetznerFake {
+    /// Signals the server to stop and aborts its accept loop, so a fake
+    /// dropped at the end of a test never outlives it.
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// Run the fake as a standalone process (for manual testing or for plugins
+/// run outside the test harness): start it on `addr`, print one line
+/// `fake hetzner listening on http://ADDR/v1 (token: TOKEN)` to stdout, and
+/// serve until Ctrl-C.
+pub async fn run_standalone(addr: SocketAddr, opts: HetznerFakeOptions) -> anyhow::Result<()> {
+    let fake = HetznerFake::start(addr, opts).await?;
+    println!(
+        "fake hetzner listening on {} (token: {})",
+        fake.url(),
+        fake.token()
+    );
+    tokio::signal::ctrl_c()
+        .await
+        .context("fake hetzner: waiting for Ctrl-C")?;
+    fake.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,16 @@
+//! In-process fakes of cloud provider APIs, so that wasmprov's provisioner
+//! plugins and host can be tested end to end without real accounts, real
+//! money or network access.
+//!
+//! Each fake is a real HTTP server bound to a loopback address that speaks the
+//! provider's wire format (JSON bodies, status codes, error envelopes,
+//! pagination, rate-limit headers) and keeps state, so a plugin can create,
+//! list, poll and delete resources against it exactly as it would against the
+//! provider. Faults can be injected to exercise retry and error paths.
+//!
+//! Currently provided: [`hetzner`] (Hetzner Cloud API v1), whose items are
+//! also re-exported at the crate root.
+
+pub mod hetzner;
+
+pub use hetzner::*;

@@ -1,0 +1,81 @@
+//! Compiles guest crates of this workspace to `wasm32-wasip2` components from
+//! a build script, so tests and the CLI use components built from source.
+//!
+//! The guests build in release mode into `target/wasm-guests` (one shared
+//! target directory, separate from the host's so the nested cargo does not
+//! wait on the outer one's lock).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A built guest component.
+#[derive(Clone, Debug)]
+pub struct Built {
+    /// The package name.
+    pub package: String,
+    /// Path of the `.wasm` component.
+    pub path: PathBuf,
+}
+
+/// Builds `packages` (package names of workspace members) and returns the
+/// component of each. Prints `cargo:rerun-if-changed` for their sources, the
+/// guest SDK and the WIT contract.
+///
+/// # Panics
+/// When the build fails: a build script has no better way to report it, and
+/// the message says how to reproduce the build by hand.
+#[must_use]
+pub fn build_guests(workspace_root: &Path, packages: &[(&str, &str)]) -> Vec<Built> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let target_dir = workspace_root.join("target").join("wasm-guests");
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace_root)
+        .arg("build")
+        .arg("--release")
+        .arg("--target")
+        .arg("wasm32-wasip2")
+        .env("CARGO_TARGET_DIR", &target_dir);
+    for (package, _) in packages {
+        cmd.arg("-p").arg(package);
+    }
+    // The outer build's flags and target settings are not the guests'.
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_MAKEFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTC_WRAPPER",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd.status().unwrap_or_else(|e| panic!("running cargo for guests: {e}"));
+    assert!(
+        status.success(),
+        "building guest components failed; reproduce with: cargo build --release --target wasm32-wasip2 {} (is the target installed? rustup target add wasm32-wasip2)",
+        packages
+            .iter()
+            .map(|(p, _)| format!("-p {p}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    for dir in ["guest-sdk", "wit", "host/api"] {
+        println!("cargo:rerun-if-changed={}", workspace_root.join(dir).display());
+    }
+    packages
+        .iter()
+        .map(|(package, dir)| {
+            println!("cargo:rerun-if-changed={}", workspace_root.join(dir).display());
+            let file = format!("{}.wasm", package.replace('-', "_"));
+            let path = target_dir.join("wasm32-wasip2").join("release").join(file);
+            assert!(path.exists(), "guest {package} built but {} is missing", path.display());
+            Built {
+                package: (*package).to_string(),
+                path,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,18 @@
+//! What a wasmprov plugin may do, decided in plain Rust.
+//!
+//! Everything here is deny-by-default and free of any WebAssembly runtime, so
+//! it can be read and table-tested on its own; the host wires it in:
+//! - [`http`]: which outgoing HTTP requests pass (the host's send hook asks it);
+//! - [`exec`]: which programs run with which arguments (the host's exec asks it);
+//! - [`limits`]: memory, time and concurrency limits and their defaults;
+//! - [`manifest`]: the operator's `NAME.toml`, which holds all of the above.
+
+pub mod exec;
+pub mod http;
+pub mod limits;
+pub mod manifest;
+
+pub use exec::{ExecDenial, ExecGrant, ExecPolicy};
+pub use http::{Destination, HttpDenial, HttpGrant, HttpPolicy};
+pub use limits::Limits;
+pub use manifest::{Manifest, ManifestError, SecretSpec};

@@ -1,0 +1,116 @@
+//! Resource limits of one plugin, and their defaults, written down once here.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Limits as written in a manifest's `[limits]` table; absent fields take the defaults.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSpec {
+    /// Linear memory per instance, in MiB (default 64).
+    pub memory_mib: Option<u64>,
+    /// Wall-clock deadline of one call, in ms (default 30 000).
+    pub call_timeout_ms: Option<u64>,
+    /// CPU time the guest may spend running in one call, in ms (default 5 000).
+    pub cpu_time_ms: Option<u64>,
+    /// Outgoing HTTP requests in flight at once (default 16).
+    pub http_max_in_flight: Option<usize>,
+    /// Time limit of one HTTP request, connect to last byte, in ms (default 15 000).
+    pub http_timeout_ms: Option<u64>,
+    /// Largest HTTP response body accepted, in bytes (default 16 MiB).
+    pub http_max_response_bytes: Option<u64>,
+    /// Processes running at once (default 4).
+    pub exec_max_concurrent: Option<usize>,
+}
+
+/// Checked limits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Linear memory per instance, in bytes.
+    pub memory_bytes: u64,
+    /// Wall-clock deadline of one call.
+    pub call_timeout: Duration,
+    /// CPU time the guest may spend running in one call.
+    pub cpu_time: Duration,
+    /// Outgoing HTTP requests in flight at once.
+    pub http_max_in_flight: usize,
+    /// Time limit of one HTTP request.
+    pub http_timeout: Duration,
+    /// Largest HTTP response body accepted.
+    pub http_max_response_bytes: u64,
+}
+
+/// Largest memory limit a manifest may ask for, in MiB.
+pub const MAX_MEMORY_MIB: u64 = 1024;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            memory_bytes: 64 << 20,
+            call_timeout: Duration::from_secs(30),
+            cpu_time: Duration::from_secs(5),
+            http_max_in_flight: 16,
+            http_timeout: Duration::from_secs(15),
+            http_max_response_bytes: 16 << 20,
+        }
+    }
+}
+
+impl Limits {
+    /// Checks limits as written. Errors are (field, message).
+    ///
+    /// # Errors
+    /// The field out of range and the accepted range.
+    pub fn from_spec(spec: &LimitsSpec) -> Result<Self, (String, String)> {
+        fn range<T: PartialOrd + std::fmt::Display + Copy>(
+            field: &str,
+            v: Option<T>,
+            lo: T,
+            hi: T,
+            default: T,
+        ) -> Result<T, (String, String)> {
+            match v {
+                None => Ok(default),
+                Some(v) if v >= lo && v <= hi => Ok(v),
+                Some(v) => Err((
+                    format!("limits.{field}"),
+                    format!("{v} is out of range; use a value between {lo} and {hi} (default {default})"),
+                )),
+            }
+        }
+        let d = Self::default();
+        Ok(Self {
+            memory_bytes: range("memory_mib", spec.memory_mib, 1, MAX_MEMORY_MIB, d.memory_bytes >> 20)? << 20,
+            call_timeout: Duration::from_millis(range(
+                "call_timeout_ms",
+                spec.call_timeout_ms,
+                10,
+                3_600_000,
+                d.call_timeout.as_millis() as u64,
+            )?),
+            cpu_time: Duration::from_millis(range(
+                "cpu_time_ms",
+                spec.cpu_time_ms,
+                10,
+                3_600_000,
+                d.cpu_time.as_millis() as u64,
+            )?),
+            http_max_in_flight: range("http_max_in_flight", spec.http_max_in_flight, 1, 4096, d.http_max_in_flight)?,
+            http_timeout: Duration::from_millis(range(
+                "http_timeout_ms",
+                spec.http_timeout_ms,
+                10,
+                3_600_000,
+                d.http_timeout.as_millis() as u64,
+            )?),
+            http_max_response_bytes: range(
+                "http_max_response_bytes",
+                spec.http_max_response_bytes,
+                1,
+                1 << 30,
+                d.http_max_response_bytes,
+            )?,
+        })
+    }
+}

@@ -1,0 +1,308 @@
+//! The plugin manifest, `NAME.toml`, beside `NAME.wasm` in the plugin
+//! directory. The operator writes it: it is the whole of what the plugin may
+//! do. Unknown fields are errors, so a misspelt grant never silently grants
+//! nothing (or something else).
+//!
+//! ```toml
+//! name = "hetzner"
+//! component = "hetzner.wasm"
+//! sha256 = "9f2c...e1"            # optional pin
+//!
+//! [config]                        # plain values, visible to the plugin
+//! endpoint = "https://api.hetzner.cloud/v1"
+//!
+//! [secrets]                       # values read from the host's environment at load
+//! token = { env = "HCLOUD_TOKEN" }
+//!
+//! [http]
+//! allow = ["https://api.hetzner.cloud"]
+//!
+//! [[exec]]
+//! program = "/usr/local/bin/node-ctl"
+//! args = ["create", "*"]
+//!
+//! [limits]
+//! memory_mib = 64
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::exec::{DEFAULT_EXEC_MAX_CONCURRENT, ExecGrantSpec, ExecPolicy};
+use crate::http::HttpPolicy;
+use crate::limits::{Limits, LimitsSpec};
+
+/// A manifest that could not be accepted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {field}: {message}")]
+pub struct ManifestError {
+    /// The manifest file.
+    pub file: String,
+    /// The field at fault (a dotted path), or `line N` when the file did not parse.
+    pub field: String,
+    /// What is wrong and what would be accepted.
+    pub message: String,
+}
+
+/// A secret taken from the host's environment.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SecretSpec {
+    /// Name of the environment variable holding the value.
+    pub env: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpSpec {
+    #[serde(default)]
+    allow: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    name: String,
+    component: String,
+    sha256: Option<String>,
+    #[serde(default)]
+    config: BTreeMap<String, toml::Value>,
+    #[serde(default)]
+    secrets: BTreeMap<String, SecretSpec>,
+    http: Option<HttpSpec>,
+    #[serde(default)]
+    exec: Vec<ExecGrantSpec>,
+    #[serde(default)]
+    limits: LimitsSpec,
+}
+
+/// A checked manifest.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Manifest {
+    /// The plugin's name: `[a-z0-9][a-z0-9_-]*`, at most 64 characters.
+    pub name: String,
+    /// Path of the component, relative to the plugin directory.
+    pub component: String,
+    /// The component's pinned sha256, lowercase hex.
+    pub sha256: Option<String>,
+    /// Plain configuration values.
+    pub config: BTreeMap<String, String>,
+    /// Secrets: key seen by the plugin → where its value comes from.
+    pub secrets: BTreeMap<String, SecretSpec>,
+    /// Outgoing HTTP grants.
+    pub http: HttpPolicy,
+    /// Exec grants.
+    pub exec: ExecPolicy,
+    /// Resource limits.
+    pub limits: Limits,
+}
+
+impl Manifest {
+    /// Parses and checks a manifest. `file` names it in errors.
+    ///
+    /// # Errors
+    /// A [`ManifestError`] naming the file, the field and what is accepted.
+    pub fn parse(file: &str, text: &str) -> Result<Self, ManifestError> {
+        let err = |field: &str, message: String| ManifestError {
+            file: file.to_string(),
+            field: field.to_string(),
+            message,
+        };
+        let raw: RawManifest = toml::from_str(text).map_err(|e| {
+            let missing = e
+                .message()
+                .strip_prefix("missing field `")
+                .and_then(|m| m.split('`').next());
+            let field = missing
+                .map(str::to_string)
+                .or_else(|| e.span().filter(|s| s.start > 0 || s.end < text.len()).map(|s| {
+                    let line = text[..s.start].matches('\n').count() + 1;
+                    let key = text
+                        .lines()
+                        .nth(line - 1)
+                        .and_then(|l| l.split('=').next())
+                        .map(str::trim)
+                        .filter(|k| !k.is_empty())
+                        .unwrap_or("?");
+                    format!("line {line} ({key})")
+                }))
+                .unwrap_or_else(|| "manifest".to_string());
+            err(&field, e.message().to_string())
+        })?;
+
+        if raw.name.is_empty()
+            || raw.name.len() > 64
+            || !raw.name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            || !raw
+                .name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+        {
+            return Err(err(
+                "name",
+                format!(
+                    "{:?} is not a valid plugin name; use lowercase letters, digits, `-` and `_`, such as \"hetzner\" or \"aws-ec2\"",
+                    raw.name
+                ),
+            ));
+        }
+        if raw.component.is_empty() || raw.component.starts_with('/') || raw.component.contains('\\') {
+            return Err(err(
+                "component",
+                format!(
+                    "{:?} must be a file name relative to the plugin directory, such as \"{}.wasm\"",
+                    raw.component, raw.name
+                ),
+            ));
+        }
+        let sha256 = match raw.sha256 {
+            None => None,
+            Some(h) => {
+                let h = h.trim().to_ascii_lowercase();
+                let h = h.strip_prefix("sha256:").unwrap_or(&h).to_string();
+                if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(err(
+                        "sha256",
+                        "must be 64 hex digits (the output of `sha256sum NAME.wasm`)".into(),
+                    ));
+                }
+                Some(h)
+            }
+        };
+        let mut config = BTreeMap::new();
+        for (k, v) in raw.config {
+            let value = match v {
+                toml::Value::String(s) => s,
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => {
+                    return Err(err(
+                        &format!("config.{k}"),
+                        format!(
+                            "a {} is not accepted; config values are strings, numbers or booleans",
+                            other.type_str()
+                        ),
+                    ));
+                }
+            };
+            config.insert(k, value);
+        }
+        for (k, s) in &raw.secrets {
+            if config.contains_key(k) {
+                return Err(err(
+                    &format!("secrets.{k}"),
+                    "the same key is also in [config]; a key is either config or secret".into(),
+                ));
+            }
+            if s.env.is_empty() || s.env.contains(['=', '\0']) {
+                return Err(err(
+                    &format!("secrets.{k}.env"),
+                    format!("{:?} is not an environment variable name, such as \"HCLOUD_TOKEN\"", s.env),
+                ));
+            }
+        }
+        let http = HttpPolicy::parse(&raw.http.map(|h| h.allow).unwrap_or_default())
+            .map_err(|e| err("http.allow", e.to_string()))?;
+        let limits = Limits::from_spec(&raw.limits).map_err(|(field, m)| err(&field, m))?;
+        let exec = ExecPolicy::from_specs(
+            &raw.exec,
+            raw.limits
+                .exec_max_concurrent
+                .unwrap_or(DEFAULT_EXEC_MAX_CONCURRENT),
+        )
+        .map_err(|m| err("exec", m))?;
+        Ok(Self {
+            name: raw.name,
+            component: raw.component,
+            sha256,
+            config,
+            secrets: raw.secrets,
+            http,
+            exec,
+            limits,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FULL: &str = r#"
+name = "hetzner"
+component = "hetzner.wasm"
+sha256 = "sha256:ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef0123456789"
+
+[config]
+endpoint = "https://api.hetzner.cloud/v1"
+eur_usd = 1.08
+page_size = 50
+
+[secrets]
+token = { env = "HCLOUD_TOKEN" }
+
+[http]
+allow = ["https://api.hetzner.cloud"]
+
+[[exec]]
+program = "/usr/bin/true"
+args = ["*"]
+
+[limits]
+memory_mib = 32
+call_timeout_ms = 5000
+"#;
+
+    #[test]
+    fn full_manifest_parses() {
+        let m = Manifest::parse("hetzner.toml", FULL).unwrap();
+        assert_eq!(m.name, "hetzner");
+        assert_eq!(
+            m.sha256.as_deref(),
+            Some("abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789")
+        );
+        assert_eq!(m.config["eur_usd"], "1.08");
+        assert_eq!(m.config["page_size"], "50");
+        assert_eq!(m.secrets["token"].env, "HCLOUD_TOKEN");
+        assert_eq!(m.http.grants().len(), 1);
+        assert_eq!(m.exec.grants().len(), 1);
+        assert_eq!(m.limits.memory_bytes, 32 << 20);
+        assert_eq!(m.limits.call_timeout.as_millis(), 5000);
+    }
+
+    #[test]
+    fn minimal_manifest_denies_everything() {
+        let m = Manifest::parse("x.toml", "name = \"x\"\ncomponent = \"x.wasm\"\n").unwrap();
+        assert!(m.http.is_empty());
+        assert!(m.exec.grants().is_empty());
+        assert!(m.config.is_empty() && m.secrets.is_empty());
+        assert_eq!(m.limits, Limits::default());
+    }
+
+    #[test]
+    fn errors_name_file_field_and_what_is_accepted() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("name = \"x\"\ncomponent = \"x.wasm\"\nallow_all = true\n", "line 3 (allow_all)", "unknown field `allow_all`"),
+            ("name = \"x\"\n", "component", "missing field `component`"),
+            ("name = \"X Y\"\ncomponent = \"x.wasm\"\n", "name", "lowercase letters"),
+            ("name = \"x\"\ncomponent = \"/etc/passwd\"\n", "component", "relative to the plugin directory"),
+            ("name = \"x\"\ncomponent = \"x.wasm\"\nsha256 = \"abc\"\n", "sha256", "64 hex digits"),
+            ("name = \"x\"\ncomponent = \"x.wasm\"\n[http]\nallow = [\"api.example.com\"]\n", "http.allow", "expected scheme://host[:port]"),
+            ("name = \"x\"\ncomponent = \"x.wasm\"\n[http]\nalow = []\n", "line 4 (alow)", "unknown field `alow`, expected `allow`"),
+            ("name = \"x\"\ncomponent = \"x.wasm\"\n[[exec]]\nprogram = \"sh\"\n", "exec", "absolute path"),
+            ("name = \"x\"\ncomponent = \"x.wasm\"\n[limits]\nmemory_mib = 0\n", "limits.memory_mib", "between"),
+            ("name = \"x\"\ncomponent = \"x.wasm\"\n[limits]\nmemory = 5\n", "line 4 (memory)", "expected one of"),
+            ("name = \"x\"\ncomponent = \"x.wasm\"\n[config]\na = [1]\n", "config.a", "strings, numbers or booleans"),
+            ("name = \"x\"\ncomponent = \"x.wasm\"\n[config]\nt = \"1\"\n[secrets]\nt = { env = \"T\" }\n", "secrets.t", "either config or secret"),
+            ("name = \"x\"\ncomponent = \"x.wasm\"\n[secrets]\nt = \"T\"\n", "line 4 (t)", "expected struct SecretSpec"),
+        ];
+        for (text, field, msg) in cases {
+            let e = Manifest::parse("bad.toml", text).expect_err(text);
+            assert_eq!(e.file, "bad.toml");
+            assert_eq!(&e.field, field, "{text}: {e}");
+            assert!(e.message.contains(msg), "{text}: {e}");
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! The WebAssembly engine shared by every plugin of a host: compiled code
+//! cache, pooling allocator, and the epoch ticker that bounds CPU time.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How often the epoch advances. CPU limits are counted in these ticks.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Engine-wide settings.
+#[derive(Clone, Debug)]
+pub struct EngineSettings {
+    /// Directory of the on-disk compile cache; `None` disables it.
+    pub cache_dir: Option<PathBuf>,
+    /// Plugin instances alive at once across all plugins (pool size).
+    pub max_instances: u32,
+    /// Largest linear memory any instance may have, in bytes; each plugin's
+    /// manifest limit must be at most this.
+    pub max_memory_bytes: u64,
+    /// Largest guest stack, in bytes.
+    pub max_wasm_stack: usize,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self {
+            cache_dir: None,
+            max_instances: 1000,
+            max_memory_bytes: u64::from(wasmprov_policy::limits::MAX_MEMORY_MIB) << 20,
+            max_wasm_stack: 512 << 10,
+        }
+    }
+}
+
+/// A wasmtime engine plus the thread that advances its epoch.
+#[derive(Debug)]
+pub(crate) struct SharedEngine {
+    pub(crate) engine: Engine,
+    pub(crate) settings: EngineSettings,
+    stop: Arc<AtomicBool>,
+    /// A small runtime of the host's own for the background work of
+    /// synchronous calls (`price_hint`): wasi-http and wasi clocks spawn
+    /// tasks and timers there, so such a call never depends on the caller's
+    /// runtime having a free thread.
+    side: Option<tokio::runtime::Runtime>,
+}
+
+impl SharedEngine {
+    pub(crate) fn new(settings: EngineSettings) -> Result<Arc<Self>> {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        config.wasm_component_model(true);
+        config.max_wasm_stack(settings.max_wasm_stack);
+        // Fibers need room for the guest stack plus host frames.
+        config.async_stack_size(settings.max_wasm_stack + (1 << 20));
+        config.memory_init_cow(true);
+
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_component_instances(settings.max_instances);
+        // A Rust component built for wasip2 has a handful of core instances
+        // (the program plus adapter shims) and one or two memories.
+        pool.max_core_instances_per_component(16);
+        pool.total_core_instances(settings.max_instances * 8);
+        pool.max_memories_per_component(4);
+        pool.total_memories(settings.max_instances * 2);
+        pool.max_tables_per_component(8);
+        pool.total_tables(settings.max_instances * 4);
+        pool.total_stacks(settings.max_instances);
+        pool.max_memory_size(usize::try_from(settings.max_memory_bytes).unwrap_or(usize::MAX));
+        pool.max_unused_warm_slots(64);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+
+        if let Some(dir) = &settings.cache_dir {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("creating compile cache directory {}", dir.display()))?;
+            let mut cache = wasmtime::CacheConfig::new();
+            cache.with_directory(dir);
+            config.cache(Some(
+                wasmtime::Cache::new(cache)
+                    .map_err(|e| anyhow::anyhow!("setting up the compile cache: {e:#}"))?,
+            ));
+        }
+        let engine = Engine::new(&config)
+            .map_err(|e| anyhow::anyhow!("creating the wasm engine: {e:#}"))?;
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticker_engine = engine.weak();
+        let ticker_stop = stop.clone();
+        std::thread::Builder::new()
+            .name("wasmprov-epoch".into())
+            .spawn(move || {
+                while !ticker_stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    match ticker_engine.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })
+            .context("starting the epoch ticker")?;
+        let side = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("wasmprov-side")
+            .enable_all()
+            .build()
+            .context("starting the host's side runtime")?;
+        Ok(Arc::new(Self {
+            engine,
+            settings,
+            stop,
+            side: Some(side),
+        }))
+    }
+
+    /// Handle of the side runtime.
+    pub(crate) fn side_handle(&self) -> Option<tokio::runtime::Handle> {
+        self.side.as_ref().map(|rt| rt.handle().clone())
+    }
+}
+
+impl Drop for SharedEngine {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Dropping a runtime may not block inside another runtime.
+        if let Some(rt) = self.side.take() {
+            rt.shutdown_background();
+        }
+    }
+}

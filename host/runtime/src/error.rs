@@ -1,0 +1,89 @@
+//! Why a plugin could not be loaded. Each variant names the plugin (its
+//! manifest file) and says what would fix it.
+
+use std::path::PathBuf;
+
+/// A plugin that could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The manifest is malformed.
+    #[error(transparent)]
+    Manifest(#[from] wasmprov_policy::ManifestError),
+    /// The manifest's name does not match its file name.
+    #[error("{file}: name {name:?} must match the file name (expected name = {expected:?})")]
+    NameMismatch {
+        /// The manifest file.
+        file: String,
+        /// The name written in it.
+        name: String,
+        /// The name its file name implies.
+        expected: String,
+    },
+    /// Two manifests name the same plugin.
+    #[error("{file}: plugin {name:?} is already loaded from another manifest")]
+    Duplicate {
+        /// The manifest file.
+        file: String,
+        /// The plugin name.
+        name: String,
+    },
+    /// The component file could not be read from inside the plugin directory.
+    #[error("{file}: component {component:?} cannot be read inside the plugin directory {}: {reason}", dir.display())]
+    Component {
+        /// The manifest file.
+        file: String,
+        /// The component path written in the manifest.
+        component: String,
+        /// The plugin directory.
+        dir: PathBuf,
+        /// What went wrong (missing, or the path leads outside the directory).
+        reason: String,
+    },
+    /// The component's sha256 is not the one pinned in the manifest.
+    #[error("{file}: component {component:?} has sha256 {actual}, but the manifest pins {expected}; refusing to load it")]
+    Digest {
+        /// The manifest file.
+        file: String,
+        /// The component path.
+        component: String,
+        /// The pinned digest.
+        expected: String,
+        /// The digest of the file on disk.
+        actual: String,
+    },
+    /// The component was built for a contract version this host does not speak.
+    #[error("plugin {plugin}: built for contract wasmprov:provisioner@{found}, but this host speaks wasmprov:provisioner@{supported}; rebuild the plugin with a matching wasmprov-guest")]
+    ContractVersion {
+        /// The plugin name.
+        plugin: String,
+        /// The version the component was built for.
+        found: String,
+        /// The version this host speaks.
+        supported: String,
+    },
+    /// The file is not a provisioner component.
+    #[error("plugin {plugin}: {reason}")]
+    NotAProvider {
+        /// The plugin name.
+        plugin: String,
+        /// What is missing or wrong.
+        reason: String,
+    },
+    /// Compiling or linking the component failed.
+    #[error("plugin {plugin}: {reason}")]
+    Compile {
+        /// The plugin name.
+        plugin: String,
+        /// The compiler's or linker's message.
+        reason: String,
+    },
+    /// Reading the plugin directory failed.
+    #[error("plugin directory {}: {reason}", dir.display())]
+    Directory {
+        /// The directory.
+        dir: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+}

@@ -1,0 +1,283 @@
+//! The embeddable host: loads every plugin of a directory under the sandbox
+//! and hands each out as an `Arc<dyn CloudProvisioner>`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use cap_std::ambient_authority;
+use wasmprov_api::CloudProvisioner;
+use wasmtime::component::Linker;
+
+use crate::engine::{EngineSettings, SharedEngine};
+use crate::error::LoadError;
+use crate::plugin::{LoadInput, WasmPlugin};
+use crate::state::CallState;
+
+type SecretSource = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Builds a [`Host`].
+///
+/// ```no_run
+/// # async fn demo() -> anyhow::Result<()> {
+/// let host = wasmprov_host::HostBuilder::new("./plugins.d")
+///     .owner_id("autoscaler-eu-1")
+///     .build()
+///     .await?;
+/// for err in host.errors() {
+///     eprintln!("not loaded: {err}");
+/// }
+/// if let Some(hetzner) = host.plugin("hetzner") {
+///     let nodes = hetzner.describe().await?;
+///     println!("{} nodes", nodes.len());
+/// }
+/// # Ok(()) }
+/// ```
+pub struct HostBuilder {
+    plugin_dir: PathBuf,
+    owner_id: Option<String>,
+    work_dir: Option<PathBuf>,
+    engine: EngineSettings,
+    secrets: SecretSource,
+}
+
+impl std::fmt::Debug for HostBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostBuilder")
+            .field("plugin_dir", &self.plugin_dir)
+            .field("owner_id", &self.owner_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HostBuilder {
+    /// A host loading plugins from `plugin_dir`, with default settings: owner
+    /// id [`default_owner_id`], compile cache in the user's cache directory,
+    /// secrets from the process environment.
+    pub fn new(plugin_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            plugin_dir: plugin_dir.into(),
+            owner_id: None,
+            work_dir: None,
+            engine: EngineSettings {
+                cache_dir: default_cache_dir(),
+                ..EngineSettings::default()
+            },
+            secrets: Arc::new(|name: &str| std::env::var(name).ok()),
+        }
+    }
+
+    /// The owner id every node this host creates is tagged with.
+    #[must_use]
+    pub fn owner_id(mut self, owner: impl Into<String>) -> Self {
+        self.owner_id = Some(owner.into());
+        self
+    }
+
+    /// Where compiled components are cached; `None` disables the cache.
+    #[must_use]
+    pub fn cache_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.engine.cache_dir = dir;
+        self
+    }
+
+    /// Root of the per-plugin working directories of exec'd programs.
+    #[must_use]
+    pub fn work_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.work_dir = Some(dir.into());
+        self
+    }
+
+    /// Engine-wide settings (pool size, largest memory, stack).
+    #[must_use]
+    pub fn engine_settings(mut self, settings: EngineSettings) -> Self {
+        self.engine = settings;
+        self
+    }
+
+    /// Where secret values come from, by variable name (default: the process
+    /// environment). Embedders with a secret store plug it in here.
+    #[must_use]
+    pub fn secret_source(
+        mut self,
+        source: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.secrets = Arc::new(source);
+        self
+    }
+
+    /// Loads every plugin of the directory. A plugin that fails to load is
+    /// left out and reported in [`Host::errors`]; the others load.
+    ///
+    /// # Errors
+    /// When the engine cannot be set up or the directory cannot be opened.
+    pub async fn build(self) -> Result<Host> {
+        let owner_id = self.owner_id.unwrap_or_else(default_owner_id);
+        let work_root = self
+            .work_dir
+            .unwrap_or_else(|| crate::plugin::default_work_root().join(&owner_id));
+        let engine = SharedEngine::new(self.engine)?;
+        let linker = Arc::new(build_linker(&engine.engine)?);
+        let plugin_dir = self.plugin_dir;
+        let secrets = self.secrets;
+        let (plugins, errors) = tokio::task::spawn_blocking({
+            let engine = engine.clone();
+            let linker = linker.clone();
+            let owner_id = owner_id.clone();
+            move || {
+                load_all(&plugin_dir, &engine, &linker, &owner_id, &work_root, &*secrets)
+            }
+        })
+        .await
+        .context("plugin loading panicked")??;
+        Ok(Host {
+            owner_id,
+            plugins,
+            errors,
+            _engine: engine,
+        })
+    }
+}
+
+fn build_linker(engine: &wasmtime::Engine) -> Result<Linker<CallState>> {
+    let mut linker = Linker::new(engine);
+    let wrap = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
+    // The WASI interfaces a Rust program needs to start; the context behind
+    // them grants nothing (no files, environment, sockets or stdin).
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wrap)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(wrap)?;
+    wasmtime_wasi_config::add_to_linker(&mut linker, |s: &mut CallState| {
+        wasmtime_wasi_config::WasiConfig::new(s.config())
+    })
+    .map_err(wrap)?;
+    crate::bindings::exec::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
+        .map_err(wrap)?;
+    crate::bindings::log::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
+        .map_err(wrap)?;
+    Ok(linker)
+}
+
+fn load_all(
+    dir_path: &Path,
+    engine: &Arc<SharedEngine>,
+    linker: &Linker<CallState>,
+    owner_id: &str,
+    work_root: &Path,
+    secret: &(dyn Fn(&str) -> Option<String> + Send + Sync),
+) -> Result<(BTreeMap<String, Arc<WasmPlugin>>, Vec<LoadError>)> {
+    let dir = cap_std::fs::Dir::open_ambient_dir(dir_path, ambient_authority())
+        .with_context(|| format!("opening plugin directory {}", dir_path.display()))?;
+    let mut manifests: Vec<String> = dir
+        .entries()
+        .with_context(|| format!("listing plugin directory {}", dir_path.display()))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".toml") && !n.starts_with('.'))
+        .collect();
+    manifests.sort();
+    let mut plugins = BTreeMap::new();
+    let mut errors = Vec::new();
+    for file in &manifests {
+        let input = LoadInput {
+            dir: &dir,
+            dir_path,
+            manifest_file: file,
+            engine,
+            linker,
+            owner_id,
+            work_root,
+            secret,
+        };
+        match WasmPlugin::load(&input) {
+            Ok(p) => {
+                let name = p.info().name.clone();
+                if plugins.contains_key(&name) {
+                    errors.push(LoadError::Duplicate {
+                        file: file.clone(),
+                        name,
+                    });
+                    continue;
+                }
+                for w in &p.info().warnings {
+                    tracing::warn!(plugin = %name, "{w}");
+                }
+                tracing::info!(plugin = %name, sha256 = %p.info().sha256, "plugin loaded");
+                plugins.insert(name, Arc::new(p));
+            }
+            Err(e) => {
+                tracing::error!("{e}");
+                errors.push(e);
+            }
+        }
+    }
+    Ok((plugins, errors))
+}
+
+/// A set of loaded plugins.
+pub struct Host {
+    owner_id: String,
+    plugins: BTreeMap<String, Arc<WasmPlugin>>,
+    errors: Vec<LoadError>,
+    _engine: Arc<SharedEngine>,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("owner_id", &self.owner_id)
+            .field("plugins", &self.plugins.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// The plugin `name` through the provisioner trait.
+    #[must_use]
+    pub fn plugin(&self, name: &str) -> Option<Arc<dyn CloudProvisioner>> {
+        self.plugins
+            .get(name)
+            .map(|p| p.clone() as Arc<dyn CloudProvisioner>)
+    }
+
+    /// The plugin `name` with its wasm-specific extras (inspect, errors from price hints).
+    #[must_use]
+    pub fn wasm_plugin(&self, name: &str) -> Option<Arc<WasmPlugin>> {
+        self.plugins.get(name).cloned()
+    }
+
+    /// Every loaded plugin, by name.
+    pub fn plugins(&self) -> impl Iterator<Item = &Arc<WasmPlugin>> {
+        self.plugins.values()
+    }
+
+    /// Plugins that did not load, and why.
+    #[must_use]
+    pub fn errors(&self) -> &[LoadError] {
+        &self.errors
+    }
+
+    /// The owner id nodes are tagged with.
+    #[must_use]
+    pub fn owner_id(&self) -> &str {
+        &self.owner_id
+    }
+}
+
+/// `wasmprov-<hostname>`: distinct per machine, stable across restarts, so a
+/// restarted host finds its nodes again.
+#[must_use]
+pub fn default_owner_id() -> String {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into());
+    format!("wasmprov-{host}")
+}
+
+fn default_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .map(|d| d.join("wasmprov"))
+}

@@ -1,0 +1,344 @@
+//! Where outgoing HTTP is decided and sent: the one send-request hook every
+//! guest request passes through.
+//!
+//! Order of checks, each a denial the guest sees as `HTTP-request-denied`
+//! (never a trap):
+//! 1. the call may do I/O at all (`price-hint` may not);
+//! 2. the URL is well formed, carries no user information, and a grant
+//!    covers its scheme, host and port ([`wasmprov_policy::http`]);
+//! 3. a `Host` header, if any, names the same authority;
+//! 4. the name resolves, and only to addresses the policy accepts; the
+//!    connection goes to an address that was checked (no second lookup).
+//!
+//! Then limits: requests in flight (`connection-limit-reached`), one deadline
+//! for connect-to-last-byte (`connection-timeout` / `connection-read-timeout`)
+//! and the response body size (`HTTP-response-body-size`). Redirects are
+//! never followed by the host: a 3xx goes back to the guest, and a follow-up
+//! request is checked like any other.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::HOST;
+use http_body::{Body, Frame};
+use http_body_util::BodyExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, Sleep};
+use wasmprov_policy::http::{DestHost, Destination, HttpPolicy};
+use wasmprov_policy::limits::Limits;
+use wasmtime_wasi_http::io::TokioIo;
+use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+
+use crate::plugin::PluginShared;
+
+/// How long the host waits for a guest to finish writing the body of a
+/// request it is about to deny (so that the guest sees the denial rather
+/// than a broken stream).
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// Per-plugin HTTP state: the policy, its limits and the in-flight gate.
+#[derive(Debug)]
+pub(crate) struct HttpGate {
+    policy: HttpPolicy,
+    limits: Limits,
+    in_flight: Arc<Semaphore>,
+}
+
+impl HttpGate {
+    pub(crate) fn new(policy: HttpPolicy, limits: Limits) -> Self {
+        Self {
+            in_flight: Arc::new(Semaphore::new(limits.http_max_in_flight)),
+            policy,
+            limits,
+        }
+    }
+
+    async fn send(
+        &self,
+        plugin: &str,
+        may_do_io: bool,
+        req: http::Request<WasiBody>,
+    ) -> Result<http::Response<WasiBody>, Error> {
+        let checked = match self.check(may_do_io, &req) {
+            Ok(checked) => checked,
+            Err(reason) => {
+                tracing::warn!(plugin, uri = %req.uri(), %reason, "HTTP request denied");
+                drain(req.into_body()).await;
+                return Err(Error::HttpRequestDenied);
+            }
+        };
+        let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
+            tracing::warn!(plugin, uri = %req.uri(), limit = self.limits.http_max_in_flight, "HTTP request over the in-flight limit");
+            drain(req.into_body()).await;
+            return Err(Error::ConnectionLimitReached);
+        };
+        let deadline = Instant::now() + self.limits.http_timeout;
+        let addr = match tokio::time::timeout_at(deadline, self.resolve(&checked)).await {
+            Err(_) => return Err(Error::DnsTimeout),
+            Ok(Err(DenyOr::Deny(reason))) => {
+                tracing::warn!(plugin, uri = %req.uri(), %reason, "HTTP request denied after resolution");
+                drain(req.into_body()).await;
+                return Err(Error::HttpRequestDenied);
+            }
+            Ok(Err(DenyOr::Fail(e))) => return Err(e),
+            Ok(Ok(addr)) => addr,
+        };
+        tracing::debug!(plugin, uri = %req.uri(), %addr, "HTTP request allowed");
+        let response = tokio::time::timeout_at(deadline, send_to(addr, &checked, req))
+            .await
+            .map_err(|_| Error::ConnectionTimeout)??;
+        let max = self.limits.http_max_response_bytes;
+        if let Some(len) = response
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            && len > max
+        {
+            tracing::warn!(plugin, len, max, "HTTP response body over the size limit");
+            return Err(Error::HttpResponseBodySize(Some(len)));
+        }
+        Ok(response.map(|incoming| {
+            LimitedBody {
+                inner: incoming,
+                remaining: max,
+                max,
+                deadline: Box::pin(tokio::time::sleep_until(deadline)),
+                _permit: permit,
+            }
+            .boxed_unsync()
+        }))
+    }
+
+    /// Policy checks that need no network.
+    fn check(&self, may_do_io: bool, req: &http::Request<WasiBody>) -> Result<Destination, String> {
+        if !may_do_io {
+            return Err("price-hint must not do I/O".into());
+        }
+        let uri = req.uri();
+        let scheme = uri.scheme_str().ok_or("no scheme")?;
+        let authority = uri.authority().ok_or("no host")?.as_str();
+        let dest = Destination::from_parts(scheme, authority)?;
+        self.policy.check(&dest).map_err(|e| e.to_string())?;
+        if let Some(host) = req.headers().get(HOST)
+            && !host.as_bytes().eq_ignore_ascii_case(authority.as_bytes())
+        {
+            return Err(format!(
+                "Host header {:?} differs from the URL's authority {authority:?}",
+                String::from_utf8_lossy(host.as_bytes())
+            ));
+        }
+        Ok(dest)
+    }
+
+    /// Resolves the destination and returns the first address the policy accepts.
+    async fn resolve(&self, dest: &Destination) -> Result<SocketAddr, DenyOr> {
+        let candidates: Vec<SocketAddr> = match &dest.host {
+            DestHost::Ip(ip) => vec![SocketAddr::new(*ip, dest.port)],
+            DestHost::Name(name) => tokio::net::lookup_host((name.as_str(), dest.port))
+                .await
+                .map_err(|e| {
+                    DenyOr::Fail(Error::DnsError {
+                        rcode: Some(e.to_string()),
+                        info_code: None,
+                    })
+                })?
+                .collect(),
+        };
+        let mut first_denial = None;
+        for addr in &candidates {
+            match self.policy.check_resolved(dest, addr.ip()) {
+                Ok(()) => return Ok(SocketAddr::new(wasmprov_policy::http::canonical_ip(addr.ip()), addr.port())),
+                Err(e) => {
+                    first_denial.get_or_insert(e.to_string());
+                }
+            }
+        }
+        Err(match first_denial {
+            Some(reason) => DenyOr::Deny(reason),
+            None => DenyOr::Fail(Error::DestinationNotFound),
+        })
+    }
+}
+
+enum DenyOr {
+    Deny(String),
+    Fail(Error),
+}
+
+/// Reads and discards a request body, within limits.
+async fn drain(body: WasiBody) {
+    let _ = tokio::time::timeout(DRAIN_LIMIT, async {
+        let mut body = body;
+        let mut seen: u64 = 0;
+        while let Some(Ok(frame)) = body.frame().await {
+            seen += frame.data_ref().map_or(0, |d| d.len() as u64);
+            if seen > 64 << 20 {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
+fn tls_config() -> Arc<rustls::ClientConfig> {
+    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let roots = rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+            };
+            let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .map(|b| b.with_root_certificates(roots).with_no_client_auth());
+            Arc::new(config.unwrap_or_else(|e| {
+                // The ring provider supports the default versions; this is unreachable
+                // in practice, and an empty config fails every handshake safely.
+                tracing::error!("TLS configuration failed: {e}");
+                rustls::ClientConfig::builder_with_provider(Arc::new(
+                    rustls::crypto::ring::default_provider(),
+                ))
+                .with_protocol_versions(&[])
+                .expect("an empty version list is accepted")
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth()
+            }))
+        })
+        .clone()
+}
+
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> Stream for T {}
+
+/// Connects to the checked address and sends the request over HTTP/1.1.
+async fn send_to(
+    addr: SocketAddr,
+    dest: &Destination,
+    mut req: http::Request<WasiBody>,
+) -> Result<http::Response<hyper::body::Incoming>, Error> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => Error::ConnectionRefused,
+        _ => Error::Connect(e),
+    })?;
+    let _ = tcp.set_nodelay(true);
+    let stream: Box<dyn Stream> = match dest.scheme {
+        wasmprov_policy::http::Scheme::Http => Box::new(tcp),
+        wasmprov_policy::http::Scheme::Https => {
+            let name = match &dest.host {
+                DestHost::Name(n) => rustls::pki_types::ServerName::try_from(n.clone())
+                    .map_err(|_| Error::HttpRequestUriInvalid)?,
+                DestHost::Ip(ip) => rustls::pki_types::ServerName::IpAddress((*ip).into()),
+            };
+            let tls = tokio_rustls::TlsConnector::from(tls_config())
+                .connect(name, tcp)
+                .await
+                .map_err(Error::Tls)?;
+            Box::new(tls)
+        }
+    };
+    let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+        .handshake(TokioIo::new(stream))
+        .await
+        .map_err(Error::from)?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!("HTTP connection ended: {e}");
+        }
+    });
+    // On the wire the request line carries only the path; the authority was
+    // checked above and goes in the Host header, which wasi-http sets from it.
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or("/", http::uri::PathAndQuery::as_str)
+        .to_string();
+    *req.uri_mut() = http::Uri::builder()
+        .path_and_query(path)
+        .build()
+        .map_err(|_| Error::HttpRequestUriInvalid)?;
+    sender.send_request(req).await.map_err(Error::from)
+}
+
+/// A response body that stops at the size cap and the request deadline,
+/// and holds the in-flight permit until it is done.
+struct LimitedBody {
+    inner: hyper::body::Incoming,
+    remaining: u64,
+    max: u64,
+    deadline: Pin<Box<Sleep>>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Body for LimitedBody {
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let len = frame.data_ref().map_or(0, |d| d.len() as u64);
+                if len > this.remaining {
+                    return Poll::Ready(Some(Err(Error::HttpResponseBodySize(Some(this.max)))));
+                }
+                this.remaining -= len;
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Error::from(e)))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => match this.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(Error::ConnectionReadTimeout))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+}
+
+/// The hook wasi-http calls for every outgoing request of one call.
+pub(crate) struct HttpHooks {
+    plugin: Arc<PluginShared>,
+    may_do_io: bool,
+}
+
+impl HttpHooks {
+    pub(crate) fn new(plugin: Arc<PluginShared>, kind: crate::state::CallKind) -> Self {
+        Self {
+            plugin,
+            may_do_io: kind == crate::state::CallKind::Io,
+        }
+    }
+}
+
+type IoFuture = Box<dyn Future<Output = Result<(), Error>> + Send>;
+
+impl WasiHttpHooks for HttpHooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        _options: Option<RequestOptions>,
+        _fut: IoFuture,
+    ) -> Box<dyn Future<Output = Result<(http::Response<WasiBody>, IoFuture), Error>> + Send> {
+        let plugin = self.plugin.clone();
+        let may_do_io = self.may_do_io;
+        Box::new(async move {
+            let response = plugin
+                .http
+                .send(&plugin.manifest.name, may_do_io, request)
+                .await?;
+            Ok((response, Box::new(async { Ok(()) }) as IoFuture))
+        })
+    }
+}

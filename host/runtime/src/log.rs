@@ -1,0 +1,77 @@
+//! Guest log records become host `tracing` events tagged with the plugin's
+//! name. Secret values are redacted from messages and fields, and records
+//! are capped in size so a plugin cannot flood the host's log with one call.
+
+use crate::bindings::log::{Host, Level};
+use crate::state::CallState;
+
+const MAX_MESSAGE: usize = 4096;
+const MAX_FIELDS: usize = 32;
+/// Records per call; further ones are counted and dropped.
+const MAX_RECORDS_PER_CALL: u32 = 1000;
+
+/// Replaces every secret value in `text` with `[redacted]`, and caps its length.
+pub(crate) fn redact(secrets: &[String], text: &str) -> String {
+    let mut out = text.to_string();
+    for s in secrets {
+        if !s.is_empty() && out.contains(s.as_str()) {
+            out = out.replace(s.as_str(), "[redacted]");
+        }
+    }
+    if out.len() > MAX_MESSAGE {
+        let mut cut = MAX_MESSAGE;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+        out.push_str("…");
+    }
+    out
+}
+
+impl Host for CallState {
+    fn log(
+        &mut self,
+        level: Level,
+        message: String,
+        fields: Vec<(String, String)>,
+    ) -> wasmtime::Result<()> {
+        self.log_records += 1;
+        if self.log_records > MAX_RECORDS_PER_CALL {
+            return Ok(());
+        }
+        let secrets = &self.plugin.secret_values;
+        let plugin = self.plugin.manifest.name.as_str();
+        let message = redact(secrets, &message);
+        let fields: Vec<String> = fields
+            .iter()
+            .take(MAX_FIELDS)
+            .map(|(k, v)| format!("{}={}", redact(secrets, k), redact(secrets, v)))
+            .collect();
+        let fields = fields.join(" ");
+        match level {
+            Level::Trace => tracing::trace!(target: "wasmprov::plugin", plugin, %fields, "{message}"),
+            Level::Debug => tracing::debug!(target: "wasmprov::plugin", plugin, %fields, "{message}"),
+            Level::Info => tracing::info!(target: "wasmprov::plugin", plugin, %fields, "{message}"),
+            Level::Warn => tracing::warn!(target: "wasmprov::plugin", plugin, %fields, "{message}"),
+            Level::Error => tracing::error!(target: "wasmprov::plugin", plugin, %fields, "{message}"),
+        }
+        Ok(())
+    }
+}
+
+impl crate::bindings::types::Host for CallState {}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn secrets_are_redacted_and_long_text_capped() {
+        let secrets = vec!["s3cr3t-token".to_string()];
+        assert_eq!(
+            super::redact(&secrets, "auth with s3cr3t-token failed (s3cr3t-token)"),
+            "auth with [redacted] failed ([redacted])"
+        );
+        let long = "é".repeat(5000);
+        assert!(super::redact(&[], &long).len() <= super::MAX_MESSAGE + 3);
+    }
+}

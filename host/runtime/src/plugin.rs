@@ -1,0 +1,693 @@
+//! One loaded plugin: its manifest, its compiled and pre-linked component,
+//! and the [`CloudProvisioner`] implementation that runs every call in a
+//! fresh, limited instance.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use wasmprov_api::{
+    CapacityType, CloudProvisioner, NodeHandle, NodeShape, PluginFault, PriceHint,
+    ProviderNodeId, ProvisionRequest, ProvisionerError, Result,
+};
+use wasmprov_policy::Manifest;
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Store, Trap, UpdateDeadline};
+use wasmtime_wasi_config::WasiConfigVariables;
+
+use crate::bindings::{Provider, ProviderPre, types as w};
+use crate::engine::SharedEngine;
+use crate::error::LoadError;
+use crate::exec::ExecRunner;
+use crate::http::HttpGate;
+use crate::state::{CallKind, CallState};
+
+/// The contract version this host speaks.
+pub const CONTRACT_VERSION: &str = wasmprov_api::CONTRACT_VERSION;
+const EXPORT_PREFIX: &str = "wasmprov:provisioner/provisioner@";
+const CONTRACT_SECTION: &str = "wasmprov-contract";
+
+/// Everything about a plugin that calls share.
+pub(crate) struct PluginShared {
+    pub(crate) manifest: Manifest,
+    pub(crate) config: WasiConfigVariables,
+    pub(crate) http: HttpGate,
+    pub(crate) exec: ExecRunner,
+    /// Secret values, for redaction of log records.
+    pub(crate) secret_values: Vec<String>,
+}
+
+impl std::fmt::Debug for PluginShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginShared")
+            .field("name", &self.manifest.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What `inspect` shows about a plugin. Secret values never appear here.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PluginInfo {
+    /// The plugin's name (from its manifest).
+    pub name: String,
+    /// The name the backend reports for itself.
+    pub backend_name: String,
+    /// The component file, relative to the plugin directory.
+    pub component: String,
+    /// sha256 of the component.
+    pub sha256: String,
+    /// Whether the manifest pins the digest.
+    pub pinned: bool,
+    /// What the component says it was built for (`wasmprov:provisioner@X;sdk=Y`).
+    pub built_for: Option<String>,
+    /// Capacity types the backend offers.
+    pub capacity_types: Vec<CapacityType>,
+    /// Plain configuration values.
+    pub config: BTreeMap<String, String>,
+    /// Secrets: key → where the value comes from and whether it is set; never the value.
+    pub secrets: BTreeMap<String, String>,
+    /// HTTP grants as written.
+    pub http_allow: Vec<String>,
+    /// Exec grants: program and argument patterns.
+    pub exec_allow: Vec<String>,
+    /// Limits in force.
+    pub limits: LimitsInfo,
+    /// Problems found at load that do not stop the plugin (such as an unset secret).
+    pub warnings: Vec<String>,
+}
+
+/// Limits in human units.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LimitsInfo {
+    /// Memory per instance, MiB.
+    pub memory_mib: u64,
+    /// Wall-clock deadline per call, ms.
+    pub call_timeout_ms: u64,
+    /// CPU time per call, ms.
+    pub cpu_time_ms: u64,
+    /// HTTP requests in flight.
+    pub http_max_in_flight: usize,
+    /// HTTP request time limit, ms.
+    pub http_timeout_ms: u64,
+    /// Largest HTTP response body, bytes.
+    pub http_max_response_bytes: u64,
+    /// Processes at once.
+    pub exec_max_concurrent: usize,
+}
+
+/// A loaded plugin. Cheap to share; every call gets a fresh instance.
+pub struct WasmPlugin {
+    shared: Arc<PluginShared>,
+    engine: Arc<SharedEngine>,
+    pre: ProviderPre<CallState>,
+    owner_id: String,
+    capacity_types: Vec<CapacityType>,
+    info: PluginInfo,
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+impl std::fmt::Debug for WasmPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmPlugin")
+            .field("name", &self.shared.manifest.name)
+            .field("owner_id", &self.owner_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Inputs to loading one plugin.
+pub(crate) struct LoadInput<'a> {
+    pub(crate) dir: &'a cap_std::fs::Dir,
+    pub(crate) dir_path: &'a Path,
+    pub(crate) manifest_file: &'a str,
+    pub(crate) engine: &'a Arc<SharedEngine>,
+    pub(crate) linker: &'a Linker<CallState>,
+    pub(crate) owner_id: &'a str,
+    pub(crate) work_root: &'a Path,
+    pub(crate) secret: &'a (dyn Fn(&str) -> Option<String> + Send + Sync),
+}
+
+impl WasmPlugin {
+    /// Reads, verifies, compiles and pre-links one plugin. Blocking (compiles).
+    pub(crate) fn load(input: &LoadInput<'_>) -> std::result::Result<Self, LoadError> {
+        let file = input.manifest_file;
+        let text = input.dir.read_to_string(file).map_err(|e| LoadError::Directory {
+            dir: input.dir_path.to_path_buf(),
+            reason: format!("reading {file}: {e}"),
+        })?;
+        let manifest = Manifest::parse(file, &text)?;
+        let expected = file.strip_suffix(".toml").unwrap_or(file);
+        if manifest.name != expected {
+            return Err(LoadError::NameMismatch {
+                file: file.to_string(),
+                name: manifest.name.clone(),
+                expected: expected.to_string(),
+            });
+        }
+        let name = manifest.name.clone();
+        let bytes = read_component(input.dir, &manifest.component).map_err(|reason| {
+            LoadError::Component {
+                file: file.to_string(),
+                component: manifest.component.clone(),
+                dir: input.dir_path.to_path_buf(),
+                reason,
+            }
+        })?;
+        let sha256 = hex::encode(Sha256::digest(&bytes));
+        if let Some(pin) = &manifest.sha256
+            && *pin != sha256
+        {
+            return Err(LoadError::Digest {
+                file: file.to_string(),
+                component: manifest.component.clone(),
+                expected: pin.clone(),
+                actual: sha256,
+            });
+        }
+        let built_for = contract_section(&bytes);
+        if let Some(section) = &built_for {
+            let version = section
+                .split(';')
+                .next()
+                .and_then(|s| s.strip_prefix("wasmprov:provisioner@"))
+                .unwrap_or(section);
+            if version != CONTRACT_VERSION {
+                return Err(LoadError::ContractVersion {
+                    plugin: name,
+                    found: version.to_string(),
+                    supported: CONTRACT_VERSION.to_string(),
+                });
+            }
+        }
+
+        let engine = &input.engine.engine;
+        let component = Component::new(engine, &bytes).map_err(|e| LoadError::Compile {
+            plugin: name.clone(),
+            reason: format!("not a valid component: {e:#}"),
+        })?;
+        check_exports(&name, &component, engine)?;
+        let pre = input
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| LoadError::Compile {
+                plugin: name.clone(),
+                reason: format!("imports something the sandbox does not provide: {e:#}"),
+            })?;
+        let pre = ProviderPre::new(pre).map_err(|e| LoadError::NotAProvider {
+            plugin: name.clone(),
+            reason: format!("does not export the provisioner interface: {e:#}"),
+        })?;
+
+        let mut warnings = Vec::new();
+        let mut config = WasiConfigVariables::new();
+        for (k, v) in &manifest.config {
+            config.insert(k, v);
+        }
+        let mut secret_values = Vec::new();
+        let mut secrets = BTreeMap::new();
+        for (key, spec) in &manifest.secrets {
+            match (input.secret)(&spec.env) {
+                Some(value) => {
+                    secrets.insert(key.clone(), format!("from ${} (set, redacted)", spec.env));
+                    if !value.is_empty() {
+                        secret_values.push(value.clone());
+                    }
+                    config.insert(key, value);
+                }
+                None => {
+                    secrets.insert(key.clone(), format!("from ${} (NOT SET)", spec.env));
+                    warnings.push(format!(
+                        "secrets.{key}: environment variable {} is not set; the plugin will not see this key",
+                        spec.env
+                    ));
+                }
+            }
+        }
+        let limits = &manifest.limits;
+        let info_limits = LimitsInfo {
+            memory_mib: limits.memory_bytes >> 20,
+            call_timeout_ms: limits.call_timeout.as_millis() as u64,
+            cpu_time_ms: limits.cpu_time.as_millis() as u64,
+            http_max_in_flight: limits.http_max_in_flight,
+            http_timeout_ms: limits.http_timeout.as_millis() as u64,
+            http_max_response_bytes: limits.http_max_response_bytes,
+            exec_max_concurrent: manifest.exec.max_concurrent,
+        };
+        if limits.memory_bytes > input.engine.settings.max_memory_bytes {
+            return Err(LoadError::Compile {
+                plugin: name,
+                reason: format!(
+                    "limits.memory_mib {} is above this host's maximum of {} MiB",
+                    limits.memory_bytes >> 20,
+                    input.engine.settings.max_memory_bytes >> 20
+                ),
+            });
+        }
+        let shared = Arc::new(PluginShared {
+            http: HttpGate::new(manifest.http.clone(), manifest.limits.clone()),
+            exec: ExecRunner::new(manifest.exec.clone(), input.work_root.join(&name)),
+            config,
+            secret_values,
+            manifest,
+        });
+        let info = PluginInfo {
+            name: name.clone(),
+            backend_name: String::new(),
+            component: shared.manifest.component.clone(),
+            sha256,
+            pinned: shared.manifest.sha256.is_some(),
+            built_for,
+            capacity_types: Vec::new(),
+            config: shared.manifest.config.clone(),
+            secrets,
+            http_allow: shared.manifest.http.grants().iter().map(|g| g.source.clone()).collect(),
+            exec_allow: shared
+                .manifest
+                .exec
+                .grants()
+                .iter()
+                .map(|g| {
+                    let args: Vec<String> = g
+                        .args
+                        .iter()
+                        .map(|a| match a {
+                            wasmprov_policy::exec::ArgPattern::Literal(l) => l.clone(),
+                            wasmprov_policy::exec::ArgPattern::One => "*".into(),
+                            wasmprov_policy::exec::ArgPattern::Rest => "**".into(),
+                        })
+                        .collect();
+                    format!("{} {}", g.program, args.join(" ")).trim_end().to_string()
+                })
+                .collect(),
+            limits: info_limits,
+            warnings,
+        };
+        let mut plugin = Self {
+            shared,
+            engine: input.engine.clone(),
+            pre,
+            owner_id: input.owner_id.to_string(),
+            capacity_types: Vec::new(),
+            info,
+            runtime: input.engine.side_handle(),
+        };
+        // Ask the backend once for what never changes; this also proves the
+        // component instantiates under its limits.
+        let (backend, types) = plugin
+            .call_pure(async |store: &mut Store<CallState>, p: &Provider| {
+                let g = p.wasmprov_provisioner_provisioner();
+                let backend = g.call_name(&mut *store).await?;
+                let types = g.call_capacity_types(&mut *store).await?;
+                Ok((backend, types))
+            })
+            .map_err(|e| LoadError::NotAProvider {
+                plugin: name.clone(),
+                reason: format!("failed its first call: {e}"),
+            })?;
+        plugin.capacity_types = types.into_iter().map(capacity_from_wit).collect();
+        plugin.info.backend_name = backend;
+        plugin.info.capacity_types = plugin.capacity_types.clone();
+        Ok(plugin)
+    }
+
+    /// What `inspect` shows.
+    #[must_use]
+    pub fn info(&self) -> &PluginInfo {
+        &self.info
+    }
+
+    /// The owner id this plugin tags nodes with.
+    #[must_use]
+    pub fn owner_id(&self) -> &str {
+        &self.owner_id
+    }
+
+    fn new_store(&self, kind: CallKind) -> Store<CallState> {
+        let mut store = Store::new(&self.engine.engine, CallState::new(self.shared.clone(), kind));
+        store.limiter(|s| &mut s.memory);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |mut ctx| {
+            let s = ctx.data_mut();
+            s.ticks += 1;
+            if s.ticks > s.max_ticks {
+                s.cpu_exhausted = true;
+                return Ok(UpdateDeadline::Interrupt);
+            }
+            Ok(match s.kind {
+                CallKind::Io => UpdateDeadline::Yield(1),
+                CallKind::Pure => UpdateDeadline::Continue(1),
+            })
+        });
+        store
+    }
+
+    /// Maps a failure of the instance to a plugin fault.
+    fn fault(&self, state: &CallState, err: &wasmtime::Error) -> ProvisionerError {
+        let fault = if state.cpu_exhausted {
+            PluginFault::CpuLimit
+        } else if state.memory.hit {
+            PluginFault::MemoryLimit
+        } else if err.downcast_ref::<Trap>().is_some() {
+            PluginFault::Trap
+        } else {
+            PluginFault::Contract
+        };
+        let mut message = match err.downcast_ref::<Trap>() {
+            Some(trap) => trap.to_string(),
+            None => format!("{err:#}"),
+        };
+        let stderr = state.stderr_text();
+        if !stderr.is_empty() {
+            let tail: String = stderr.chars().rev().take(2000).collect::<Vec<_>>().into_iter().rev().collect();
+            message = format!("{message}; guest stderr: {tail}");
+        }
+        tracing::warn!(plugin = %self.shared.manifest.name, %fault, %message, "plugin call failed");
+        ProvisionerError::Plugin {
+            plugin: self.shared.manifest.name.clone(),
+            fault,
+            message,
+        }
+    }
+
+    fn timeout_error(&self) -> ProvisionerError {
+        let ms = self.shared.manifest.limits.call_timeout.as_millis();
+        tracing::warn!(plugin = %self.shared.manifest.name, ms, "plugin call timed out");
+        ProvisionerError::Plugin {
+            plugin: self.shared.manifest.name.clone(),
+            fault: PluginFault::Timeout,
+            message: format!("the call ran past its {ms} ms deadline and was stopped"),
+        }
+    }
+
+    /// Runs one call that may do I/O in a fresh instance, under the deadline.
+    async fn call_io<R: Send>(
+        &self,
+        f: impl AsyncFnOnce(&mut Store<CallState>, &Provider) -> wasmtime::Result<R> + Send,
+    ) -> Result<R> {
+        let mut store = self.new_store(CallKind::Io);
+        let deadline = self.shared.manifest.limits.call_timeout;
+        let outcome = tokio::time::timeout(deadline, async {
+            let instance = self.pre.instantiate_async(&mut store).await?;
+            f(&mut store, &instance).await
+        })
+        .await;
+        match outcome {
+            Err(_) => Err(self.timeout_error()),
+            Ok(Err(e)) => Err(self.fault(store.data(), &e)),
+            Ok(Ok(r)) => Ok(r),
+        }
+    }
+
+    /// Runs one call that must not do I/O, on the calling thread, under the
+    /// deadline. HTTP and exec are refused during it.
+    fn call_pure<R>(
+        &self,
+        f: impl AsyncFnOnce(&mut Store<CallState>, &Provider) -> wasmtime::Result<R>,
+    ) -> Result<R> {
+        let _guard = self.runtime.as_ref().map(tokio::runtime::Handle::enter);
+        let mut store = self.new_store(CallKind::Pure);
+        let deadline = self.shared.manifest.limits.call_timeout;
+        let outcome = block_on_with_deadline(deadline, async {
+            let instance = self.pre.instantiate_async(&mut store).await?;
+            f(&mut store, &instance).await
+        });
+        match outcome {
+            None => Err(self.timeout_error()),
+            Some(Err(e)) => Err(self.fault(store.data(), &e)),
+            Some(Ok(r)) => Ok(r),
+        }
+    }
+
+    /// The price hint, with the plugin's error when it has one (the trait's
+    /// `price_hint` folds errors into `None`).
+    ///
+    /// # Errors
+    /// The plugin's error, or a plugin fault.
+    pub fn try_price_hint(&self, shape: &NodeShape) -> Result<Option<PriceHint>> {
+        let shape = shape_to_wit(shape);
+        let r = self.call_pure(async |store: &mut Store<CallState>, p: &Provider| {
+            p.wasmprov_provisioner_provisioner()
+                .call_price_hint(&mut *store, &shape)
+                .await
+        })?;
+        r.map(|o| {
+            o.map(|h| PriceHint {
+                hourly_usd: h.hourly_usd,
+                capacity_type: capacity_from_wit(h.capacity_type),
+                instance_type: h.instance_type,
+            })
+        })
+        .map_err(error_from_wit)
+    }
+}
+
+struct ThreadWaker(std::thread::Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Polls a future to completion on this thread, giving up at the deadline.
+fn block_on_with_deadline<F: Future>(limit: Duration, fut: F) -> Option<F::Output> {
+    let end = Instant::now() + limit;
+    let waker = Arc::new(ThreadWaker(std::thread::current())).into();
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return Some(v);
+        }
+        let now = Instant::now();
+        if now >= end {
+            return None;
+        }
+        std::thread::park_timeout(end - now);
+    }
+}
+
+fn read_component(dir: &cap_std::fs::Dir, path: &str) -> std::result::Result<Vec<u8>, String> {
+    // cap-std resolves the path inside the directory: `..`, absolute paths and
+    // symlinks that lead outside are refused by the capability, not by string checks.
+    dir.read(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".to_string(),
+        std::io::ErrorKind::PermissionDenied => {
+            format!("{e} (the path leads outside the plugin directory, or is not readable)")
+        }
+        _ if e.to_string().contains("outside") || e.raw_os_error().is_none() => {
+            format!("the path leads outside the plugin directory ({e})")
+        }
+        _ => e.to_string(),
+    })
+}
+
+/// The text of the `wasmprov-contract` custom section, wherever it sits in
+/// the component's nested modules.
+fn contract_section(bytes: &[u8]) -> Option<String> {
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        if let Ok(wasmparser::Payload::CustomSection(reader)) = payload
+            && reader.name() == CONTRACT_SECTION
+        {
+            return Some(String::from_utf8_lossy(reader.data()).into_owned());
+        }
+    }
+    None
+}
+
+fn check_exports(
+    name: &str,
+    component: &Component,
+    engine: &wasmtime::Engine,
+) -> std::result::Result<(), LoadError> {
+    let exports: Vec<String> = component
+        .component_type()
+        .exports(engine)
+        .map(|(n, _)| n.to_string())
+        .collect();
+    if let Some(export) = exports.iter().find(|e| e.starts_with(EXPORT_PREFIX)) {
+        let version = &export[EXPORT_PREFIX.len()..];
+        if version != CONTRACT_VERSION {
+            return Err(LoadError::ContractVersion {
+                plugin: name.to_string(),
+                found: version.to_string(),
+                supported: CONTRACT_VERSION.to_string(),
+            });
+        }
+        return Ok(());
+    }
+    Err(LoadError::NotAProvider {
+        plugin: name.to_string(),
+        reason: format!(
+            "the component exports {exports:?} but not wasmprov:provisioner/provisioner@{CONTRACT_VERSION}; build it with wasmprov-guest's export_provider!"
+        ),
+    })
+}
+
+fn capacity_from_wit(c: w::CapacityType) -> CapacityType {
+    match c {
+        w::CapacityType::OnDemand => CapacityType::OnDemand,
+        w::CapacityType::Spot => CapacityType::Spot,
+    }
+}
+
+fn capacity_to_wit(c: CapacityType) -> w::CapacityType {
+    match c {
+        CapacityType::OnDemand => w::CapacityType::OnDemand,
+        CapacityType::Spot => w::CapacityType::Spot,
+    }
+}
+
+fn shape_to_wit(s: &NodeShape) -> w::NodeShape {
+    w::NodeShape {
+        cpu: s.cpu,
+        memory_bytes: s.memory_bytes,
+        gpu: s.gpu,
+        gpu_vendor: s.gpu_vendor.clone(),
+        labels: s.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        zone: s.zone.clone(),
+        capacity_type: capacity_to_wit(s.capacity_type),
+        instance_type: s.instance_type.clone(),
+    }
+}
+
+fn handle_from_wit(h: w::NodeHandle) -> NodeHandle {
+    NodeHandle {
+        provider_id: h.provider_id,
+        address: h.address,
+        zone: h.zone,
+        capacity_type: capacity_from_wit(h.capacity_type),
+        join_state: match h.join_state {
+            w::JoinState::Provisioning => wasmprov_api::JoinState::Provisioning,
+            w::JoinState::Booting => wasmprov_api::JoinState::Booting,
+            w::JoinState::Joining => wasmprov_api::JoinState::Joining,
+            w::JoinState::Joined => wasmprov_api::JoinState::Joined,
+            w::JoinState::Failed => wasmprov_api::JoinState::Failed,
+        },
+        instance_type: h.instance_type,
+        labels: h.labels.into_iter().collect(),
+    }
+}
+
+fn error_from_wit(e: w::ProvisionError) -> ProvisionerError {
+    use wasmprov_api::CapacityScope;
+    match e {
+        w::ProvisionError::Unsupported(m) => ProvisionerError::Unsupported(m),
+        w::ProvisionError::Capacity(c) => ProvisionerError::Capacity {
+            scope: match c.scope {
+                w::CapacityScope::InstanceType => CapacityScope::InstanceType,
+                w::CapacityScope::Zone => CapacityScope::Zone,
+                w::CapacityScope::Group => CapacityScope::Group,
+            },
+            message: c.message,
+        },
+        w::ProvisionError::Quota(m) => ProvisionerError::Quota(m),
+        w::ProvisionError::RateLimited(r) => ProvisionerError::RateLimited {
+            retry_after_ms: r.retry_after_ms,
+            message: r.message,
+        },
+        w::ProvisionError::NotFound(m) => ProvisionerError::NotFound(m),
+        w::ProvisionError::Auth(m) => ProvisionerError::Auth(m),
+        w::ProvisionError::Transport(m) => ProvisionerError::Transport(m),
+        w::ProvisionError::InvalidConfig(m) => ProvisionerError::InvalidConfig(m),
+        w::ProvisionError::Other(m) => ProvisionerError::Other(m),
+    }
+}
+
+/// A fresh random request id, for `provision` calls that carry none.
+fn random_request_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = String::from("auto-");
+    for _ in 0..2 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out
+}
+
+#[async_trait::async_trait]
+impl CloudProvisioner for WasmPlugin {
+    async fn provision(&self, shape: &NodeShape) -> Result<NodeHandle> {
+        self.provision_request(&ProvisionRequest {
+            request_id: random_request_id(),
+            shape: shape.clone(),
+        })
+        .await
+    }
+
+    async fn provision_request(&self, request: &ProvisionRequest) -> Result<NodeHandle> {
+        let req = w::ProvisionRequest {
+            request_id: request.request_id.clone(),
+            owner_id: self.owner_id.clone(),
+            shape: shape_to_wit(&request.shape),
+        };
+        let r = self
+            .call_io(async |store: &mut Store<CallState>, p: &Provider| {
+                p.wasmprov_provisioner_provisioner()
+                    .call_provision(&mut *store, &req)
+                    .await
+            })
+            .await?;
+        r.map(handle_from_wit).map_err(error_from_wit)
+    }
+
+    async fn terminate(&self, id: &ProviderNodeId) -> Result<()> {
+        let owner = self.owner_id.clone();
+        let id = id.clone();
+        let r = self
+            .call_io(async |store: &mut Store<CallState>, p: &Provider| {
+                p.wasmprov_provisioner_provisioner()
+                    .call_terminate(&mut *store, &owner, &id)
+                    .await
+            })
+            .await?;
+        r.map_err(error_from_wit)
+    }
+
+    async fn describe(&self) -> Result<Vec<NodeHandle>> {
+        let owner = self.owner_id.clone();
+        let r = self
+            .call_io(async |store: &mut Store<CallState>, p: &Provider| {
+                p.wasmprov_provisioner_provisioner()
+                    .call_describe(&mut *store, &owner)
+                    .await
+            })
+            .await?;
+        r.map(|nodes| nodes.into_iter().map(handle_from_wit).collect())
+            .map_err(error_from_wit)
+    }
+
+    fn capacity_types(&self) -> &[CapacityType] {
+        &self.capacity_types
+    }
+
+    fn price_hint(&self, shape: &NodeShape) -> Option<PriceHint> {
+        match self.try_price_hint(shape) {
+            Ok(hint) => hint,
+            Err(e) => {
+                tracing::debug!(plugin = %self.shared.manifest.name, error = %e, "no price hint");
+                None
+            }
+        }
+    }
+
+    fn name(&self) -> &str {
+        &self.shared.manifest.name
+    }
+}
+
+/// Where each plugin's processes run: `<work root>/<plugin>`.
+pub(crate) fn default_work_root() -> PathBuf {
+    std::env::temp_dir().join("wasmprov-work")
+}

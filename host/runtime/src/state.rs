@@ -1,0 +1,142 @@
+//! What one call's store holds: the WASI context with nothing granted, the
+//! plugin's HTTP hooks and config, memory accounting and CPU accounting.
+
+use std::sync::Arc;
+
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_config::WasiConfigVariables;
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use crate::http::HttpHooks;
+use crate::plugin::PluginShared;
+
+/// Bytes of guest stderr kept per call (panic messages end up here).
+const STDERR_CAPTURE: usize = 16 << 10;
+
+/// Whether a call may do I/O. `price-hint` may not: the trait method is
+/// synchronous and must not block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CallKind {
+    /// A call that may use HTTP and exec as granted.
+    Io,
+    /// A call that must not do I/O.
+    Pure,
+}
+
+pub(crate) struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    http_ctx: WasiHttpCtx,
+    pub(crate) hooks: HttpHooks,
+    pub(crate) plugin: Arc<PluginShared>,
+    pub(crate) kind: CallKind,
+    pub(crate) memory: MemoryLimiter,
+    pub(crate) ticks: u64,
+    pub(crate) max_ticks: u64,
+    pub(crate) cpu_exhausted: bool,
+    pub(crate) log_records: u32,
+    pub(crate) stderr: MemoryOutputPipe,
+}
+
+impl CallState {
+    pub(crate) fn new(plugin: Arc<PluginShared>, kind: CallKind) -> Self {
+        let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
+        // Nothing is inherited: no environment, no arguments, no preopened
+        // directories, no sockets, no name lookup, no stdin.
+        let wasi = WasiCtx::builder()
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        let limits = &plugin.manifest.limits;
+        let max_ticks = (limits.cpu_time.as_millis() / crate::engine::EPOCH_TICK.as_millis()).max(1) as u64;
+        Self {
+            wasi,
+            table: ResourceTable::new(),
+            http_ctx: WasiHttpCtx::new(),
+            hooks: HttpHooks::new(plugin.clone(), kind),
+            memory: MemoryLimiter::new(limits.memory_bytes),
+            plugin,
+            kind,
+            ticks: 0,
+            max_ticks,
+            cpu_exhausted: false,
+            log_records: 0,
+            stderr,
+        }
+    }
+
+    pub(crate) fn config(&self) -> &WasiConfigVariables {
+        &self.plugin.config
+    }
+
+    /// The guest's stderr so far, for error messages (panics print there).
+    pub(crate) fn stderr_text(&self) -> String {
+        let bytes = self.stderr.contents();
+        String::from_utf8_lossy(&bytes).trim().to_string()
+    }
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for CallState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http_ctx,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
+    }
+}
+
+/// Caps linear memory and table growth per instance, and remembers a refusal
+/// so that a following trap can be reported as "memory limit".
+#[derive(Debug)]
+pub(crate) struct MemoryLimiter {
+    max_bytes: u64,
+    pub(crate) hit: bool,
+}
+
+impl MemoryLimiter {
+    fn new(max_bytes: u64) -> Self {
+        Self {
+            max_bytes,
+            hit: false,
+        }
+    }
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired as u64 > self.max_bytes {
+            self.hit = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}

@@ -1,0 +1,623 @@
+//! The Hetzner Cloud API v1 wire format: the JSON this plugin reads and
+//! writes, server status → join state, and API errors → contract errors.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use wasmprov_guest::http::Response;
+use wasmprov_guest::{CapacityScope, CapacityType, Error, JoinState, Labels, NodeHandle};
+
+/// A server as `GET /servers`, `GET /servers/{id}` and `POST /servers`
+/// return it (only the fields used here).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct Server {
+    /// Server id.
+    pub id: u64,
+    /// Server name.
+    #[serde(default)]
+    pub name: String,
+    /// `initializing`, `starting`, `running`, `stopping`, `off`, `deleting`,
+    /// `migrating`, `rebuilding` or `unknown`.
+    #[serde(default)]
+    pub status: String,
+    /// Public addresses.
+    #[serde(default)]
+    pub public_net: Option<PublicNet>,
+    /// The server type.
+    #[serde(default)]
+    pub server_type: Option<Named>,
+    /// The datacenter, with its location.
+    #[serde(default)]
+    pub datacenter: Option<Datacenter>,
+    /// User labels.
+    #[serde(default)]
+    pub labels: Option<BTreeMap<String, String>>,
+}
+
+/// `public_net` of a server.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct PublicNet {
+    /// The primary IPv4, `null` for IPv6-only servers.
+    #[serde(default)]
+    pub ipv4: Option<Ipv4>,
+}
+
+/// `public_net.ipv4`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct Ipv4 {
+    /// The address.
+    pub ip: String,
+}
+
+/// Anything referred to by name (server type, location).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct Named {
+    /// The name, e.g. `cx22` or `fsn1`.
+    pub name: String,
+}
+
+/// `datacenter` of a server.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct Datacenter {
+    /// The datacenter's location.
+    #[serde(default)]
+    pub location: Option<Named>,
+}
+
+/// `GET /servers`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ServerList {
+    /// One page of servers.
+    pub servers: Vec<Server>,
+    /// Pagination.
+    #[serde(default)]
+    pub meta: Option<Meta>,
+}
+
+impl ServerList {
+    /// `meta.pagination.next_page`, `None` on the last page.
+    #[must_use]
+    pub fn next_page(&self) -> Option<u64> {
+        self.meta.as_ref()?.pagination.as_ref()?.next_page
+    }
+}
+
+/// `meta` of a list response.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Meta {
+    /// Pagination block.
+    #[serde(default)]
+    pub pagination: Option<Pagination>,
+}
+
+/// `meta.pagination`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Pagination {
+    /// The next page, `null` on the last one.
+    #[serde(default)]
+    pub next_page: Option<u64>,
+}
+
+/// `GET /servers/{id}` and `POST /servers` (which also returns an action).
+#[derive(Clone, Debug, Deserialize)]
+pub struct OneServer {
+    /// The server.
+    pub server: Server,
+}
+
+/// The body of `POST /servers`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CreateServer<'a> {
+    /// Server name (a hostname).
+    pub name: &'a str,
+    /// Server type name.
+    pub server_type: &'a str,
+    /// Image name or id.
+    pub image: &'a str,
+    /// Location name.
+    pub location: &'a str,
+    /// Labels.
+    pub labels: &'a Labels,
+    /// Cloud-init user data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_data: Option<&'a str>,
+    /// Always `true`: the node should boot.
+    pub start_after_create: bool,
+}
+
+/// Hetzner server status → join state.
+///
+/// `running` maps to [`JoinState::Joining`]: the machine is up, but whether
+/// its node agent has joined the cluster is not something the cloud knows,
+/// so this plugin never reports [`JoinState::Joined`]; the host learns that
+/// from the cluster. A server that is `off`, `stopping` or `deleting` will
+/// not become a usable node and is [`JoinState::Failed`]. `migrating` and
+/// `rebuilding` boot the machine again; `unknown` (and any status this
+/// plugin does not know) is treated as still being created.
+#[must_use]
+pub fn join_state(status: &str) -> JoinState {
+    match status {
+        "starting" | "migrating" | "rebuilding" => JoinState::Booting,
+        "running" => JoinState::Joining,
+        "off" | "stopping" | "deleting" => JoinState::Failed,
+        // "initializing", "unknown" and anything new.
+        _ => JoinState::Provisioning,
+    }
+}
+
+impl Server {
+    /// The server's labels (empty when the API sent none).
+    #[must_use]
+    pub fn labels(&self) -> Labels {
+        self.labels.clone().unwrap_or_default()
+    }
+
+    /// The node handle for this server.
+    #[must_use]
+    pub fn to_handle(&self) -> NodeHandle {
+        NodeHandle {
+            provider_id: self.id.to_string(),
+            address: self
+                .public_net
+                .as_ref()
+                .and_then(|n| n.ipv4.as_ref())
+                .map(|v4| v4.ip.clone())
+                .filter(|ip| !ip.is_empty()),
+            zone: self
+                .datacenter
+                .as_ref()
+                .and_then(|d| d.location.as_ref())
+                .map(|l| l.name.clone()),
+            capacity_type: CapacityType::OnDemand,
+            join_state: join_state(&self.status),
+            instance_type: self.server_type.as_ref().map(|t| t.name.clone()),
+            labels: self.labels(),
+        }
+    }
+}
+
+/// `{"error": {...}}`.
+#[derive(Debug, Deserialize)]
+struct Envelope {
+    error: ErrorBody,
+}
+
+#[derive(Debug, Deserialize)]
+struct ErrorBody {
+    #[serde(default)]
+    code: String,
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    details: Option<serde_json::Value>,
+}
+
+/// An error response of the API, before it becomes a contract error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiFailure {
+    /// HTTP status.
+    pub status: u16,
+    /// `error.code`, empty when the body was not the error envelope.
+    pub code: String,
+    /// `error.message`, or a snippet of the body.
+    pub message: String,
+    /// Names in `error.details.fields[].name` (for `invalid_input`).
+    pub fields: Vec<String>,
+    /// How long to wait, for a 429: `Retry-After`, else `RateLimit-Reset`.
+    pub retry_after_ms: Option<u64>,
+    /// The URL, for messages.
+    pub url: String,
+}
+
+/// The longest piece of a non-JSON error body kept in a message.
+const SNIPPET: usize = 200;
+
+impl ApiFailure {
+    /// Reads an error response; `now_unix` (seconds) turns a
+    /// `RateLimit-Reset` timestamp into a delay.
+    #[must_use]
+    pub fn from_response(resp: &Response, now_unix: u64) -> Self {
+        let (code, message, fields) = match serde_json::from_slice::<Envelope>(&resp.body) {
+            Ok(env) => {
+                let fields = env
+                    .error
+                    .details
+                    .as_ref()
+                    .and_then(|d| d.get("fields"))
+                    .and_then(|f| f.as_array())
+                    .map(|fs| {
+                        fs.iter()
+                            .filter_map(|f| f.get("name").and_then(|n| n.as_str()))
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (env.error.code, env.error.message, fields)
+            }
+            Err(_) => {
+                let text = resp.text();
+                let snippet: String = text.trim().chars().take(SNIPPET).collect();
+                (String::new(), snippet, Vec::new())
+            }
+        };
+        let retry_after_ms = resp.retry_after_ms().or_else(|| {
+            let reset = resp.header("ratelimit-reset")?.trim().parse::<u64>().ok()?;
+            Some(reset.saturating_sub(now_unix).saturating_mul(1000))
+        });
+        Self {
+            status: resp.status,
+            code,
+            message,
+            fields,
+            retry_after_ms,
+            url: resp.url.clone(),
+        }
+    }
+
+    /// Whether the API said the resource does not exist.
+    #[must_use]
+    pub fn is_not_found(&self) -> bool {
+        self.code == "not_found" || (self.code.is_empty() && self.status == 404)
+    }
+
+    /// Whether the API refused a create because a name is taken.
+    #[must_use]
+    pub fn is_uniqueness_error(&self) -> bool {
+        self.code == "uniqueness_error"
+    }
+
+    fn describe(&self) -> String {
+        let what = if self.message.is_empty() {
+            "no message"
+        } else {
+            self.message.as_str()
+        };
+        if self.code.is_empty() {
+            format!("Hetzner API {} (HTTP {}): {what}", self.url, self.status)
+        } else {
+            format!(
+                "Hetzner API {} (HTTP {}, {}): {what}",
+                self.url, self.status, self.code
+            )
+        }
+    }
+
+    /// The contract error for this failure: the error code decides, the
+    /// HTTP status is the fallback for codes this plugin does not know.
+    #[must_use]
+    pub fn into_error(self) -> Error {
+        let message = self.describe();
+        match self.code.as_str() {
+            "unauthorized" | "forbidden" | "token_readonly" => Error::Auth(message),
+            "resource_limit_exceeded" => Error::Quota(message),
+            "resource_unavailable" | "placement_error" => Error::Capacity {
+                scope: CapacityScope::Zone,
+                message,
+            },
+            "rate_limit_exceeded" | "limit_reached" => Error::RateLimited {
+                retry_after_ms: self.retry_after_ms,
+                message,
+            },
+            "not_found" => Error::NotFound(message),
+            "invalid_server_type" | "unsupported_error" => Error::Unsupported(message),
+            "invalid_input" if self.fields.iter().any(|f| f == "server_type") => {
+                Error::Unsupported(message)
+            }
+            // Retryable conditions: the API or the resource is busy.
+            "server_error" | "service_error" | "unavailable" | "timeout" | "maintenance"
+            | "robot_unavailable" | "locked" | "conflict" => Error::Transport(message),
+            // Requests this plugin should not have sent, or that need a person.
+            "invalid_input"
+            | "json_error"
+            | "uniqueness_error"
+            | "protected"
+            | "resource_locked"
+            | "deprecated_api_endpoint" => Error::Other(message),
+            // Codes this plugin does not know: the HTTP status decides.
+            _ => match self.status {
+                401 | 403 => Error::Auth(message),
+                404 => Error::NotFound(message),
+                429 => Error::RateLimited {
+                    retry_after_ms: self.retry_after_ms,
+                    message,
+                },
+                s if s >= 500 => Error::Transport(message),
+                _ => Error::Other(message),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A server as the real API returns it (abridged from the API reference).
+    const SERVER: &str = r#"{
+      "server": {
+        "id": 42,
+        "name": "wp-req-1",
+        "status": "running",
+        "created": "2025-06-01T10:00:00+00:00",
+        "public_net": {
+          "ipv4": {"id": 1, "ip": "203.0.113.7", "blocked": false, "dns_ptr": "static.7.113.0.203.clients.your-server.de"},
+          "ipv6": {"id": 2, "ip": "2001:db8::/64", "blocked": false, "dns_ptr": []},
+          "floating_ips": [], "firewalls": []
+        },
+        "private_net": [],
+        "server_type": {
+          "id": 104, "name": "cx22", "description": "CX22", "cores": 2, "memory": 4.0, "disk": 40,
+          "storage_type": "local", "cpu_type": "shared", "architecture": "x86", "deprecated": false,
+          "prices": [{"location": "fsn1", "price_hourly": {"net": "0.0060", "gross": "0.0071"},
+                      "price_monthly": {"net": "3.7900", "gross": "4.5101"}}]
+        },
+        "datacenter": {
+          "id": 4, "name": "fsn1-dc14", "description": "Falkenstein 1 virtual DC 14",
+          "location": {"id": 1, "name": "fsn1", "description": "Falkenstein DC Park 1", "country": "DE",
+                       "city": "Falkenstein", "latitude": 50.47612, "longitude": 12.370071,
+                       "network_zone": "eu-central"}
+        },
+        "image": {"id": 161547269, "type": "system", "status": "available", "name": "ubuntu-24.04"},
+        "iso": null, "rescue_enabled": false, "locked": false, "backup_window": null,
+        "outgoing_traffic": 0, "ingoing_traffic": 0, "included_traffic": 21990232555520,
+        "protection": {"delete": false, "rebuild": false},
+        "labels": {"wasmprov-owner": "host-a", "wasmprov-request": "req-1", "env": "prod"},
+        "volumes": [], "load_balancers": [], "primary_disk_size": 40, "placement_group": null
+      },
+      "action": {"id": 13, "command": "create_server", "status": "running"},
+      "next_actions": [],
+      "root_password": null
+    }"#;
+
+    #[test]
+    fn server_json_maps_to_a_node_handle() {
+        let one: OneServer = serde_json::from_str(SERVER).unwrap();
+        let h = one.server.to_handle();
+        assert_eq!(h.provider_id, "42");
+        assert_eq!(h.address.as_deref(), Some("203.0.113.7"));
+        assert_eq!(h.zone.as_deref(), Some("fsn1"));
+        assert_eq!(h.capacity_type, CapacityType::OnDemand);
+        assert_eq!(h.join_state, JoinState::Joining);
+        assert_eq!(h.instance_type.as_deref(), Some("cx22"));
+        assert_eq!(h.labels.len(), 3);
+        assert_eq!(h.labels["wasmprov-owner"], "host-a");
+        assert_eq!(h.labels["env"], "prod");
+    }
+
+    #[test]
+    fn sparse_server_json_still_maps() {
+        let s: Server = serde_json::from_value(json!({
+            "id": 7, "name": "x", "status": "initializing",
+            "public_net": {"ipv4": null, "ipv6": null},
+            "labels": null
+        }))
+        .unwrap();
+        let h = s.to_handle();
+        assert_eq!(h.provider_id, "7");
+        assert_eq!(h.address, None);
+        assert_eq!(h.zone, None);
+        assert_eq!(h.instance_type, None);
+        assert_eq!(h.join_state, JoinState::Provisioning);
+        assert!(h.labels.is_empty());
+    }
+
+    #[test]
+    fn pagination_is_read() {
+        let page: ServerList = serde_json::from_value(json!({
+            "servers": [],
+            "meta": {"pagination": {"page": 1, "per_page": 25, "previous_page": null,
+                                    "next_page": 2, "last_page": 2, "total_entries": 30}}
+        }))
+        .unwrap();
+        assert_eq!(page.next_page(), Some(2));
+        let last: ServerList = serde_json::from_value(json!({
+            "servers": [], "meta": {"pagination": {"next_page": null}}
+        }))
+        .unwrap();
+        assert_eq!(last.next_page(), None);
+        let bare: ServerList = serde_json::from_value(json!({"servers": []})).unwrap();
+        assert_eq!(bare.next_page(), None);
+    }
+
+    #[test]
+    fn status_table() {
+        let table = [
+            ("initializing", JoinState::Provisioning),
+            ("starting", JoinState::Booting),
+            ("running", JoinState::Joining),
+            ("stopping", JoinState::Failed),
+            ("off", JoinState::Failed),
+            ("deleting", JoinState::Failed),
+            ("migrating", JoinState::Booting),
+            ("rebuilding", JoinState::Booting),
+            ("unknown", JoinState::Provisioning),
+            ("something-new", JoinState::Provisioning),
+        ];
+        for (status, want) in table {
+            assert_eq!(join_state(status), want, "{status}");
+        }
+    }
+
+    #[test]
+    fn create_body_has_the_api_field_names() {
+        let labels: Labels = [("wasmprov-owner".to_string(), "a".to_string())].into();
+        let body = CreateServer {
+            name: "wp-r",
+            server_type: "cx22",
+            image: "ubuntu-24.04",
+            location: "fsn1",
+            labels: &labels,
+            user_data: None,
+            start_after_create: true,
+        };
+        assert_eq!(
+            serde_json::to_value(&body).unwrap(),
+            json!({"name": "wp-r", "server_type": "cx22", "image": "ubuntu-24.04",
+                   "location": "fsn1", "labels": {"wasmprov-owner": "a"},
+                   "start_after_create": true})
+        );
+        let with = CreateServer {
+            user_data: Some("#cloud-config"),
+            ..body
+        };
+        assert_eq!(
+            serde_json::to_value(&with).unwrap()["user_data"],
+            "#cloud-config"
+        );
+    }
+
+    fn response(status: u16, headers: &[(&str, &str)], body: &str) -> Response {
+        Response {
+            status,
+            headers: headers
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+            body: body.as_bytes().to_vec(),
+            url: "https://api.hetzner.cloud/v1/servers".into(),
+        }
+    }
+
+    fn envelope(code: &str, details: serde_json::Value) -> String {
+        json!({"error": {"code": code, "message": format!("{code} happened"), "details": details}})
+            .to_string()
+    }
+
+    #[test]
+    fn error_table() {
+        const NOW: u64 = 1_700_000_000;
+        let kinds: &[(u16, &str, &str)] = &[
+            (401, "unauthorized", "auth"),
+            (403, "forbidden", "auth"),
+            (403, "token_readonly", "auth"),
+            (403, "resource_limit_exceeded", "quota"),
+            (412, "resource_unavailable", "capacity"),
+            (412, "placement_error", "capacity"),
+            (429, "rate_limit_exceeded", "rate_limited"),
+            (404, "not_found", "not_found"),
+            (400, "invalid_input", "other"),
+            (400, "json_error", "other"),
+            (409, "uniqueness_error", "other"),
+            (423, "locked", "transport"),
+            (409, "conflict", "transport"),
+            (403, "protected", "other"),
+            (400, "invalid_server_type", "unsupported"),
+            (500, "server_error", "transport"),
+            (503, "unavailable", "transport"),
+            (504, "timeout", "transport"),
+            (503, "maintenance", "transport"),
+            (502, "some_new_code", "transport"),
+            (418, "some_new_code", "other"),
+        ];
+        for (status, code, kind) in kinds {
+            let resp = response(*status, &[], &envelope(code, json!({})));
+            let failure = ApiFailure::from_response(&resp, NOW);
+            assert_eq!(failure.code, *code);
+            let err = failure.into_error();
+            assert_eq!(err.kind(), *kind, "{status} {code}: {err}");
+            assert!(
+                err.to_string().contains(&format!("{code} happened")),
+                "{err}"
+            );
+        }
+        // Capacity always names the zone.
+        let err = ApiFailure::from_response(
+            &response(412, &[], &envelope("resource_unavailable", json!({}))),
+            NOW,
+        )
+        .into_error();
+        assert!(matches!(
+            err,
+            Error::Capacity {
+                scope: CapacityScope::Zone,
+                ..
+            }
+        ));
+        // An unknown server type is unsupported, other input errors are not.
+        let bad_type = envelope(
+            "invalid_input",
+            json!({"fields": [{"name": "server_type", "messages": ["server type 'cx11' not found"]}]}),
+        );
+        let f = ApiFailure::from_response(&response(400, &[], &bad_type), NOW);
+        assert_eq!(f.fields, ["server_type"]);
+        assert!(matches!(f.into_error(), Error::Unsupported(_)));
+        let bad_name = envelope("invalid_input", json!({"fields": [{"name": "name"}]}));
+        assert!(matches!(
+            ApiFailure::from_response(&response(400, &[], &bad_name), NOW).into_error(),
+            Error::Other(_)
+        ));
+    }
+
+    #[test]
+    fn status_decides_when_the_body_is_not_the_envelope() {
+        let cases: &[(u16, &str, &str)] = &[
+            (401, "", "auth"),
+            (403, "<html>Forbidden</html>", "auth"),
+            (404, "", "not_found"),
+            (429, "slow down", "rate_limited"),
+            (500, "", "transport"),
+            (502, "<html>Bad Gateway</html>", "transport"),
+            (400, "nope", "other"),
+        ];
+        for (status, body, kind) in cases {
+            let f = ApiFailure::from_response(&response(*status, &[], body), 0);
+            assert_eq!(f.code, "");
+            assert_eq!(f.into_error().kind(), *kind, "{status} {body}");
+        }
+        let long = "x".repeat(10_000);
+        let f = ApiFailure::from_response(&response(502, &[], &long), 0);
+        assert!(f.message.len() <= SNIPPET);
+    }
+
+    #[test]
+    fn rate_limit_delay_comes_from_retry_after_then_ratelimit_reset() {
+        const NOW: u64 = 1_700_000_000;
+        let body = envelope("rate_limit_exceeded", json!({}));
+        let retry = |headers: &[(&str, &str)]| match ApiFailure::from_response(
+            &response(429, headers, &body),
+            NOW,
+        )
+        .into_error()
+        {
+            Error::RateLimited { retry_after_ms, .. } => retry_after_ms,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            retry(&[("retry-after", "7"), ("ratelimit-reset", "1700000100")]),
+            Some(7_000)
+        );
+        assert_eq!(retry(&[("ratelimit-reset", "1700000030")]), Some(30_000));
+        assert_eq!(retry(&[("RateLimit-Reset", "1600000000")]), Some(0));
+        assert_eq!(retry(&[("ratelimit-reset", "soon")]), None);
+        assert_eq!(retry(&[]), None);
+        // 429 without the envelope is rate limiting too.
+        let f = ApiFailure::from_response(&response(429, &[("retry-after", "2")], ""), NOW);
+        assert_eq!(
+            f.into_error(),
+            Error::RateLimited {
+                retry_after_ms: Some(2_000),
+                message: "Hetzner API https://api.hetzner.cloud/v1/servers (HTTP 429): no message"
+                    .into()
+            }
+        );
+    }
+
+    #[test]
+    fn not_found_and_uniqueness_are_recognised() {
+        let nf =
+            ApiFailure::from_response(&response(404, &[], &envelope("not_found", json!({}))), 0);
+        assert!(nf.is_not_found());
+        assert!(ApiFailure::from_response(&response(404, &[], ""), 0).is_not_found());
+        let dup = ApiFailure::from_response(
+            &response(
+                409,
+                &[],
+                &envelope("uniqueness_error", json!({"fields": [{"name": "name"}]})),
+            ),
+            0,
+        );
+        assert!(dup.is_uniqueness_error());
+        assert!(!dup.is_not_found());
+    }
+}

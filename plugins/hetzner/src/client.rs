@@ -1,0 +1,717 @@
+//! The provisioner operations against the Hetzner Cloud API, written over a
+//! small [`Transport`] so that they run natively in unit tests with a
+//! scripted API, and over `wasi:http` in the component.
+
+use std::collections::BTreeSet;
+
+use wasmprov_guest::http::Response;
+use wasmprov_guest::{Error, NodeHandle, ProvisionRequest, Result};
+
+use crate::api::{ApiFailure, CreateServer, OneServer, Server, ServerList};
+use crate::catalogue;
+use crate::labels;
+use crate::settings::Settings;
+
+/// Most pages `describe` reads before it gives up on a server that keeps
+/// announcing a next page.
+pub const MAX_PAGES: u64 = 10_000;
+
+/// HTTP method of an API call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// `GET`.
+    Get,
+    /// `POST`.
+    Post,
+    /// `DELETE`.
+    Delete,
+}
+
+/// One API call, relative to the configured endpoint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiRequest {
+    /// Method.
+    pub method: Method,
+    /// Path below the endpoint, e.g. `/servers/42`.
+    pub path: String,
+    /// Query parameters, not yet encoded.
+    pub query: Vec<(String, String)>,
+    /// JSON body.
+    pub body: Option<serde_json::Value>,
+}
+
+impl ApiRequest {
+    fn new(method: Method, path: impl Into<String>) -> Self {
+        Self {
+            method,
+            path: path.into(),
+            query: Vec::new(),
+            body: None,
+        }
+    }
+
+    fn query(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.query.push((key.to_string(), value.into()));
+        self
+    }
+
+    /// The value of query parameter `key`.
+    #[must_use]
+    pub fn param(&self, key: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// What the operations need from the outside world.
+pub trait Transport {
+    /// Sends `req` to the API (adding the endpoint and the bearer token) and
+    /// returns the whole response, whatever its status.
+    ///
+    /// # Errors
+    /// A contract error when no response arrived.
+    fn send(&self, req: &ApiRequest) -> Result<Response>;
+
+    /// Emits one `info` log record.
+    fn info(&self, message: &str, fields: &[(&str, &str)]);
+
+    /// Seconds since the Unix epoch (for `RateLimit-Reset`).
+    fn now_unix(&self) -> u64;
+}
+
+/// The operations, over a transport.
+#[derive(Debug)]
+pub struct Client<'a, T> {
+    settings: &'a Settings,
+    transport: T,
+}
+
+type Answer = std::result::Result<Response, ApiFailure>;
+
+impl<'a, T: Transport> Client<'a, T> {
+    /// A client with these settings over `transport`.
+    pub fn new(settings: &'a Settings, transport: T) -> Self {
+        Self {
+            settings,
+            transport,
+        }
+    }
+
+    /// Sends `req`; `Err` for no response, `Ok(Err)` for an error status.
+    fn call(&self, req: &ApiRequest) -> Result<Answer> {
+        let resp = self.transport.send(req)?;
+        if resp.is_success() {
+            Ok(Ok(resp))
+        } else {
+            Ok(Err(ApiFailure::from_response(
+                &resp,
+                self.transport.now_unix(),
+            )))
+        }
+    }
+
+    fn list_page(&self, selector: &str, page: u64) -> Result<ServerList> {
+        let req = ApiRequest::new(Method::Get, "/servers")
+            .query("label_selector", selector)
+            .query("per_page", self.settings.page_size.to_string())
+            .query("page", page.to_string());
+        self.call(&req)?.map_err(ApiFailure::into_error)?.json()
+    }
+
+    /// The server created for this request, if any (the lowest id when,
+    /// against all odds, there are several).
+    fn find_for_request(&self, owner_id: &str, request_id: &str) -> Result<Option<Server>> {
+        let selector = labels::request_selector(owner_id, request_id);
+        let list = self.list_page(&selector, 1)?;
+        Ok(list
+            .servers
+            .into_iter()
+            .filter(|s| labels::is_for_request(&s.labels(), owner_id, request_id))
+            .min_by_key(|s| s.id))
+    }
+
+    /// Creates a server, or returns the one already created for the request.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for spot or impossible shapes, and the API's
+    /// errors mapped by [`ApiFailure::into_error`].
+    pub fn provision(&self, owner_id: &str, request: &ProvisionRequest) -> Result<NodeHandle> {
+        let shape = &request.shape;
+        if shape.capacity_type == wasmprov_guest::CapacityType::Spot {
+            return Err(Error::Unsupported(
+                "Hetzner Cloud has no spot capacity; ask for on-demand".into(),
+            ));
+        }
+        let request_id = request.request_id.as_str();
+        if let Some(existing) = self.find_for_request(owner_id, request_id)? {
+            return Ok(existing.to_handle());
+        }
+        let choice = catalogue::choose(shape, &self.settings.location, self.settings.architecture)?;
+        let server_labels = labels::server_labels(owner_id, request_id, &shape.labels);
+        let names = [
+            labels::server_name(&self.settings.name_prefix, request_id),
+            labels::fallback_server_name(&self.settings.name_prefix, owner_id, request_id),
+        ];
+        for name in &names {
+            let body = CreateServer {
+                name,
+                server_type: choice.server_type.name,
+                image: &self.settings.image,
+                location: choice.location,
+                labels: &server_labels,
+                user_data: self.settings.user_data.as_deref(),
+                start_after_create: true,
+            };
+            let mut req = ApiRequest::new(Method::Post, "/servers");
+            req.body = Some(
+                serde_json::to_value(&body)
+                    .map_err(|e| Error::Other(format!("encoding the create request: {e}")))?,
+            );
+            match self.call(&req)? {
+                Ok(resp) => {
+                    let created: OneServer = resp.json()?;
+                    let handle = created.server.to_handle();
+                    self.transport.info(
+                        "created Hetzner server",
+                        &[
+                            ("server_id", &handle.provider_id),
+                            ("name", &created.server.name),
+                            ("server_type", choice.server_type.name),
+                            ("cpu_type", choice.server_type.cpu_type),
+                            ("architecture", choice.server_type.arch.as_str()),
+                            ("location", choice.location),
+                            ("owner", owner_id),
+                            ("request_id", request_id),
+                        ],
+                    );
+                    return Ok(handle);
+                }
+                Err(f) if f.is_uniqueness_error() => {
+                    // A concurrent provision of the same request won the
+                    // race: return its server. Otherwise the name belongs to
+                    // a server that is not this request's; try the fallback.
+                    if let Some(existing) = self.find_for_request(owner_id, request_id)? {
+                        return Ok(existing.to_handle());
+                    }
+                }
+                Err(f) => return Err(f.into_error()),
+            }
+        }
+        Err(Error::Other(format!(
+            "server names {} and {} are already used by servers not created for request {request_id:?}",
+            names[0], names[1]
+        )))
+    }
+
+    /// Deletes server `provider_id` if it carries this owner's label.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when the server is gone, was never a server id,
+    /// or is not owned by `owner_id`; the API's errors otherwise.
+    pub fn terminate(&self, owner_id: &str, provider_id: &str) -> Result<()> {
+        let id = provider_id
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| Error::NotFound(format!("{provider_id:?} is not a Hetzner server id")))?;
+        let path = format!("/servers/{id}");
+        let server = match self.call(&ApiRequest::new(Method::Get, &path))? {
+            Ok(resp) => resp.json::<OneServer>()?.server,
+            Err(f) if f.is_not_found() => {
+                return Err(Error::NotFound(format!("server {id} does not exist")));
+            }
+            Err(f) => return Err(f.into_error()),
+        };
+        if !labels::is_owned_by(&server.labels(), owner_id) {
+            return Err(Error::NotFound(format!(
+                "server {id} is not owned by this host"
+            )));
+        }
+        match self.call(&ApiRequest::new(Method::Delete, &path))? {
+            Ok(_) => {
+                self.transport.info(
+                    "deleted Hetzner server",
+                    &[
+                        ("server_id", &server.id.to_string()),
+                        ("name", &server.name),
+                        ("owner", owner_id),
+                    ],
+                );
+                Ok(())
+            }
+            Err(f) if f.is_not_found() => {
+                Err(Error::NotFound(format!("server {id} does not exist")))
+            }
+            Err(f) => Err(f.into_error()),
+        }
+    }
+
+    /// Every server labelled with this owner, across all pages.
+    ///
+    /// # Errors
+    /// [`Error::Transport`] when the API keeps paginating (more than
+    /// [`MAX_PAGES`] pages, or a next page that does not advance); the
+    /// API's errors otherwise.
+    pub fn describe(&self, owner_id: &str) -> Result<Vec<NodeHandle>> {
+        let selector = labels::owner_selector(owner_id);
+        let mut seen = BTreeSet::new();
+        let mut nodes = Vec::new();
+        let mut page = 1;
+        for _ in 0..MAX_PAGES {
+            let list = self.list_page(&selector, page)?;
+            let next = list.next_page();
+            for server in list.servers {
+                // The API filters already; checking again guarantees no
+                // foreign server is ever returned. Pages can shift while
+                // servers come and go, so drop repeats.
+                if labels::is_owned_by(&server.labels(), owner_id) && seen.insert(server.id) {
+                    nodes.push(server.to_handle());
+                }
+            }
+            match next {
+                None => return Ok(nodes),
+                Some(n) if n > page => page = n,
+                Some(n) => {
+                    return Err(Error::Transport(format!(
+                        "Hetzner API pagination does not advance (page {page} says next page is {n})"
+                    )));
+                }
+            }
+        }
+        Err(Error::Transport(format!(
+            "Hetzner API listed more than {MAX_PAGES} pages of servers; giving up"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::collections::VecDeque;
+
+    use serde_json::{Value, json};
+    use wasmprov_guest::tags::{OWNER, REQUEST, label_value};
+    use wasmprov_guest::{CapacityType, JoinState, Labels, NodeShape};
+
+    use super::*;
+
+    type LogRecord = (String, Vec<(String, String)>);
+    type Responder = Box<dyn Fn(&ApiRequest) -> Response>;
+
+    /// A scripted API: answers in order, records requests and log records.
+    #[derive(Default)]
+    struct Script {
+        answers: RefCell<VecDeque<Response>>,
+        requests: RefCell<Vec<ApiRequest>>,
+        logs: RefCell<Vec<LogRecord>>,
+        /// When set, answers every request with this closure instead.
+        dynamic: Option<Responder>,
+    }
+
+    impl Script {
+        fn new(answers: Vec<Response>) -> Self {
+            Self {
+                answers: RefCell::new(answers.into()),
+                ..Self::default()
+            }
+        }
+        fn requests(&self) -> Vec<ApiRequest> {
+            self.requests.borrow().clone()
+        }
+    }
+
+    impl Transport for &Script {
+        fn send(&self, req: &ApiRequest) -> Result<Response> {
+            self.requests.borrow_mut().push(req.clone());
+            if let Some(f) = &self.dynamic {
+                return Ok(f(req));
+            }
+            self.answers
+                .borrow_mut()
+                .pop_front()
+                .ok_or_else(|| Error::Transport(format!("unexpected request {req:?}")))
+        }
+        fn info(&self, message: &str, fields: &[(&str, &str)]) {
+            self.logs.borrow_mut().push((
+                message.to_string(),
+                fields
+                    .iter()
+                    .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                    .collect(),
+            ));
+        }
+        fn now_unix(&self) -> u64 {
+            1_700_000_000
+        }
+    }
+
+    fn resp(status: u16, body: Value) -> Response {
+        Response {
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: body.to_string().into_bytes(),
+            url: "http://fake/v1/servers".into(),
+        }
+    }
+
+    fn err(status: u16, code: &str) -> Response {
+        resp(
+            status,
+            json!({"error": {"code": code, "message": code, "details": {}}}),
+        )
+    }
+
+    fn server(id: u64, status: &str, labels: Value) -> Value {
+        json!({
+            "id": id, "name": format!("wp-{id}"), "status": status,
+            "public_net": {"ipv4": {"ip": format!("203.0.113.{}", id % 250)}, "ipv6": null},
+            "server_type": {"name": "cx22"},
+            "datacenter": {"name": "fsn1-dc14", "location": {"name": "fsn1"}},
+            "labels": labels
+        })
+    }
+
+    fn owned(owner: &str, request: &str) -> Value {
+        json!({OWNER: label_value(owner), REQUEST: label_value(request)})
+    }
+
+    fn page(servers: Vec<Value>, next: Option<u64>) -> Response {
+        resp(
+            200,
+            json!({"servers": servers, "meta": {"pagination": {"next_page": next}}}),
+        )
+    }
+
+    fn request(id: &str, shape: NodeShape) -> ProvisionRequest {
+        ProvisionRequest {
+            request_id: id.into(),
+            shape,
+        }
+    }
+
+    #[test]
+    fn provision_creates_one_labelled_server() {
+        let settings = Settings {
+            user_data: Some("#cloud-config\n".into()),
+            ..Settings::default()
+        };
+        let script = Script::new(vec![
+            page(vec![], None),
+            resp(
+                201,
+                json!({"server": server(9, "initializing", owned("host-a", "req-1")),
+                       "action": {"id": 1}}),
+            ),
+        ]);
+        let client = Client::new(&settings, &script);
+        let mut shape = NodeShape::new(2.0, 4 << 30);
+        shape.labels = Labels::from([("pool".to_string(), "a b".to_string())]);
+        let h = client
+            .provision("host-a", &request("req-1", shape))
+            .unwrap();
+        assert_eq!(h.provider_id, "9");
+        assert_eq!(h.join_state, JoinState::Provisioning);
+        assert_eq!(h.capacity_type, CapacityType::OnDemand);
+        assert_eq!(h.zone.as_deref(), Some("fsn1"));
+
+        let reqs = script.requests();
+        assert_eq!(reqs.len(), 2);
+        assert_eq!(reqs[0].method, Method::Get);
+        assert_eq!(reqs[0].path, "/servers");
+        assert_eq!(
+            reqs[0].param("label_selector"),
+            Some("wasmprov-owner==host-a,wasmprov-request==req-1")
+        );
+        assert_eq!(reqs[1].method, Method::Post);
+        let body = reqs[1].body.as_ref().unwrap();
+        assert_eq!(body["name"], "wp-req-1");
+        assert_eq!(body["server_type"], "cax11");
+        assert_eq!(body["image"], "ubuntu-24.04");
+        assert_eq!(body["location"], "fsn1");
+        assert_eq!(body["user_data"], "#cloud-config\n");
+        assert_eq!(body["labels"][OWNER], "host-a");
+        assert_eq!(body["labels"][REQUEST], "req-1");
+        assert_eq!(body["labels"]["pool"], label_value("a b"));
+
+        let logs = script.logs.borrow();
+        assert_eq!(logs.len(), 1);
+        assert!(logs[0].1.iter().any(|(k, v)| k == "server_id" && v == "9"));
+    }
+
+    #[test]
+    fn provision_returns_the_existing_server() {
+        let settings = Settings::default();
+        let script = Script::new(vec![page(
+            vec![
+                server(12, "running", owned("host-a", "req-1")),
+                server(11, "running", owned("host-a", "req-1")),
+            ],
+            None,
+        )]);
+        let client = Client::new(&settings, &script);
+        let h = client
+            .provision("host-a", &request("req-1", NodeShape::default()))
+            .unwrap();
+        assert_eq!(h.provider_id, "11");
+        assert_eq!(h.join_state, JoinState::Joining);
+        assert_eq!(script.requests().len(), 1);
+    }
+
+    #[test]
+    fn provision_race_returns_the_winner() {
+        let settings = Settings::default();
+        let script = Script::new(vec![
+            page(vec![], None),
+            err(409, "uniqueness_error"),
+            page(
+                vec![server(5, "initializing", owned("host-a", "req-1"))],
+                None,
+            ),
+        ]);
+        let client = Client::new(&settings, &script);
+        let h = client
+            .provision("host-a", &request("req-1", NodeShape::default()))
+            .unwrap();
+        assert_eq!(h.provider_id, "5");
+        assert!(script.logs.borrow().is_empty());
+    }
+
+    #[test]
+    fn provision_uses_the_fallback_name_when_a_stranger_has_the_name() {
+        let settings = Settings::default();
+        let script = Script::new(vec![
+            page(vec![], None),
+            err(409, "uniqueness_error"),
+            page(vec![], None),
+            resp(
+                201,
+                json!({"server": server(6, "initializing", owned("host-b", "req-1"))}),
+            ),
+        ]);
+        let client = Client::new(&settings, &script);
+        let h = client
+            .provision("host-b", &request("req-1", NodeShape::default()))
+            .unwrap();
+        assert_eq!(h.provider_id, "6");
+        let reqs = script.requests();
+        let first = reqs[1].body.as_ref().unwrap()["name"].clone();
+        let second = reqs[3].body.as_ref().unwrap()["name"].clone();
+        assert_eq!(first, "wp-req-1");
+        assert_ne!(first, second);
+
+        // Both names taken by strangers: a clear error, no third attempt.
+        let script = Script::new(vec![
+            page(vec![], None),
+            err(409, "uniqueness_error"),
+            page(vec![], None),
+            err(409, "uniqueness_error"),
+            page(vec![], None),
+        ]);
+        let client = Client::new(&settings, &script);
+        let e = client
+            .provision("host-b", &request("req-1", NodeShape::default()))
+            .unwrap_err();
+        assert!(matches!(e, Error::Other(_)), "{e:?}");
+        assert_eq!(script.requests().len(), 5);
+    }
+
+    #[test]
+    fn provision_maps_errors_and_refuses_spot_without_io() {
+        let settings = Settings::default();
+        let spot = NodeShape {
+            capacity_type: CapacityType::Spot,
+            ..NodeShape::default()
+        };
+        let script = Script::new(vec![]);
+        let client = Client::new(&settings, &script);
+        assert!(matches!(
+            client.provision("o", &request("r", spot)),
+            Err(Error::Unsupported(_))
+        ));
+        assert!(script.requests().is_empty());
+
+        let cases: Vec<(Response, &str)> = vec![
+            (err(403, "resource_limit_exceeded"), "quota"),
+            (err(412, "resource_unavailable"), "capacity"),
+            (err(401, "unauthorized"), "auth"),
+            (err(500, "server_error"), "transport"),
+            (resp(201, json!({"not": "a server"})), "transport"),
+        ];
+        for (answer, kind) in cases {
+            let script = Script::new(vec![page(vec![], None), answer]);
+            let client = Client::new(&settings, &script);
+            let e = client
+                .provision("o", &request("r", NodeShape::default()))
+                .unwrap_err();
+            assert_eq!(e.kind(), kind, "{e}");
+        }
+        // A GPU shape is refused after the idempotency lookup, before any create.
+        let script = Script::new(vec![page(vec![], None)]);
+        let client = Client::new(&settings, &script);
+        let gpu = NodeShape {
+            gpu: 1,
+            ..NodeShape::default()
+        };
+        assert!(matches!(
+            client.provision("o", &request("r", gpu)),
+            Err(Error::Unsupported(_))
+        ));
+        assert_eq!(script.requests().len(), 1);
+    }
+
+    #[test]
+    fn terminate_deletes_only_own_servers() {
+        let settings = Settings::default();
+        let script = Script::new(vec![
+            resp(
+                200,
+                json!({"server": server(3, "running", owned("host-a", "r"))}),
+            ),
+            resp(
+                200,
+                json!({"action": {"id": 1, "command": "delete_server"}}),
+            ),
+        ]);
+        let client = Client::new(&settings, &script);
+        client.terminate("host-a", "3").unwrap();
+        let reqs = script.requests();
+        assert_eq!(
+            reqs.iter()
+                .map(|r| (r.method, r.path.as_str()))
+                .collect::<Vec<_>>(),
+            [(Method::Get, "/servers/3"), (Method::Delete, "/servers/3")]
+        );
+        assert_eq!(script.logs.borrow().len(), 1);
+
+        // Someone else's server: not found, and never deleted.
+        let script = Script::new(vec![resp(
+            200,
+            json!({"server": server(4, "running", owned("host-b", "r"))}),
+        )]);
+        let client = Client::new(&settings, &script);
+        let e = client.terminate("host-a", "4").unwrap_err();
+        assert!(
+            matches!(&e, Error::NotFound(m) if m.contains("not owned")),
+            "{e:?}"
+        );
+        assert_eq!(script.requests().len(), 1);
+
+        // Unlabelled server: same.
+        let script = Script::new(vec![resp(
+            200,
+            json!({"server": server(4, "running", json!({}))}),
+        )]);
+        let client = Client::new(&settings, &script);
+        assert!(matches!(
+            client.terminate("host-a", "4"),
+            Err(Error::NotFound(_))
+        ));
+        assert_eq!(script.requests().len(), 1);
+
+        // Gone before or during the call.
+        let script = Script::new(vec![err(404, "not_found")]);
+        let client = Client::new(&settings, &script);
+        assert!(matches!(
+            client.terminate("host-a", "5"),
+            Err(Error::NotFound(_))
+        ));
+        let script = Script::new(vec![
+            resp(
+                200,
+                json!({"server": server(5, "running", owned("host-a", "r"))}),
+            ),
+            err(404, "not_found"),
+        ]);
+        let client = Client::new(&settings, &script);
+        assert!(matches!(
+            client.terminate("host-a", "5"),
+            Err(Error::NotFound(_))
+        ));
+        assert!(script.logs.borrow().is_empty());
+
+        // Not a server id at all: no request.
+        let script = Script::new(vec![]);
+        let client = Client::new(&settings, &script);
+        for bad in ["", "abc", "../actions/1", "1/2", "-1"] {
+            assert!(
+                matches!(client.terminate("host-a", bad), Err(Error::NotFound(_))),
+                "{bad}"
+            );
+        }
+        assert!(script.requests().is_empty());
+
+        // Other errors pass through.
+        let script = Script::new(vec![err(429, "rate_limit_exceeded")]);
+        let client = Client::new(&settings, &script);
+        assert!(matches!(
+            client.terminate("host-a", "5"),
+            Err(Error::RateLimited { .. })
+        ));
+    }
+
+    #[test]
+    fn describe_follows_pages_and_filters() {
+        let settings = Settings {
+            page_size: 2,
+            ..Settings::default()
+        };
+        let script = Script::new(vec![
+            page(
+                vec![
+                    server(1, "running", owned("host-a", "r1")),
+                    server(2, "starting", owned("host-a", "r2")),
+                ],
+                Some(2),
+            ),
+            page(
+                vec![
+                    server(2, "running", owned("host-a", "r2")),
+                    server(3, "off", owned("host-b", "r3")),
+                    server(4, "initializing", owned("host-a", "r4")),
+                ],
+                Some(3),
+            ),
+            page(vec![], None),
+        ]);
+        let client = Client::new(&settings, &script);
+        let nodes = client.describe("host-a").unwrap();
+        let ids: Vec<&str> = nodes.iter().map(|n| n.provider_id.as_str()).collect();
+        assert_eq!(ids, ["1", "2", "4"]);
+        assert_eq!(nodes[1].join_state, JoinState::Booting);
+        let reqs = script.requests();
+        assert_eq!(reqs.len(), 3);
+        for (i, r) in reqs.iter().enumerate() {
+            assert_eq!(r.param("label_selector"), Some("wasmprov-owner==host-a"));
+            assert_eq!(r.param("per_page"), Some("2"));
+            assert_eq!(r.param("page"), Some((i + 1).to_string().as_str()));
+        }
+    }
+
+    #[test]
+    fn describe_gives_up_on_endless_pagination() {
+        let settings = Settings::default();
+        let endless = Script {
+            dynamic: Some(Box::new(|req: &ApiRequest| {
+                let n: u64 = req.param("page").unwrap().parse().unwrap();
+                page(vec![], Some(n + 1))
+            })),
+            ..Script::default()
+        };
+        let client = Client::new(&settings, &endless);
+        assert!(matches!(client.describe("o"), Err(Error::Transport(_))));
+        assert_eq!(
+            endless.requests().len(),
+            usize::try_from(MAX_PAGES).unwrap()
+        );
+
+        let stuck = Script::new(vec![page(vec![], Some(2)), page(vec![], Some(2))]);
+        let client = Client::new(&settings, &stuck);
+        assert!(matches!(client.describe("o"), Err(Error::Transport(_))));
+        assert_eq!(stuck.requests().len(), 2);
+
+        let garbage = Script::new(vec![resp(200, json!({"servers": "nope"}))]);
+        let client = Client::new(&settings, &garbage);
+        assert!(matches!(client.describe("o"), Err(Error::Transport(_))));
+    }
+}

@@ -1,0 +1,293 @@
+//! Server names, server labels and label selectors.
+//!
+//! Every server carries the SDK's ownership and request-id labels
+//! ([`tags::OWNER`], [`tags::REQUEST`]) with values reduced by
+//! [`tags::label_value`], so the same reduction is used when selecting.
+
+use wasmprov_guest::Labels;
+use wasmprov_guest::tags::{self, OWNER, REQUEST, label_value};
+
+/// Longest server name produced: one DNS label.
+pub const MAX_NAME: usize = 63;
+
+/// FNV-1a, 32 bits: short, stable suffixes that keep distinct inputs distinct.
+fn fnv1a(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// Whether `name` is a valid single-label hostname: 1–63 ASCII letters,
+/// digits and `-`, not starting or ending with `-`.
+#[must_use]
+pub fn is_valid_hostname_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+/// `<prefix>-<body>` where body is `text` made hostname-safe, cut so the
+/// whole fits in 63 characters, with `-<hash>` appended when anything had
+/// to change (so distinct inputs stay distinct).
+fn name_with(prefix: &str, text: &str, hash: u32) -> String {
+    let room = MAX_NAME.saturating_sub(prefix.len() + 1);
+    if is_valid_hostname_label(text) && text.len() <= room {
+        return format!("{prefix}-{text}");
+    }
+    let cleaned: String = text
+        .chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_alphanumeric() { c } else { '-' }
+        })
+        .collect();
+    let keep = room.saturating_sub(9);
+    let head: String = cleaned.chars().take(keep).collect();
+    let head = head.trim_matches('-');
+    if head.is_empty() {
+        format!("{prefix}-{hash:08x}")
+    } else {
+        format!("{prefix}-{head}-{hash:08x}")
+    }
+}
+
+/// The name of the server created for `request_id`:
+/// `<prefix>-<label_value(request_id)>`, a valid hostname of at most 63
+/// characters. When the label value is not hostname-safe (it has `_` or
+/// `.`) or too long, the offending characters become `-` and a hash of the
+/// request id is appended, so distinct request ids give distinct names.
+/// `prefix` must itself be hostname-safe (the settings check it).
+#[must_use]
+pub fn server_name(prefix: &str, request_id: &str) -> String {
+    name_with(
+        prefix,
+        &label_value(request_id),
+        fnv1a(request_id.as_bytes()),
+    )
+}
+
+/// A second name for `request_id`, used when [`server_name`] is taken by a
+/// server that is not this request's (another owner with the same request
+/// id, or a server created by hand): the hash covers owner and request.
+#[must_use]
+pub fn fallback_server_name(prefix: &str, owner_id: &str, request_id: &str) -> String {
+    let mut key = owner_id.as_bytes().to_vec();
+    key.push(0);
+    key.extend_from_slice(request_id.as_bytes());
+    let base = label_value(request_id);
+    let room = MAX_NAME.saturating_sub(prefix.len() + 1 + 9);
+    let head: String = base
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .take(room)
+        .collect();
+    let head = head.trim_matches('-');
+    let hash = fnv1a(&key);
+    if head.is_empty() {
+        format!("{prefix}-{hash:08x}")
+    } else {
+        format!("{prefix}-{head}-{hash:08x}")
+    }
+}
+
+/// A label value segment as Hetzner accepts it: at most 63 characters of
+/// letters, digits, `-`, `_`, `.`, starting and ending alphanumeric.
+fn is_valid_segment(s: &str) -> bool {
+    s.len() <= 63
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+/// A DNS subdomain (a label key's optional prefix).
+fn is_valid_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_valid_hostname_label)
+}
+
+/// Whether `key` is a valid Hetzner label key: `name` or `prefix/name`.
+#[must_use]
+pub fn is_valid_label_key(key: &str) -> bool {
+    match key.split_once('/') {
+        None => is_valid_segment(key),
+        Some((prefix, name)) => is_valid_dns_subdomain(prefix) && is_valid_segment(name),
+    }
+}
+
+/// Whether `value` is a valid Hetzner label value (empty is allowed).
+#[must_use]
+pub fn is_valid_label_value(value: &str) -> bool {
+    value.is_empty() || is_valid_segment(value)
+}
+
+/// The labels for a new server: the shape's labels (each key or value that
+/// Hetzner would refuse passed through [`label_value`]) plus the owner and
+/// request tags, which always win.
+#[must_use]
+pub fn server_labels(owner_id: &str, request_id: &str, shape_labels: &Labels) -> Labels {
+    let cleaned: Labels = shape_labels
+        .iter()
+        .map(|(k, v)| {
+            let k = if is_valid_label_key(k) {
+                k.clone()
+            } else {
+                label_value(k)
+            };
+            let v = if is_valid_label_value(v) {
+                v.clone()
+            } else {
+                label_value(v)
+            };
+            (k, v)
+        })
+        .collect();
+    tags::node_labels(owner_id, request_id, &cleaned)
+}
+
+/// `wasmprov-owner==<owner>`: every server of this owner.
+#[must_use]
+pub fn owner_selector(owner_id: &str) -> String {
+    format!("{OWNER}=={}", label_value(owner_id))
+}
+
+/// `wasmprov-owner==<owner>,wasmprov-request==<request>`: the server created
+/// for this request.
+#[must_use]
+pub fn request_selector(owner_id: &str, request_id: &str) -> String {
+    format!(
+        "{OWNER}=={},{REQUEST}=={}",
+        label_value(owner_id),
+        label_value(request_id)
+    )
+}
+
+/// Whether `labels` carry this owner's tag.
+#[must_use]
+pub fn is_owned_by(labels: &Labels, owner_id: &str) -> bool {
+    labels
+        .get(OWNER)
+        .is_some_and(|v| *v == label_value(owner_id))
+}
+
+/// Whether `labels` carry this owner's and this request's tags.
+#[must_use]
+pub fn is_for_request(labels: &Labels, owner_id: &str, request_id: &str) -> bool {
+    is_owned_by(labels, owner_id)
+        && labels
+            .get(REQUEST)
+            .is_some_and(|v| *v == label_value(request_id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simple_request_ids_keep_the_documented_name() {
+        assert_eq!(server_name("wp", "req-1"), "wp-req-1");
+        assert_eq!(
+            server_name("wp", "0b0c8f3e-5d5c-4f7a-9c39-1d3f7a3c2b11"),
+            "wp-0b0c8f3e-5d5c-4f7a-9c39-1d3f7a3c2b11"
+        );
+        // label_value already made this one safe (with its own hash).
+        assert_eq!(
+            server_name("wp", "Req/1"),
+            format!("wp-{}", label_value("Req/1"))
+        );
+    }
+
+    #[test]
+    fn server_names_are_valid_hostnames_and_distinct() {
+        let ids = [
+            "req-1",
+            "req_1",
+            "req.1",
+            "REQ-1",
+            "Req/1",
+            "",
+            "---",
+            "...",
+            "__x__",
+            "ñandú-7",
+            "a.b_c-d",
+            "a-b-c-d",
+            &"x".repeat(63),
+            &"x".repeat(64),
+            &"y.".repeat(80),
+            "pool/a/node 17 (retry #3)",
+        ];
+        let mut seen = std::collections::BTreeSet::new();
+        for prefix in ["wp", "k8s-pool-eu", &"p".repeat(30)] {
+            seen.clear();
+            for id in ids {
+                let name = server_name(prefix, id);
+                assert!(is_valid_hostname_label(&name), "{prefix} {id:?} -> {name}");
+                assert!(name.starts_with(&format!("{prefix}-")), "{name}");
+                assert!(seen.insert(name.clone()), "duplicate {name} for {id:?}");
+                let alt = fallback_server_name(prefix, "owner-1", id);
+                assert!(is_valid_hostname_label(&alt), "{alt}");
+                assert_ne!(alt, name);
+                assert_ne!(alt, fallback_server_name(prefix, "owner-2", id));
+            }
+        }
+    }
+
+    #[test]
+    fn hostname_validity() {
+        for ok in ["wp-a", "a", "A1-b2", &"x".repeat(63)] {
+            assert!(is_valid_hostname_label(ok), "{ok}");
+        }
+        for bad in ["", "-a", "a-", "a_b", "a.b", "a b", &"x".repeat(64)] {
+            assert!(!is_valid_hostname_label(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn labels_are_made_valid_and_tags_win() {
+        let shape: Labels = [
+            ("env", "prod"),
+            ("wasmprov.io/pool", "gpu-less"),
+            ("bad key", "x"),
+            ("tier", "front end"),
+            ("empty", ""),
+            ("wasmprov-owner", "someone-else"),
+            ("a/b/c", "v"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let labels = server_labels("Owner 1", "req-1", &shape);
+        assert_eq!(labels["env"], "prod");
+        assert_eq!(labels["wasmprov.io/pool"], "gpu-less");
+        assert_eq!(labels["empty"], "");
+        assert_eq!(labels[OWNER], label_value("Owner 1"));
+        assert_eq!(labels[REQUEST], "req-1");
+        assert_eq!(labels[&label_value("bad key")], "x");
+        assert_eq!(labels["tier"], label_value("front end"));
+        assert!(!labels.contains_key("bad key"));
+        assert!(!labels.contains_key("a/b/c"));
+        for (k, v) in &labels {
+            assert!(is_valid_label_key(k), "{k}");
+            assert!(is_valid_label_value(v), "{v}");
+        }
+        assert!(is_for_request(&labels, "Owner 1", "req-1"));
+        assert!(!is_for_request(&labels, "Owner 1", "req-2"));
+        assert!(!is_owned_by(&labels, "owner-1"));
+    }
+
+    #[test]
+    fn selectors() {
+        assert_eq!(owner_selector("host-a"), "wasmprov-owner==host-a");
+        assert_eq!(
+            request_selector("host-a", "req-1"),
+            "wasmprov-owner==host-a,wasmprov-request==req-1"
+        );
+        let reduced = label_value("Host A");
+        assert_eq!(
+            owner_selector("Host A"),
+            format!("wasmprov-owner=={reduced}")
+        );
+    }
+}

@@ -1,0 +1,172 @@
+//! A provider for tests. The shape's `mode` label picks what a call does:
+//! normal answers, HTTP or exec through the sandbox, or misbehaviour
+//! (panic, trap, endless loop, memory bomb, deep recursion).
+
+use wasmprov_guest::exec::Command;
+use wasmprov_guest::http::Request;
+use wasmprov_guest::{
+    CapacityType, Error, JoinState, Labels, NodeHandle, NodeShape, PriceHint, Provider,
+    ProvisionRequest, Result, config, export_provider, log,
+};
+
+struct Probe;
+
+fn label<'a>(shape: &'a NodeShape, key: &str) -> &'a str {
+    shape.labels.get(key).map_or("", String::as_str)
+}
+
+/// Misbehaviours shared by every export.
+fn misbehave(mode: &str) {
+    match mode {
+        "panic" => panic!("probe was asked to panic"),
+        "trap" => std::process::abort(),
+        "loop" => {
+            let mut x: u64 = 0;
+            loop {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        }
+        "membomb" => {
+            let mut hoard: Vec<Vec<u8>> = Vec::new();
+            loop {
+                hoard.push(vec![7u8; 4 << 20]);
+                std::hint::black_box(&hoard);
+            }
+        }
+        "recurse" => {
+            fn down(n: u64) -> u64 {
+                if std::hint::black_box(n) == u64::MAX {
+                    return 0;
+                }
+                std::hint::black_box(down(n + 1) + 1)
+            }
+            std::hint::black_box(down(0));
+        }
+        _ => {}
+    }
+}
+
+fn node(id: String, shape: &NodeShape, labels: Labels) -> NodeHandle {
+    NodeHandle {
+        provider_id: id,
+        address: Some("192.0.2.10".into()),
+        zone: shape.zone.clone(),
+        capacity_type: shape.capacity_type,
+        join_state: JoinState::Provisioning,
+        instance_type: Some("probe-1".into()),
+        labels,
+    }
+}
+
+impl Provider for Probe {
+    const NAME: &'static str = "probe";
+
+    fn capacity_types() -> Vec<CapacityType> {
+        vec![CapacityType::OnDemand, CapacityType::Spot]
+    }
+
+    fn new() -> Result<Self> {
+        Ok(Probe)
+    }
+
+    fn price_hint(&self, shape: &NodeShape) -> Result<Option<PriceHint>> {
+        let mode = label(shape, "mode");
+        misbehave(mode);
+        match mode {
+            "http" => {
+                Request::get(label(shape, "url")).send()?;
+            }
+            "exec" => {
+                Command::new(label(shape, "program")).run()?;
+            }
+            "none" => return Ok(None),
+            "unsupported" => return Err(Error::Unsupported("probe cannot price this".into())),
+            _ => {}
+        }
+        Ok(Some(PriceHint {
+            hourly_usd: 0.01 * shape.cpu,
+            capacity_type: shape.capacity_type,
+            instance_type: "probe-1".into(),
+        }))
+    }
+
+    fn provision(&self, owner_id: &str, request: &ProvisionRequest) -> Result<NodeHandle> {
+        let shape = &request.shape;
+        let mode = label(shape, "mode");
+        misbehave(mode);
+        let mut labels = Labels::new();
+        labels.insert("owner".into(), owner_id.into());
+        match mode {
+            "http" => {
+                let resp = Request::get(label(shape, "url"))
+                    .header("x-probe", "1")
+                    .send()?;
+                labels.insert("status".into(), resp.status.to_string());
+                labels.insert("body".into(), resp.text());
+            }
+            "exec" => {
+                let args: Vec<&str> = label(shape, "args").split_whitespace().collect();
+                let mut cmd = Command::new(label(shape, "program")).args(args);
+                if let Some(stdin) = shape.labels.get("stdin") {
+                    cmd = cmd.stdin(stdin.as_bytes().to_vec());
+                }
+                if let Some(env) = shape.labels.get("env") {
+                    let (k, v) = env.split_once('=').unwrap_or((env, ""));
+                    cmd = cmd.env(k, v);
+                }
+                let out = cmd.run()?;
+                labels.insert("exit".into(), format!("{:?}", out.exit_code));
+                labels.insert("stdout".into(), out.stdout_text());
+                labels.insert("stderr".into(), out.stderr_text());
+            }
+            "config" => {
+                let key = label(shape, "key");
+                labels.insert("value".into(), config::get(key)?.unwrap_or_else(|| "<unset>".into()));
+            }
+            "env" => {
+                labels.insert("env_count".into(), std::env::vars().count().to_string());
+                labels.insert("home".into(), std::env::var("HOME").unwrap_or_else(|_| "<unset>".into()));
+            }
+            "file" => {
+                let read = std::fs::read_to_string(label(shape, "path"));
+                labels.insert("file".into(), match read {
+                    Ok(text) => format!("read {} bytes", text.len()),
+                    Err(e) => format!("error: {e}"),
+                });
+            }
+            "log" => {
+                let secret = config::get("token")?.unwrap_or_default();
+                log::info_with("probe log record", &[("token", secret.as_str())]);
+                log::warn(&format!("token is {secret}"));
+            }
+            "error" => {
+                return Err(Error::Capacity {
+                    scope: wasmprov_guest::CapacityScope::Zone,
+                    message: "probe zone is full".into(),
+                });
+            }
+            _ => {}
+        }
+        Ok(node(request.request_id.clone(), shape, labels))
+    }
+
+    fn terminate(&self, _owner_id: &str, provider_id: &str) -> Result<()> {
+        misbehave(provider_id);
+        if provider_id == "missing" {
+            return Err(Error::NotFound(format!("{provider_id} is gone")));
+        }
+        Ok(())
+    }
+
+    fn describe(&self, owner_id: &str) -> Result<Vec<NodeHandle>> {
+        let shape = NodeShape::default();
+        let mut labels = Labels::new();
+        labels.insert("owner".into(), owner_id.into());
+        Ok(vec![
+            node("probe-a".into(), &shape, labels.clone()),
+            node("probe-b".into(), &shape, labels),
+        ])
+    }
+}
+
+export_provider!(Probe);

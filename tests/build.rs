@@ -6,13 +6,19 @@ use std::path::Path;
 
 const GUESTS: &[(&str, &str, &str)] = &[
     ("PROBE", "wasmprov-test-probe", "tests/guests/probe"),
-    ("FUTURE_CONTRACT", "wasmprov-test-future-contract", "tests/guests/future-contract"),
+    (
+        "FUTURE_CONTRACT",
+        "wasmprov-test-future-contract",
+        "tests/guests/future-contract",
+    ),
     ("HETZNER", "wasmprov-plugin-hetzner", "plugins/hetzner"),
 ];
 
 fn main() {
     let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo");
-    let root = Path::new(&manifest_dir).parent().expect("tests/ is inside the workspace");
+    let root = Path::new(&manifest_dir)
+        .parent()
+        .expect("tests/ is inside the workspace");
     let guests_dir = Path::new(&manifest_dir).join("guests");
     for entry in std::fs::read_dir(&guests_dir).expect("tests/guests exists") {
         let entry = entry.expect("readable");

@@ -91,7 +91,9 @@ impl EchoServer {
     /// When it cannot bind.
     pub async fn start() -> Self {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let hits = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let counter = hits.clone();

@@ -40,8 +40,9 @@ where
 {
     match get(key)? {
         None => Ok(default),
-        Some(v) => v.trim().parse().map_err(|e| {
-            Error::InvalidConfig(format!("config key {key:?} has value {v:?}: {e}"))
-        }),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map_err(|e| Error::InvalidConfig(format!("config key {key:?} has value {v:?}: {e}"))),
     }
 }

@@ -5,7 +5,7 @@ use crate::wit::exports::wasmprov::provisioner::provisioner::Guest;
 use crate::wit::wasmprov::provisioner::types as w;
 use crate::{
     CapacityScope, CapacityType, Error, Export, JoinState, NodeHandle, NodeShape, PriceHint,
-    ProvisionRequest, Provider,
+    Provider, ProvisionRequest,
 };
 
 pub(crate) fn capacity_to_wit(c: CapacityType) -> w::CapacityType {
@@ -86,7 +86,10 @@ impl<T: Provider> Guest for Export<T> {
     }
 
     fn capacity_types() -> Vec<w::CapacityType> {
-        T::capacity_types().into_iter().map(capacity_to_wit).collect()
+        T::capacity_types()
+            .into_iter()
+            .map(capacity_to_wit)
+            .collect()
     }
 
     fn price_hint(shape: w::NodeShape) -> Result<Option<w::PriceEstimate>, w::ProvisionError> {

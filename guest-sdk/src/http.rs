@@ -59,7 +59,9 @@ impl From<HttpError> for Error {
 fn classify(url: &str, code: &ErrorCode) -> HttpError {
     let what = format!("{url}: {code:?}");
     match code {
-        ErrorCode::HttpRequestDenied | ErrorCode::DestinationIpProhibited => HttpError::Denied(what),
+        ErrorCode::HttpRequestDenied | ErrorCode::DestinationIpProhibited => {
+            HttpError::Denied(what)
+        }
         ErrorCode::ConnectionLimitReached => HttpError::Denied(what),
         ErrorCode::ConnectionTimeout
         | ErrorCode::ConnectionReadTimeout
@@ -155,7 +157,10 @@ impl Request {
             .map(|(k, v)| (k.to_ascii_lowercase(), v.clone().into_bytes()))
             .collect();
         if !self.body.is_empty() {
-            header_list.push(("content-length".into(), self.body.len().to_string().into_bytes()));
+            header_list.push((
+                "content-length".into(),
+                self.body.len().to_string().into_bytes(),
+            ));
         }
         let headers = Fields::from_list(&header_list)
             .map_err(|e| HttpError::BadUrl(format!("bad header: {e:?}")))?;
@@ -171,8 +176,10 @@ impl Request {
         let bad = |what: &str| HttpError::BadUrl(format!("{}: bad {what}", self.url));
         req.set_method(&method).map_err(|()| bad("method"))?;
         req.set_scheme(Some(&scheme)).map_err(|()| bad("scheme"))?;
-        req.set_authority(Some(authority)).map_err(|()| bad("authority"))?;
-        req.set_path_with_query(Some(path)).map_err(|()| bad("path"))?;
+        req.set_authority(Some(authority))
+            .map_err(|()| bad("authority"))?;
+        req.set_path_with_query(Some(path))
+            .map_err(|()| bad("path"))?;
         let out_body = req.body().map_err(|()| bad("body"))?;
 
         let future = outgoing_handler::handle(req, None).map_err(|e| classify(&self.url, &e))?;
@@ -202,7 +209,10 @@ impl Request {
             Err(()) => return Err(HttpError::Transport(format!("{}: response lost", self.url))),
         };
         if let Some(e) = write_failed {
-            return Err(HttpError::Transport(format!("{}: writing body: {e}", self.url)));
+            return Err(HttpError::Transport(format!(
+                "{}: writing body: {e}",
+                self.url
+            )));
         }
         if let Err(code) = finished {
             return Err(classify(&self.url, &code));
@@ -267,7 +277,11 @@ fn split_url(url: &str) -> Result<(Scheme, &str, &str), HttpError> {
     let scheme = match scheme.to_ascii_lowercase().as_str() {
         "http" => Scheme::Http,
         "https" => Scheme::Https,
-        other => return Err(HttpError::BadUrl(format!("{url}: unsupported scheme {other}"))),
+        other => {
+            return Err(HttpError::BadUrl(format!(
+                "{url}: unsupported scheme {other}"
+            )));
+        }
     };
     let split = rest.find(['/', '?']).unwrap_or(rest.len());
     let (authority, path) = rest.split_at(split);
@@ -358,8 +372,14 @@ mod tests {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
         assert_eq!(retry_after_ms("120", now), Some(120_000));
         assert_eq!(retry_after_ms(" 0 ", now), Some(0));
-        assert_eq!(retry_after_ms("Wed, 21 Oct 2015 07:28:30 GMT", now), Some(30_000));
-        assert_eq!(retry_after_ms("Wed, 21 Oct 2015 07:27:00 GMT", now), Some(0));
+        assert_eq!(
+            retry_after_ms("Wed, 21 Oct 2015 07:28:30 GMT", now),
+            Some(30_000)
+        );
+        assert_eq!(
+            retry_after_ms("Wed, 21 Oct 2015 07:27:00 GMT", now),
+            Some(0)
+        );
         assert_eq!(retry_after_ms("soon", now), None);
     }
 

@@ -73,11 +73,8 @@ pub const CONTRACT_VERSION: &str = "0.1.0";
 /// What [`export_provider!`] writes into the component's `wasmprov-contract`
 /// custom section, so the host can name the version a plugin was built for.
 #[doc(hidden)]
-pub const CONTRACT_SECTION: &[u8] = concat!(
-    "wasmprov:provisioner@0.1.0;sdk=",
-    env!("CARGO_PKG_VERSION")
-)
-.as_bytes();
+pub const CONTRACT_SECTION: &[u8] =
+    concat!("wasmprov:provisioner@0.1.0;sdk=", env!("CARGO_PKG_VERSION")).as_bytes();
 
 /// A provisioner backend.
 ///
@@ -133,17 +130,37 @@ pub trait Provider: Sized {
 #[macro_export]
 macro_rules! export_provider {
     ($provider:ty) => {
+        // The export glue only links on wasm; native builds (unit tests of a
+        // plugin's `rlib`) leave it out.
         #[doc(hidden)]
+        #[cfg(target_arch = "wasm32")]
         type __WasmprovExport = $crate::Export<$provider>;
+        #[cfg(target_arch = "wasm32")]
         $crate::wit::__export_provider_world!(__WasmprovExport with_types_in $crate::wit);
+        // Natively, still mark the provider as used.
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: () = {
+            let _ = $crate::__use_provider::<$provider>;
+        };
 
         #[doc(hidden)]
+        #[cfg(target_arch = "wasm32")]
         #[allow(unsafe_code, reason = "a custom section must be placed by the linker")]
         #[unsafe(link_section = "wasmprov-contract")]
         #[used]
         static __WASMPROV_CONTRACT: [u8; $crate::CONTRACT_SECTION.len()] =
             $crate::__section::<{ $crate::CONTRACT_SECTION.len() }>();
     };
+}
+
+#[doc(hidden)]
+pub fn __use_provider<P: Provider>() {
+    let _ = <Export<P> as wit::exports::wasmprov::provisioner::provisioner::Guest>::name;
+    let _ = <Export<P> as wit::exports::wasmprov::provisioner::provisioner::Guest>::provision;
+    let _ = <Export<P> as wit::exports::wasmprov::provisioner::provisioner::Guest>::describe;
+    let _ = <Export<P> as wit::exports::wasmprov::provisioner::provisioner::Guest>::terminate;
+    let _ = <Export<P> as wit::exports::wasmprov::provisioner::provisioner::Guest>::price_hint;
+    let _ = <Export<P> as wit::exports::wasmprov::provisioner::provisioner::Guest>::capacity_types;
 }
 
 #[doc(hidden)]

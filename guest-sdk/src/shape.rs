@@ -82,7 +82,10 @@ pub fn pick<'a>(shape: &NodeShape, catalogue: &'a [InstanceType]) -> Result<Choi
             .ok_or_else(|| Error::Unsupported(format!("instance type {name:?} does not exist")))?;
         let hourly_usd = t.price_in(zone).ok_or_else(|| Error::Capacity {
             scope: CapacityScope::Zone,
-            message: format!("instance type {name:?} is not offered in {}", zone.unwrap_or("?")),
+            message: format!(
+                "instance type {name:?} is not offered in {}",
+                zone.unwrap_or("?")
+            ),
         })?;
         return Ok(Choice {
             instance_type: t,
@@ -129,7 +132,14 @@ pub fn pick<'a>(shape: &NodeShape, catalogue: &'a [InstanceType]) -> Result<Choi
 mod tests {
     use super::*;
 
-    fn t(name: &str, cpu: f64, gib: u64, gpu: u32, vendor: Option<&str>, prices: &[(&str, f64)]) -> InstanceType {
+    fn t(
+        name: &str,
+        cpu: f64,
+        gib: u64,
+        gpu: u32,
+        vendor: Option<&str>,
+        prices: &[(&str, f64)],
+    ) -> InstanceType {
         InstanceType {
             name: name.into(),
             cpu,
@@ -164,11 +174,47 @@ mod tests {
             (shape(2.0, 4), "small", 0.01),
             (shape(2.5, 4), "medium", 0.02),
             (shape(6.0, 12), "big-cheap", 0.03),
-            (NodeShape { zone: Some("a".into()), ..shape(6.0, 12) }, "big", 0.05),
-            (NodeShape { zone: Some("b".into()), ..shape(1.0, 1) }, "small", 0.012),
-            (NodeShape { gpu: 1, ..shape(1.0, 1) }, "gpu-a", 0.7),
-            (NodeShape { gpu: 1, gpu_vendor: Some("NVIDIA".into()), ..shape(1.0, 1) }, "gpu-n", 0.9),
-            (NodeShape { instance_type: Some("big".into()), ..shape(1.0, 1) }, "big", 0.05),
+            (
+                NodeShape {
+                    zone: Some("a".into()),
+                    ..shape(6.0, 12)
+                },
+                "big",
+                0.05,
+            ),
+            (
+                NodeShape {
+                    zone: Some("b".into()),
+                    ..shape(1.0, 1)
+                },
+                "small",
+                0.012,
+            ),
+            (
+                NodeShape {
+                    gpu: 1,
+                    ..shape(1.0, 1)
+                },
+                "gpu-a",
+                0.7,
+            ),
+            (
+                NodeShape {
+                    gpu: 1,
+                    gpu_vendor: Some("NVIDIA".into()),
+                    ..shape(1.0, 1)
+                },
+                "gpu-n",
+                0.9,
+            ),
+            (
+                NodeShape {
+                    instance_type: Some("big".into()),
+                    ..shape(1.0, 1)
+                },
+                "big",
+                0.05,
+            ),
         ];
         for (s, name, price) in cases {
             let got = pick(s, &c).unwrap();
@@ -180,22 +226,57 @@ mod tests {
     #[test]
     fn impossible_shapes_say_why() {
         let c = catalogue();
-        assert!(matches!(pick(&shape(64.0, 1), &c), Err(Error::Unsupported(_))));
         assert!(matches!(
-            pick(&NodeShape { gpu: 2, ..shape(1.0, 1) }, &c),
+            pick(&shape(64.0, 1), &c),
             Err(Error::Unsupported(_))
         ));
         assert!(matches!(
-            pick(&NodeShape { instance_type: Some("nope".into()), ..shape(1.0, 1) }, &c),
+            pick(
+                &NodeShape {
+                    gpu: 2,
+                    ..shape(1.0, 1)
+                },
+                &c
+            ),
             Err(Error::Unsupported(_))
         ));
         assert!(matches!(
-            pick(&NodeShape { gpu: 1, zone: Some("b".into()), ..shape(1.0, 1) }, &c),
-            Err(Error::Capacity { scope: CapacityScope::Zone, .. })
+            pick(
+                &NodeShape {
+                    instance_type: Some("nope".into()),
+                    ..shape(1.0, 1)
+                },
+                &c
+            ),
+            Err(Error::Unsupported(_))
         ));
         assert!(matches!(
-            pick(&NodeShape { instance_type: Some("big-cheap".into()), zone: Some("a".into()), ..shape(1.0, 1) }, &c),
-            Err(Error::Capacity { scope: CapacityScope::Zone, .. })
+            pick(
+                &NodeShape {
+                    gpu: 1,
+                    zone: Some("b".into()),
+                    ..shape(1.0, 1)
+                },
+                &c
+            ),
+            Err(Error::Capacity {
+                scope: CapacityScope::Zone,
+                ..
+            })
+        ));
+        assert!(matches!(
+            pick(
+                &NodeShape {
+                    instance_type: Some("big-cheap".into()),
+                    zone: Some("a".into()),
+                    ..shape(1.0, 1)
+                },
+                &c
+            ),
+            Err(Error::Capacity {
+                scope: CapacityScope::Zone,
+                ..
+            })
         ));
     }
 }

@@ -80,7 +80,10 @@ mod tests {
         assert_ne!(v, label_value(&"x".repeat(101)));
         assert!(!label_value("---").is_empty());
         for v in [a, v, label_value("..a..")] {
-            assert!(v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)));
+            assert!(
+                v.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            );
             assert!(v.starts_with(|c: char| c.is_ascii_alphanumeric()));
         }
     }

@@ -14,7 +14,7 @@ const OWNER: &str = "test-owner";
 async fn host(dir: &PluginDir) -> Host {
     HostBuilder::new(dir.path())
         .owner_id(OWNER)
-        .cache_dir(None)
+        .cache_dir(Some(std::env::temp_dir().join("wasmprov-test-cache")))
         .work_dir(dir.path().join(".work"))
         .secret_source(|name| (name == "PROBE_TOKEN").then(|| "tok-3f9a-secret".to_string()))
         .build()
@@ -61,7 +61,10 @@ mod exports {
     async fn every_export_is_called_through_the_trait() {
         let (_dir, host, p) = probe_with("").await;
         assert_eq!(p.name(), "probe");
-        assert_eq!(p.capacity_types(), &[CapacityType::OnDemand, CapacityType::Spot]);
+        assert_eq!(
+            p.capacity_types(),
+            &[CapacityType::OnDemand, CapacityType::Spot]
+        );
         let hint = p.price_hint(&NodeShape::new(4.0, 8 << 30)).expect("a hint");
         assert!((hint.hourly_usd - 0.04).abs() < 1e-9);
         assert_eq!(hint.instance_type, "probe-1");
@@ -77,7 +80,11 @@ mod exports {
         assert_eq!(node.labels["owner"], OWNER);
         assert_eq!(node.instance_type.as_deref(), Some("probe-1"));
         let auto = p.provision(&NodeShape::default()).await.unwrap();
-        assert!(auto.provider_id.starts_with("auto-"), "{}", auto.provider_id);
+        assert!(
+            auto.provider_id.starts_with("auto-"),
+            "{}",
+            auto.provider_id
+        );
 
         let nodes = p.describe().await.unwrap();
         assert_eq!(nodes.len(), 2);
@@ -131,14 +138,21 @@ mod exports {
     #[tokio::test]
     async fn guest_sees_no_environment_and_no_files() {
         let (_dir, _host, p) = probe_with("").await;
-        let node = p.provision_request(&request("e", &[("mode", "env")])).await.unwrap();
+        let node = p
+            .provision_request(&request("e", &[("mode", "env")]))
+            .await
+            .unwrap();
         assert_eq!(node.labels["env_count"], "0");
         assert_eq!(node.labels["home"], "<unset>");
         let node = p
             .provision_request(&request("f", &[("mode", "file"), ("path", "/etc/passwd")]))
             .await
             .unwrap();
-        assert!(node.labels["file"].starts_with("error"), "{}", node.labels["file"]);
+        assert!(
+            node.labels["file"].starts_with("error"),
+            "{}",
+            node.labels["file"]
+        );
     }
 }
 
@@ -174,14 +188,20 @@ mod http {
                 format!("http://127.0.0.1:{port}/"),
             ),
             // A name that resolves to loopback is refused: only a literal grant reaches it.
-            ("[http]\nallow = [\"http://localhost:*\"]\n", format!("http://localhost:{port}/")),
+            (
+                "[http]\nallow = [\"http://localhost:*\"]\n",
+                format!("http://localhost:{port}/"),
+            ),
             // User information cannot smuggle a host.
             (
                 "[http]\nallow = [\"http://api.example.com:*\"]\n",
                 format!("http://api.example.com@127.0.0.1:{port}/"),
             ),
             // Another scheme on a granted host.
-            ("[http]\nallow = [\"https://127.0.0.1:*\"]\n", format!("http://127.0.0.1:{port}/")),
+            (
+                "[http]\nallow = [\"https://127.0.0.1:*\"]\n",
+                format!("http://127.0.0.1:{port}/"),
+            ),
         ];
         for (grants, url) in cases {
             let grants = grants.replace("OTHER", &other_port.to_string());
@@ -189,7 +209,10 @@ mod http {
             let err = p.provision_request(&get(&url)).await.unwrap_err();
             match &err {
                 ProvisionerError::InvalidConfig(m) => {
-                    assert!(m.contains("denied") || m.contains("bad URL"), "{grants} {url}: {m}")
+                    assert!(
+                        m.contains("denied") || m.contains("bad URL"),
+                        "{grants} {url}: {m}"
+                    )
                 }
                 other => panic!("{grants} {url}: expected a denial, got {other:?}"),
             }
@@ -209,7 +232,10 @@ mod http {
                 ("url", &format!("http://{}/", server.addr)),
             ]))
             .unwrap_err();
-        assert!(matches!(err, ProvisionerError::InvalidConfig(ref m) if m.contains("denied")), "{err}");
+        assert!(
+            matches!(err, ProvisionerError::InvalidConfig(ref m) if m.contains("denied")),
+            "{err}"
+        );
         assert_eq!(server.hits(), 0);
     }
 }
@@ -218,7 +244,10 @@ mod exec {
     use super::*;
 
     fn run(program: &str, args: &str) -> ProvisionRequest {
-        request("x", &[("mode", "exec"), ("program", program), ("args", args)])
+        request(
+            "x",
+            &[("mode", "exec"), ("program", program), ("args", args)],
+        )
     }
 
     #[tokio::test]
@@ -227,7 +256,10 @@ mod exec {
             "[[exec]]\nprogram = \"/bin/echo\"\nargs = [\"**\"]\n[[exec]]\nprogram = \"/usr/bin/env\"\nenv = [\"GREETING\"]\n[[exec]]\nprogram = \"/bin/pwd\"\n[[exec]]\nprogram = \"/bin/cat\"\n",
         )
         .await;
-        let node = p.provision_request(&run("/bin/echo", "hello world")).await.unwrap();
+        let node = p
+            .provision_request(&run("/bin/echo", "hello world"))
+            .await
+            .unwrap();
         assert_eq!(node.labels["exit"], "Some(0)");
         assert_eq!(node.labels["stdout"], "hello world\n");
 
@@ -243,17 +275,17 @@ mod exec {
         assert_eq!(node.labels["stdout"].trim(), work.display().to_string());
 
         let mut req = run("/bin/cat", "");
-        req.shape.labels.insert("stdin".into(), "from the guest".into());
+        req.shape
+            .labels
+            .insert("stdin".into(), "from the guest".into());
         let node = p.provision_request(&req).await.unwrap();
         assert_eq!(node.labels["stdout"], "from the guest");
     }
 
     #[tokio::test]
     async fn ungranted_commands_are_denied() {
-        let (_dir, _host, p) = probe_with(
-            "[[exec]]\nprogram = \"/bin/echo\"\nargs = [\"hello\", \"*\"]\n",
-        )
-        .await;
+        let (_dir, _host, p) =
+            probe_with("[[exec]]\nprogram = \"/bin/echo\"\nargs = [\"hello\", \"*\"]\n").await;
         for (program, args) in [
             ("/bin/sh", "-c true"),
             ("/bin/../bin/echo", "hello x"),
@@ -271,8 +303,14 @@ mod exec {
         let mut req = run("/bin/echo", "hello x");
         req.shape.labels.insert("env".into(), "PATH=/tmp".into());
         let err = p.provision_request(&req).await.unwrap_err();
-        assert!(matches!(&err, ProvisionerError::InvalidConfig(m) if m.contains("PATH")), "{err:?}");
-        let node = p.provision_request(&run("/bin/echo", "hello x")).await.unwrap();
+        assert!(
+            matches!(&err, ProvisionerError::InvalidConfig(m) if m.contains("PATH")),
+            "{err:?}"
+        );
+        let node = p
+            .provision_request(&run("/bin/echo", "hello x"))
+            .await
+            .unwrap();
         assert_eq!(node.labels["stdout"], "hello x\n");
     }
 
@@ -283,11 +321,27 @@ mod exec {
         )
         .await;
         let start = Instant::now();
-        let err = p.provision_request(&run("/bin/sleep", "30")).await.unwrap_err();
-        assert!(matches!(&err, ProvisionerError::Transport(m) if m.contains("timed out")), "{err:?}");
-        assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
-        let err = p.provision_request(&run("/usr/bin/yes", "")).await.unwrap_err();
-        assert!(matches!(&err, ProvisionerError::Other(m) if m.contains("too large")), "{err:?}");
+        let err = p
+            .provision_request(&run("/bin/sleep", "30"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, ProvisionerError::Transport(m) if m.contains("timed out")),
+            "{err:?}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+        let err = p
+            .provision_request(&run("/usr/bin/yes", ""))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, ProvisionerError::Other(m) if m.contains("too large")),
+            "{err:?}"
+        );
         assert_healthy(&p).await;
     }
 
@@ -299,7 +353,10 @@ mod exec {
             .unwrap()
             .try_price_hint(&shape_with(&[("mode", "exec"), ("program", "/bin/echo")]))
             .unwrap_err();
-        assert!(matches!(&err, ProvisionerError::InvalidConfig(m) if m.contains("denied")), "{err:?}");
+        assert!(
+            matches!(&err, ProvisionerError::InvalidConfig(m) if m.contains("denied")),
+            "{err:?}"
+        );
     }
 }
 
@@ -331,12 +388,18 @@ mod faults {
                 .unwrap_err();
             assert_eq!(fault_of(&err), want, "{mode}: {err}");
             assert!(!err.is_retryable());
-            assert!(start.elapsed() < Duration::from_secs(10), "{mode} took {:?}", start.elapsed());
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{mode} took {:?}",
+                start.elapsed()
+            );
             assert_healthy(&p).await;
 
             // The same misbehaviour in the synchronous price hint.
             let wasm = host.wasm_plugin("probe").unwrap();
-            let err = wasm.try_price_hint(&shape_with(&[("mode", mode)])).unwrap_err();
+            let err = wasm
+                .try_price_hint(&shape_with(&[("mode", mode)]))
+                .unwrap_err();
             assert_eq!(fault_of(&err), want, "price_hint {mode}: {err}");
             assert_eq!(p.price_hint(&shape_with(&[("mode", mode)])), None);
             assert!(p.price_hint(&NodeShape::default()).is_some());
@@ -345,7 +408,10 @@ mod faults {
             .provision_request(&request("m", &[("mode", "panic")]))
             .await
             .unwrap_err();
-        assert!(err.to_string().contains("probe was asked to panic"), "{err}");
+        assert!(
+            err.to_string().contains("probe was asked to panic"),
+            "{err}"
+        );
         // Misbehaviour in terminate too.
         let err = p.terminate(&"panic".to_string()).await.unwrap_err();
         assert_eq!(fault_of(&err), PluginFault::Trap);
@@ -360,7 +426,10 @@ mod faults {
         .await;
         let start = Instant::now();
         let err = p
-            .provision_request(&request("s", &[("mode", "exec"), ("program", "/bin/sleep"), ("args", "20")]))
+            .provision_request(&request(
+                "s",
+                &[("mode", "exec"), ("program", "/bin/sleep"), ("args", "20")],
+            ))
             .await
             .unwrap_err();
         assert_eq!(fault_of(&err), PluginFault::Timeout, "{err}");
@@ -381,7 +450,11 @@ mod faults {
                     1 => "loop",
                     _ => "",
                 };
-                (mode, p.provision_request(&request(&format!("r{i}"), &[("mode", mode)])).await)
+                (
+                    mode,
+                    p.provision_request(&request(&format!("r{i}"), &[("mode", mode)]))
+                        .await,
+                )
             }));
         }
         for t in tasks {
@@ -402,16 +475,42 @@ mod loading {
     async fn manifest_errors_name_file_and_field_and_leave_others_loaded() {
         let dir = PluginDir::new();
         dir.add("probe", guests::PROBE, "");
-        dir.add("typo", guests::PROBE, "[http]\nalow = [\"https://x.example\"]\n");
-        dir.add("badgrant", guests::PROBE, "[http]\nallow = [\"x.example\"]\n");
-        dir.write("wrongname.toml", "name = \"other\"\ncomponent = \"probe.wasm\"\n");
+        dir.add(
+            "typo",
+            guests::PROBE,
+            "[http]\nalow = [\"https://x.example\"]\n",
+        );
+        dir.add(
+            "badgrant",
+            guests::PROBE,
+            "[http]\nallow = [\"x.example\"]\n",
+        );
+        dir.write(
+            "wrongname.toml",
+            "name = \"other\"\ncomponent = \"probe.wasm\"\n",
+        );
         let host = host(&dir).await;
         assert!(host.plugin("probe").is_some());
         let errors = error_texts(&host);
         assert_eq!(errors.len(), 3, "{errors:#?}");
-        assert!(errors.iter().any(|e| e.contains("typo.toml") && e.contains("alow") && e.contains("expected `allow`")), "{errors:#?}");
-        assert!(errors.iter().any(|e| e.contains("badgrant.toml") && e.contains("http.allow") && e.contains("scheme://host")), "{errors:#?}");
-        assert!(errors.iter().any(|e| e.contains("wrongname.toml") && e.contains("\"wrongname\"")), "{errors:#?}");
+        assert!(
+            errors.iter().any(|e| e.contains("typo.toml")
+                && e.contains("alow")
+                && e.contains("expected `allow`")),
+            "{errors:#?}"
+        );
+        assert!(
+            errors.iter().any(|e| e.contains("badgrant.toml")
+                && e.contains("http.allow")
+                && e.contains("scheme://host")),
+            "{errors:#?}"
+        );
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("wrongname.toml") && e.contains("\"wrongname\"")),
+            "{errors:#?}"
+        );
     }
 
     #[tokio::test]
@@ -420,21 +519,40 @@ mod loading {
         let outside = outer.path().join("outside.wasm");
         std::fs::copy(guests::PROBE, &outside).unwrap();
         let dir = PluginDir::new();
-        dir.write("up.toml", &format!("name = \"up\"\ncomponent = \"../{}/outside.wasm\"\n", outer.path().file_name().unwrap().to_string_lossy()));
+        dir.write(
+            "up.toml",
+            &format!(
+                "name = \"up\"\ncomponent = \"../{}/outside.wasm\"\n",
+                outer.path().file_name().unwrap().to_string_lossy()
+            ),
+        );
         std::os::unix::fs::symlink(&outside, dir.path().join("link.wasm")).unwrap();
         dir.write("link.toml", "name = \"link\"\ncomponent = \"link.wasm\"\n");
-        dir.write("abs.toml", &format!("name = \"abs\"\ncomponent = {:?}\n", outside.display().to_string()));
+        dir.write(
+            "abs.toml",
+            &format!(
+                "name = \"abs\"\ncomponent = {:?}\n",
+                outside.display().to_string()
+            ),
+        );
         let host = host(&dir).await;
         assert_eq!(host.plugins().count(), 0);
         let errors = error_texts(&host);
         assert_eq!(errors.len(), 3, "{errors:#?}");
         for name in ["up.toml", "link.toml"] {
             assert!(
-                errors.iter().any(|e| e.contains(name) && e.contains("inside the plugin directory")),
+                errors
+                    .iter()
+                    .any(|e| e.contains(name) && e.contains("inside the plugin directory")),
                 "{name}: {errors:#?}"
             );
         }
-        assert!(errors.iter().any(|e| e.contains("abs.toml") && e.contains("relative to the plugin directory")), "{errors:#?}");
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("abs.toml") && e.contains("relative to the plugin directory")),
+            "{errors:#?}"
+        );
     }
 
     #[tokio::test]
@@ -443,14 +561,25 @@ mod loading {
         let wasm = dir.add("probe", guests::PROBE, "");
         let digest = sha256_of(&wasm);
         dir.add("pinned", guests::PROBE, &format!("sha256 = \"{digest}\"\n"));
-        dir.add("wrongpin", guests::PROBE, &format!("sha256 = \"{}\"\n", "0".repeat(64)));
+        dir.add(
+            "wrongpin",
+            guests::PROBE,
+            &format!("sha256 = \"{}\"\n", "0".repeat(64)),
+        );
         let host = host(&dir).await;
         assert!(host.plugin("pinned").is_some());
         assert!(host.wasm_plugin("pinned").unwrap().info().pinned);
         assert!(host.plugin("wrongpin").is_none());
-        let err = host.errors().iter().find(|e| matches!(e, LoadError::Digest { .. })).expect("digest error");
+        let err = host
+            .errors()
+            .iter()
+            .find(|e| matches!(e, LoadError::Digest { .. }))
+            .expect("digest error");
         let text = err.to_string();
-        assert!(text.contains(&digest) && text.contains(&"0".repeat(64)), "{text}");
+        assert!(
+            text.contains(&digest) && text.contains(&"0".repeat(64)),
+            "{text}"
+        );
     }
 
     #[tokio::test]
@@ -458,15 +587,26 @@ mod loading {
         let dir = PluginDir::new();
         dir.add("future", guests::FUTURE_CONTRACT, "");
         dir.write("garbage.wasm", "not wasm at all");
-        dir.write("garbage.toml", "name = \"garbage\"\ncomponent = \"garbage.wasm\"\n");
+        dir.write(
+            "garbage.toml",
+            "name = \"garbage\"\ncomponent = \"garbage.wasm\"\n",
+        );
         let host = host(&dir).await;
         assert_eq!(host.plugins().count(), 0);
         let errors = error_texts(&host);
         assert!(
-            errors.iter().any(|e| e.contains("wasmprov:provisioner@0.2.0") && e.contains("wasmprov:provisioner@0.1.0")),
+            errors
+                .iter()
+                .any(|e| e.contains("wasmprov:provisioner@0.2.0")
+                    && e.contains("wasmprov:provisioner@0.1.0")),
             "{errors:#?}"
         );
-        assert!(errors.iter().any(|e| e.contains("garbage") && e.contains("not a valid component")), "{errors:#?}");
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("garbage") && e.contains("not a valid component")),
+            "{errors:#?}"
+        );
     }
 
     #[tokio::test]
@@ -474,7 +614,9 @@ mod loading {
         let (_dir, host, _p) = probe_with("").await;
         let built_for = host.wasm_plugin("probe").unwrap().info().built_for.clone();
         assert!(
-            built_for.as_deref().is_some_and(|s| s.starts_with("wasmprov:provisioner@0.1.0;sdk=")),
+            built_for
+                .as_deref()
+                .is_some_and(|s| s.starts_with("wasmprov:provisioner@0.1.0;sdk=")),
             "{built_for:?}"
         );
     }

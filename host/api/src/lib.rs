@@ -268,8 +268,11 @@ impl std::fmt::Display for PluginFault {
 
 /// Errors of a [`CloudProvisioner`]. Each variant tells the caller what to do
 /// next, so no one needs to parse messages: see [`ProvisionerError::is_retryable`].
+///
+/// In JSON: `{"kind": "not_found", "detail": "..."}`, or for the variants with
+/// fields `{"kind": "capacity", "detail": {"scope": "zone", "message": "..."}}`.
 #[derive(Clone, Debug, PartialEq, thiserror::Error, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ProvisionerError {
     /// The request or shape is not something this backend can do.
@@ -424,7 +427,10 @@ mod tests {
 
         let state = serde_json::to_value(JoinState::Provisioning).unwrap();
         assert_eq!(state, "provisioning");
-        assert_eq!(serde_json::to_value(CapacityType::OnDemand).unwrap(), "on_demand");
+        assert_eq!(
+            serde_json::to_value(CapacityType::OnDemand).unwrap(),
+            "on_demand"
+        );
     }
 
     #[test]
@@ -443,11 +449,16 @@ mod tests {
         };
         let json = serde_json::to_value(&err).unwrap();
         assert_eq!(json["kind"], "rate_limited");
-        assert_eq!(json["retry_after_ms"], 1500);
+        assert_eq!(json["detail"]["retry_after_ms"], 1500);
+        let nf = serde_json::to_value(ProvisionerError::NotFound("x".into())).unwrap();
+        assert_eq!(nf, serde_json::json!({"kind": "not_found", "detail": "x"}));
         assert_eq!(err.kind(), "rate_limited");
         assert!(err.is_retryable());
         assert_eq!(err.retry_after(), Some(Duration::from_millis(1500)));
-        assert_eq!(err.to_string(), "rate limited (retry after 1500 ms): slow down");
+        assert_eq!(
+            err.to_string(),
+            "rate limited (retry after 1500 ms): slow down"
+        );
 
         let cap = ProvisionerError::Capacity {
             scope: CapacityScope::Zone,

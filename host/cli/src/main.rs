@@ -1,1 +1,396 @@
-fn main() {}
+//! `wasmprov`: load provisioner plugins under the sandbox and drive them.
+
+mod bundled;
+mod demo;
+mod output;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use clap::{Args, Parser, Subcommand};
+use wasmprov_api::{CapacityType, NodeShape, ProvisionRequest, ProvisionerError};
+use wasmprov_host::{Host, HostBuilder};
+
+/// Run cloud provisioner plugins (WebAssembly components) under a deny-by-default sandbox.
+#[derive(Debug, Parser)]
+#[command(name = "wasmprov", version, about)]
+struct Cli {
+    /// Directory holding NAME.wasm + NAME.toml plugins.
+    #[arg(
+        long,
+        global = true,
+        default_value = "./plugins.d",
+        env = "WASMPROV_PLUGIN_DIR"
+    )]
+    plugin_dir: PathBuf,
+    /// Owner id every created node is tagged with [default: wasmprov-<hostname>].
+    #[arg(long, global = true, env = "WASMPROV_OWNER")]
+    owner: Option<String>,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Do not use the on-disk compile cache.
+    #[arg(long, global = true)]
+    no_cache: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List the plugins of the directory, and those that failed to load.
+    Plugins,
+    /// Show a plugin's grants, limits, config keys and digest (never secret values).
+    Inspect {
+        /// Plugin name.
+        plugin: String,
+    },
+    /// Ask a plugin what a shape costs.
+    Price {
+        /// Plugin name.
+        plugin: String,
+        #[command(flatten)]
+        shape: ShapeArgs,
+    },
+    /// Create a node (idempotent per request id).
+    Provision {
+        /// Plugin name.
+        plugin: String,
+        #[command(flatten)]
+        shape: ShapeArgs,
+        /// Request id; a second provision with the same id returns the same node.
+        #[arg(long)]
+        request_id: Option<String>,
+        /// A label for the node, as key=value (repeatable).
+        #[arg(long = "label", value_parser = parse_label)]
+        labels: Vec<(String, String)>,
+    },
+    /// List the nodes this owner has on the plugin's cloud.
+    Describe {
+        /// Plugin name.
+        plugin: String,
+    },
+    /// Terminate a node.
+    Terminate {
+        /// Plugin name.
+        plugin: String,
+        /// The node's provider id.
+        id: String,
+    },
+    /// Run a fake cloud API on loopback for trying plugins without an account.
+    Fake {
+        #[command(subcommand)]
+        cloud: FakeCloud,
+    },
+    /// Write the bundled plugins (components and manifests) into a directory.
+    Bundle {
+        /// Target directory (created if missing).
+        #[arg(long, default_value = "./plugins.d")]
+        out: PathBuf,
+        /// Point the Hetzner plugin at this API base URL (such as a fake's) instead of the real one.
+        #[arg(long)]
+        hetzner_endpoint: Option<String>,
+    },
+    /// The whole path on an embedded fake cloud: price, provision, describe, terminate.
+    Demo,
+}
+
+#[derive(Debug, Subcommand)]
+enum FakeCloud {
+    /// A stateful fake of the Hetzner Cloud API v1.
+    Hetzner {
+        /// Loopback address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8787")]
+        listen: SocketAddr,
+    },
+}
+
+#[derive(Debug, Args)]
+struct ShapeArgs {
+    /// vCPUs.
+    #[arg(long)]
+    cpu: f64,
+    /// Memory: bytes, or with a unit (512MiB, 4GiB, 8G).
+    #[arg(long, value_parser = parse_bytes)]
+    memory: u64,
+    /// GPUs.
+    #[arg(long, default_value_t = 0)]
+    gpu: u32,
+    /// GPU vendor (nvidia, amd).
+    #[arg(long)]
+    gpu_vendor: Option<String>,
+    /// Spot capacity instead of on-demand.
+    #[arg(long)]
+    spot: bool,
+    /// Zone or location.
+    #[arg(long)]
+    zone: Option<String>,
+    /// An explicit instance type (wins over cpu/memory/gpu matching).
+    #[arg(long)]
+    instance_type: Option<String>,
+}
+
+impl ShapeArgs {
+    fn shape(&self, labels: &[(String, String)]) -> NodeShape {
+        NodeShape {
+            cpu: self.cpu,
+            memory_bytes: self.memory,
+            gpu: self.gpu,
+            gpu_vendor: self.gpu_vendor.clone(),
+            labels: labels.iter().cloned().collect::<BTreeMap<_, _>>(),
+            zone: self.zone.clone(),
+            capacity_type: if self.spot {
+                CapacityType::Spot
+            } else {
+                CapacityType::OnDemand
+            },
+            instance_type: self.instance_type.clone(),
+        }
+    }
+}
+
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("label {s:?} must be key=value"))?;
+    if k.is_empty() {
+        return Err(format!("label {s:?} has an empty key"));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
+
+/// Parses `4GiB`, `512MiB`, `8G`, `1024`: binary units, as memory is sized.
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let num: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size; use bytes or a unit, such as 4GiB or 512MiB"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        other => {
+            return Err(format!(
+                "unknown size unit {other:?}; use KiB, MiB, GiB or TiB"
+            ));
+        }
+    };
+    if !num.is_finite() || num < 0.0 {
+        return Err(format!("{s:?} is not a size"));
+    }
+    Ok((num * mult as f64).round() as u64)
+}
+
+async fn load(cli: &Cli) -> Result<Host> {
+    if !cli.plugin_dir.is_dir() {
+        bail!(
+            "plugin directory {} does not exist; create it, or write the bundled plugins with `wasmprov bundle --out {}`",
+            cli.plugin_dir.display(),
+            cli.plugin_dir.display()
+        );
+    }
+    let mut builder = HostBuilder::new(&cli.plugin_dir);
+    if let Some(owner) = &cli.owner {
+        builder = builder.owner_id(owner);
+    }
+    if cli.no_cache {
+        builder = builder.cache_dir(None);
+    }
+    builder.build().await
+}
+
+fn plugin(host: &Host, name: &str) -> Result<std::sync::Arc<wasmprov_host::WasmPlugin>> {
+    if let Some(p) = host.wasm_plugin(name) {
+        return Ok(p);
+    }
+    if let Some(err) = host.errors().iter().find(|e| e.to_string().contains(name)) {
+        bail!("plugin {name:?} did not load: {err}");
+    }
+    let known: Vec<&str> = host.plugins().map(|p| p.info().name.as_str()).collect();
+    bail!(
+        "no plugin {name:?} in the plugin directory (loaded: {})",
+        if known.is_empty() {
+            "none".to_string()
+        } else {
+            known.join(", ")
+        }
+    )
+}
+
+/// A provisioner error, kept typed for JSON output.
+#[derive(Debug)]
+struct CallFailed(ProvisionerError);
+
+impl std::fmt::Display for CallFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.0, self.0.kind())
+    }
+}
+
+impl std::error::Error for CallFailed {}
+
+async fn run(cli: Cli) -> Result<()> {
+    use wasmprov_api::CloudProvisioner;
+    let json = cli.json;
+    match &cli.command {
+        Command::Plugins => {
+            let host = load(&cli).await?;
+            output::plugins(&host, json)?;
+            if let Some(first) = host.errors().first() {
+                bail!(
+                    "{} plugin(s) failed to load; first: {first}",
+                    host.errors().len()
+                );
+            }
+        }
+        Command::Inspect { plugin: name } => {
+            let host = load(&cli).await?;
+            output::inspect(plugin(&host, name)?.info(), host.owner_id(), json)?;
+        }
+        Command::Price {
+            plugin: name,
+            shape,
+        } => {
+            let host = load(&cli).await?;
+            let p = plugin(&host, name)?;
+            let shape = shape.shape(&[]);
+            match p.try_price_hint(&shape).map_err(CallFailed)? {
+                Some(hint) => output::price(&hint, json)?,
+                None => bail!("plugin {name} cannot price this shape"),
+            }
+        }
+        Command::Provision {
+            plugin: name,
+            shape,
+            request_id,
+            labels,
+        } => {
+            let host = load(&cli).await?;
+            let p = plugin(&host, name)?;
+            let request = ProvisionRequest {
+                request_id: request_id.clone().unwrap_or_else(new_request_id),
+                shape: shape.shape(labels),
+            };
+            let node = p.provision_request(&request).await.map_err(CallFailed)?;
+            output::nodes(std::slice::from_ref(&node), json, true)?;
+        }
+        Command::Describe { plugin: name } => {
+            let host = load(&cli).await?;
+            let nodes = plugin(&host, name)?.describe().await.map_err(CallFailed)?;
+            output::nodes(&nodes, json, false)?;
+        }
+        Command::Terminate { plugin: name, id } => {
+            let host = load(&cli).await?;
+            plugin(&host, name)?
+                .terminate(id)
+                .await
+                .map_err(CallFailed)?;
+            if json {
+                println!("{}", serde_json::json!({ "terminated": id }));
+            } else {
+                println!("terminated {id}");
+            }
+        }
+        Command::Fake {
+            cloud: FakeCloud::Hetzner { listen },
+        } => {
+            wasmprov_fake::run_standalone(*listen, wasmprov_fake::HetznerFakeOptions::default())
+                .await?;
+        }
+        Command::Bundle {
+            out,
+            hetzner_endpoint,
+        } => {
+            let written = bundled::write(out, hetzner_endpoint.as_deref())?;
+            if json {
+                println!("{}", serde_json::json!({ "dir": out, "plugins": written }));
+            } else {
+                println!("wrote {} to {}", written.join(", "), out.display());
+            }
+        }
+        Command::Demo => demo::run(json).await?,
+    }
+    Ok(())
+}
+
+fn new_request_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("cli-{nanos:x}-{}", std::process::id())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WASMPROV_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let json = cli.json;
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if json {
+                let value = match e.downcast_ref::<CallFailed>() {
+                    Some(CallFailed(err)) => serde_json::json!({ "error": err }),
+                    None => {
+                        serde_json::json!({ "error": { "kind": "host", "message": format!("{e:#}") } })
+                    }
+                };
+                println!("{value}");
+            }
+            let line = format!("{e:#}").replace('\n', " ");
+            eprintln!("error: {line}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_in_binary_units() {
+        assert_eq!(parse_bytes("4GiB").unwrap(), 4 << 30);
+        assert_eq!(parse_bytes("4G").unwrap(), 4 << 30);
+        assert_eq!(parse_bytes("512MiB").unwrap(), 512 << 20);
+        assert_eq!(parse_bytes("1.5GiB").unwrap(), 3 << 29);
+        assert_eq!(parse_bytes("1024").unwrap(), 1024);
+        assert!(parse_bytes("lots").is_err());
+        assert!(parse_bytes("4 parsecs").is_err());
+    }
+
+    #[test]
+    fn labels_parse() {
+        assert_eq!(parse_label("a=b=c").unwrap(), ("a".into(), "b=c".into()));
+        assert!(parse_label("nokey").is_err());
+        assert!(parse_label("=v").is_err());
+    }
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn errors_keep_their_kind() {
+        let e = anyhow::anyhow!(CallFailed(ProvisionerError::NotFound("x".into())));
+        assert!(e.downcast_ref::<CallFailed>().is_some());
+        assert_eq!(e.to_string(), "not found: x (not_found)");
+    }
+}

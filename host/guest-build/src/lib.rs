@@ -52,7 +52,9 @@ pub fn build_guests(workspace_root: &Path, packages: &[(&str, &str)]) -> Vec<Bui
     ] {
         cmd.env_remove(var);
     }
-    let status = cmd.status().unwrap_or_else(|e| panic!("running cargo for guests: {e}"));
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("running cargo for guests: {e}"));
     assert!(
         status.success(),
         "building guest components failed; reproduce with: cargo build --release --target wasm32-wasip2 {} (is the target installed? rustup target add wasm32-wasip2)",
@@ -63,15 +65,25 @@ pub fn build_guests(workspace_root: &Path, packages: &[(&str, &str)]) -> Vec<Bui
             .join(" ")
     );
     for dir in ["guest-sdk", "wit", "host/api"] {
-        println!("cargo:rerun-if-changed={}", workspace_root.join(dir).display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            workspace_root.join(dir).display()
+        );
     }
     packages
         .iter()
         .map(|(package, dir)| {
-            println!("cargo:rerun-if-changed={}", workspace_root.join(dir).display());
+            println!(
+                "cargo:rerun-if-changed={}",
+                workspace_root.join(dir).display()
+            );
             let file = format!("{}.wasm", package.replace('-', "_"));
             let path = target_dir.join("wasm32-wasip2").join("release").join(file);
-            assert!(path.exists(), "guest {package} built but {} is missing", path.display());
+            assert!(
+                path.exists(),
+                "guest {package} built but {} is missing",
+                path.display()
+            );
             Built {
                 package: (*package).to_string(),
                 path,

@@ -194,7 +194,11 @@ impl ExecPolicy {
         if self.grants.is_empty() {
             return Err(ExecDenial::NoGrants);
         }
-        let mut named = self.grants.iter().filter(|g| g.program == program).peekable();
+        let mut named = self
+            .grants
+            .iter()
+            .filter(|g| g.program == program)
+            .peekable();
         if named.peek().is_none() {
             return Err(ExecDenial::Program(program.to_string()));
         }
@@ -254,8 +258,18 @@ mod tests {
 
     #[test]
     fn grants_are_validated() {
-        for bad in ["tool", "./tool", "/usr/bin/../bin/sh", "/usr//bin/sh", "/usr/bin/", "/a/./b"] {
-            assert!(ExecGrant::from_spec(&grant(bad, &[], &[])).is_err(), "{bad}");
+        for bad in [
+            "tool",
+            "./tool",
+            "/usr/bin/../bin/sh",
+            "/usr//bin/sh",
+            "/usr/bin/",
+            "/a/./b",
+        ] {
+            assert!(
+                ExecGrant::from_spec(&grant(bad, &[], &[])).is_err(),
+                "{bad}"
+            );
         }
         assert!(ExecGrant::from_spec(&grant("/bin/x", &["**", "y"], &[])).is_err());
         assert!(ExecGrant::from_spec(&grant("/bin/x", &[], &["A=B"])).is_err());
@@ -271,9 +285,17 @@ mod tests {
             4,
         )
         .unwrap();
-        assert!(policy.check("/usr/bin/node-ctl", &strings(&["list"]), &[]).is_ok());
+        assert!(
+            policy
+                .check("/usr/bin/node-ctl", &strings(&["list"]), &[])
+                .is_ok()
+        );
         let env = vec![("REGION".to_string(), "eu".to_string())];
-        assert!(policy.check("/usr/bin/node-ctl", &strings(&["create", "a"]), &env).is_ok());
+        assert!(
+            policy
+                .check("/usr/bin/node-ctl", &strings(&["create", "a"]), &env)
+                .is_ok()
+        );
         assert_eq!(
             policy.check("/usr/bin/node-ctl", &strings(&["list"]), &env),
             Err(ExecDenial::Env("REGION".into()))
@@ -282,7 +304,12 @@ mod tests {
             policy.check("/usr/bin/node-ctl", &strings(&["delete", "a"]), &[]),
             Err(ExecDenial::Arguments { .. })
         ));
-        for program in ["/bin/sh", "/usr/bin/../bin/node-ctl", "node-ctl", "/usr/bin/node-ctl "] {
+        for program in [
+            "/bin/sh",
+            "/usr/bin/../bin/node-ctl",
+            "node-ctl",
+            "/usr/bin/node-ctl ",
+        ] {
             assert!(
                 matches!(policy.check(program, &[], &[]), Err(ExecDenial::Program(_))),
                 "{program}"

@@ -90,7 +90,9 @@ pub struct HttpGrant {
 
 /// A grant that could not be parsed, with the reason.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("invalid HTTP grant {grant:?}: {reason}; expected scheme://host[:port], for example \"https://api.example.com\", \"https://*.example.com:8443\" or \"http://127.0.0.1:*\"")]
+#[error(
+    "invalid HTTP grant {grant:?}: {reason}; expected scheme://host[:port], for example \"https://api.example.com\", \"https://*.example.com:8443\" or \"http://127.0.0.1:*\""
+)]
 pub struct GrantError {
     /// The grant as written.
     pub grant: String,
@@ -114,7 +116,9 @@ impl HttpGrant {
         let scheme = Scheme::parse(scheme).ok_or_else(|| fail("scheme must be http or https"))?;
         let rest = rest.strip_suffix('/').unwrap_or(rest);
         if rest.contains(['/', '?', '#', '@']) || rest.is_empty() {
-            return Err(fail("only scheme, host and port may be given (no path, query or user)"));
+            return Err(fail(
+                "only scheme, host and port may be given (no path, query or user)",
+            ));
         }
         let (host, port) = split_host_port(rest).map_err(|r| fail(&r))?;
         let port = match port {
@@ -130,9 +134,13 @@ impl HttpGrant {
         let host = if let Some(ip) = parse_ip_literal(host) {
             HostPattern::Ip(ip)
         } else if let Some(suffix) = host.strip_prefix("*.") {
-            HostPattern::Subdomains(normalize_name(suffix).ok_or_else(|| fail("invalid host name"))?)
+            HostPattern::Subdomains(
+                normalize_name(suffix).ok_or_else(|| fail("invalid host name"))?,
+            )
         } else if host.contains('*') {
-            return Err(fail("a wildcard may only stand for leading labels, as in *.example.com"));
+            return Err(fail(
+                "a wildcard may only stand for leading labels, as in *.example.com",
+            ));
         } else {
             HostPattern::Name(normalize_name(host).ok_or_else(|| fail("invalid host name"))?)
         };
@@ -211,8 +219,8 @@ impl Destination {
     /// # Errors
     /// A reason when the authority is malformed.
     pub fn from_parts(scheme: &str, authority: &str) -> Result<Self, String> {
-        let scheme =
-            Scheme::parse(scheme).ok_or_else(|| format!("scheme {scheme:?} is not http or https"))?;
+        let scheme = Scheme::parse(scheme)
+            .ok_or_else(|| format!("scheme {scheme:?} is not http or https"))?;
         if authority.contains('@') {
             return Err("user information in the URL is not allowed".into());
         }
@@ -224,7 +232,9 @@ impl Destination {
         let host = match parse_ip_literal(host) {
             Some(ip) => DestHost::Ip(ip),
             None if looks_numeric(host) => return Err(format!("bad IP address {host:?}")),
-            None => DestHost::Name(normalize_name(host).ok_or_else(|| format!("bad host {host:?}"))?),
+            None => {
+                DestHost::Name(normalize_name(host).ok_or_else(|| format!("bad host {host:?}"))?)
+            }
         };
         Ok(Self { scheme, host, port })
     }
@@ -249,7 +259,9 @@ pub enum HttpDenial {
     #[error("malformed request: {0}")]
     Malformed(String),
     /// An allowed name resolved to a special address.
-    #[error("{dest} resolved to {addr}, a {class} address; only a grant naming that address explicitly allows it")]
+    #[error(
+        "{dest} resolved to {addr}, a {class} address; only a grant naming that address explicitly allows it"
+    )]
     SpecialAddress {
         /// The destination as asked.
         dest: String,
@@ -349,7 +361,9 @@ fn normalize_name(name: &str) -> Option<String> {
         && name.split('.').all(|label| {
             !label.is_empty()
                 && label.len() <= 63
-                && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
                 && !label.starts_with('-')
                 && !label.ends_with('-')
         });
@@ -371,10 +385,16 @@ fn looks_numeric(name: &str) -> bool {
 /// IPv4-mapped and IPv4-compatible IPv6 to IPv4.
 #[must_use]
 pub fn parse_ip_literal(s: &str) -> Option<IpAddr> {
-    let s = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(s);
+    let s = s
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .unwrap_or(s);
     if s.contains(':') {
         // Zone ids (%eth0) are not accepted.
-        return s.parse::<Ipv6Addr>().ok().map(|ip| canonical_ip(IpAddr::V6(ip)));
+        return s
+            .parse::<Ipv6Addr>()
+            .ok()
+            .map(|ip| canonical_ip(IpAddr::V6(ip)));
     }
     parse_ipv4_loose(s.strip_suffix('.').unwrap_or(s)).map(IpAddr::V4)
 }
@@ -384,7 +404,10 @@ fn parse_ipv4_loose(s: &str) -> Option<Ipv4Addr> {
     if parts.is_empty() || parts.len() > 4 {
         return None;
     }
-    let nums: Vec<u64> = parts.iter().map(|p| parse_ipv4_part(p)).collect::<Option<_>>()?;
+    let nums: Vec<u64> = parts
+        .iter()
+        .map(|p| parse_ipv4_part(p))
+        .collect::<Option<_>>()?;
     let (last, head) = nums.split_last()?;
     if head.iter().any(|n| *n > 255) {
         return None;
@@ -496,12 +519,42 @@ mod tests {
     #[test]
     fn grant_parsing_table() {
         let ok: &[(&str, Scheme, HostPattern, PortPattern)] = &[
-            ("https://api.hetzner.cloud", Scheme::Https, HostPattern::Name("api.hetzner.cloud".into()), PortPattern::Port(443)),
-            ("http://Example.COM.", Scheme::Http, HostPattern::Name("example.com".into()), PortPattern::Port(80)),
-            ("https://*.amazonaws.com", Scheme::Https, HostPattern::Subdomains("amazonaws.com".into()), PortPattern::Port(443)),
-            ("http://127.0.0.1:*", Scheme::Http, HostPattern::Ip("127.0.0.1".parse().unwrap()), PortPattern::Any),
-            ("http://[::1]:8080", Scheme::Http, HostPattern::Ip("::1".parse().unwrap()), PortPattern::Port(8080)),
-            ("https://example.com:8443/", Scheme::Https, HostPattern::Name("example.com".into()), PortPattern::Port(8443)),
+            (
+                "https://api.hetzner.cloud",
+                Scheme::Https,
+                HostPattern::Name("api.hetzner.cloud".into()),
+                PortPattern::Port(443),
+            ),
+            (
+                "http://Example.COM.",
+                Scheme::Http,
+                HostPattern::Name("example.com".into()),
+                PortPattern::Port(80),
+            ),
+            (
+                "https://*.amazonaws.com",
+                Scheme::Https,
+                HostPattern::Subdomains("amazonaws.com".into()),
+                PortPattern::Port(443),
+            ),
+            (
+                "http://127.0.0.1:*",
+                Scheme::Http,
+                HostPattern::Ip("127.0.0.1".parse().unwrap()),
+                PortPattern::Any,
+            ),
+            (
+                "http://[::1]:8080",
+                Scheme::Http,
+                HostPattern::Ip("::1".parse().unwrap()),
+                PortPattern::Port(8080),
+            ),
+            (
+                "https://example.com:8443/",
+                Scheme::Https,
+                HostPattern::Name("example.com".into()),
+                PortPattern::Port(8443),
+            ),
         ];
         for (src, scheme, host, port) in ok {
             let g = HttpGrant::parse(src).unwrap_or_else(|e| panic!("{src}: {e}"));
@@ -525,7 +578,10 @@ mod tests {
         ];
         for src in bad {
             let err = HttpGrant::parse(src).expect_err(src);
-            assert!(err.to_string().contains("expected scheme://host[:port]"), "{err}");
+            assert!(
+                err.to_string().contains("expected scheme://host[:port]"),
+                "{err}"
+            );
         }
     }
 
@@ -611,7 +667,14 @@ mod tests {
                 "{spelling}"
             );
         }
-        for bad in ["256.0.0.1", "1.2.3.4.5", "0x", "08.0.0.1", "fe80::1%eth0", "4294967296"] {
+        for bad in [
+            "256.0.0.1",
+            "1.2.3.4.5",
+            "0x",
+            "08.0.0.1",
+            "fe80::1%eth0",
+            "4294967296",
+        ] {
             assert_eq!(parse_ip_literal(bad), None, "{bad}");
         }
     }
@@ -637,12 +700,17 @@ mod tests {
         ] {
             let ip: IpAddr = addr.parse().unwrap();
             assert!(
-                matches!(policy.check_resolved(&by_name, ip), Err(HttpDenial::SpecialAddress { .. })),
+                matches!(
+                    policy.check_resolved(&by_name, ip),
+                    Err(HttpDenial::SpecialAddress { .. })
+                ),
                 "{addr} must be refused for a name"
             );
         }
         for addr in ["93.184.216.34", "2606:2800:220:1::1"] {
-            policy.check_resolved(&by_name, addr.parse().unwrap()).unwrap();
+            policy
+                .check_resolved(&by_name, addr.parse().unwrap())
+                .unwrap();
         }
         let literal = dest("http://127.0.0.1:8080");
         policy

@@ -75,13 +75,21 @@ impl Limits {
                 Some(v) if v >= lo && v <= hi => Ok(v),
                 Some(v) => Err((
                     format!("limits.{field}"),
-                    format!("{v} is out of range; use a value between {lo} and {hi} (default {default})"),
+                    format!(
+                        "{v} is out of range; use a value between {lo} and {hi} (default {default})"
+                    ),
                 )),
             }
         }
         let d = Self::default();
         Ok(Self {
-            memory_bytes: range("memory_mib", spec.memory_mib, 1, MAX_MEMORY_MIB, d.memory_bytes >> 20)? << 20,
+            memory_bytes: range(
+                "memory_mib",
+                spec.memory_mib,
+                1,
+                MAX_MEMORY_MIB,
+                d.memory_bytes >> 20,
+            )? << 20,
             call_timeout: Duration::from_millis(range(
                 "call_timeout_ms",
                 spec.call_timeout_ms,
@@ -96,7 +104,13 @@ impl Limits {
                 3_600_000,
                 d.cpu_time.as_millis() as u64,
             )?),
-            http_max_in_flight: range("http_max_in_flight", spec.http_max_in_flight, 1, 4096, d.http_max_in_flight)?,
+            http_max_in_flight: range(
+                "http_max_in_flight",
+                spec.http_max_in_flight,
+                1,
+                4096,
+                d.http_max_in_flight,
+            )?,
             http_timeout: Duration::from_millis(range(
                 "http_timeout_ms",
                 spec.http_timeout_ms,

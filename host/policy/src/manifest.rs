@@ -116,24 +116,30 @@ impl Manifest {
                 .and_then(|m| m.split('`').next());
             let field = missing
                 .map(str::to_string)
-                .or_else(|| e.span().filter(|s| s.start > 0 || s.end < text.len()).map(|s| {
-                    let line = text[..s.start].matches('\n').count() + 1;
-                    let key = text
-                        .lines()
-                        .nth(line - 1)
-                        .and_then(|l| l.split('=').next())
-                        .map(str::trim)
-                        .filter(|k| !k.is_empty())
-                        .unwrap_or("?");
-                    format!("line {line} ({key})")
-                }))
+                .or_else(|| {
+                    e.span()
+                        .filter(|s| s.start > 0 || s.end < text.len())
+                        .map(|s| {
+                            let line = text[..s.start].matches('\n').count() + 1;
+                            let key = text
+                                .lines()
+                                .nth(line - 1)
+                                .and_then(|l| l.split('=').next())
+                                .map(str::trim)
+                                .filter(|k| !k.is_empty())
+                                .unwrap_or("?");
+                            format!("line {line} ({key})")
+                        })
+                })
                 .unwrap_or_else(|| "manifest".to_string());
             err(&field, e.message().to_string())
         })?;
 
         if raw.name.is_empty()
             || raw.name.len() > 64
-            || !raw.name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            || !raw
+                .name
+                .starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
             || !raw
                 .name
                 .chars()
@@ -147,7 +153,10 @@ impl Manifest {
                 ),
             ));
         }
-        if raw.component.is_empty() || raw.component.starts_with('/') || raw.component.contains('\\') {
+        if raw.component.is_empty()
+            || raw.component.starts_with('/')
+            || raw.component.contains('\\')
+        {
             return Err(err(
                 "component",
                 format!(
@@ -199,7 +208,10 @@ impl Manifest {
             if s.env.is_empty() || s.env.contains(['=', '\0']) {
                 return Err(err(
                     &format!("secrets.{k}.env"),
-                    format!("{:?} is not an environment variable name, such as \"HCLOUD_TOKEN\"", s.env),
+                    format!(
+                        "{:?} is not an environment variable name, such as \"HCLOUD_TOKEN\"",
+                        s.env
+                    ),
                 ));
             }
         }
@@ -284,19 +296,67 @@ call_timeout_ms = 5000
     #[test]
     fn errors_name_file_field_and_what_is_accepted() {
         let cases: &[(&str, &str, &str)] = &[
-            ("name = \"x\"\ncomponent = \"x.wasm\"\nallow_all = true\n", "line 3 (allow_all)", "unknown field `allow_all`"),
+            (
+                "name = \"x\"\ncomponent = \"x.wasm\"\nallow_all = true\n",
+                "line 3 (allow_all)",
+                "unknown field `allow_all`",
+            ),
             ("name = \"x\"\n", "component", "missing field `component`"),
-            ("name = \"X Y\"\ncomponent = \"x.wasm\"\n", "name", "lowercase letters"),
-            ("name = \"x\"\ncomponent = \"/etc/passwd\"\n", "component", "relative to the plugin directory"),
-            ("name = \"x\"\ncomponent = \"x.wasm\"\nsha256 = \"abc\"\n", "sha256", "64 hex digits"),
-            ("name = \"x\"\ncomponent = \"x.wasm\"\n[http]\nallow = [\"api.example.com\"]\n", "http.allow", "expected scheme://host[:port]"),
-            ("name = \"x\"\ncomponent = \"x.wasm\"\n[http]\nalow = []\n", "line 4 (alow)", "unknown field `alow`, expected `allow`"),
-            ("name = \"x\"\ncomponent = \"x.wasm\"\n[[exec]]\nprogram = \"sh\"\n", "exec", "absolute path"),
-            ("name = \"x\"\ncomponent = \"x.wasm\"\n[limits]\nmemory_mib = 0\n", "limits.memory_mib", "between"),
-            ("name = \"x\"\ncomponent = \"x.wasm\"\n[limits]\nmemory = 5\n", "line 4 (memory)", "expected one of"),
-            ("name = \"x\"\ncomponent = \"x.wasm\"\n[config]\na = [1]\n", "config.a", "strings, numbers or booleans"),
-            ("name = \"x\"\ncomponent = \"x.wasm\"\n[config]\nt = \"1\"\n[secrets]\nt = { env = \"T\" }\n", "secrets.t", "either config or secret"),
-            ("name = \"x\"\ncomponent = \"x.wasm\"\n[secrets]\nt = \"T\"\n", "line 4 (t)", "expected struct SecretSpec"),
+            (
+                "name = \"X Y\"\ncomponent = \"x.wasm\"\n",
+                "name",
+                "lowercase letters",
+            ),
+            (
+                "name = \"x\"\ncomponent = \"/etc/passwd\"\n",
+                "component",
+                "relative to the plugin directory",
+            ),
+            (
+                "name = \"x\"\ncomponent = \"x.wasm\"\nsha256 = \"abc\"\n",
+                "sha256",
+                "64 hex digits",
+            ),
+            (
+                "name = \"x\"\ncomponent = \"x.wasm\"\n[http]\nallow = [\"api.example.com\"]\n",
+                "http.allow",
+                "expected scheme://host[:port]",
+            ),
+            (
+                "name = \"x\"\ncomponent = \"x.wasm\"\n[http]\nalow = []\n",
+                "line 4 (alow)",
+                "unknown field `alow`, expected `allow`",
+            ),
+            (
+                "name = \"x\"\ncomponent = \"x.wasm\"\n[[exec]]\nprogram = \"sh\"\n",
+                "exec",
+                "absolute path",
+            ),
+            (
+                "name = \"x\"\ncomponent = \"x.wasm\"\n[limits]\nmemory_mib = 0\n",
+                "limits.memory_mib",
+                "between",
+            ),
+            (
+                "name = \"x\"\ncomponent = \"x.wasm\"\n[limits]\nmemory = 5\n",
+                "line 4 (memory)",
+                "expected one of",
+            ),
+            (
+                "name = \"x\"\ncomponent = \"x.wasm\"\n[config]\na = [1]\n",
+                "config.a",
+                "strings, numbers or booleans",
+            ),
+            (
+                "name = \"x\"\ncomponent = \"x.wasm\"\n[config]\nt = \"1\"\n[secrets]\nt = { env = \"T\" }\n",
+                "secrets.t",
+                "either config or secret",
+            ),
+            (
+                "name = \"x\"\ncomponent = \"x.wasm\"\n[secrets]\nt = \"T\"\n",
+                "line 4 (t)",
+                "expected struct SecretSpec",
+            ),
         ];
         for (text, field, msg) in cases {
             let e = Manifest::parse("bad.toml", text).expect_err(text);

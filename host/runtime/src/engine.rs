@@ -31,7 +31,7 @@ impl Default for EngineSettings {
         Self {
             cache_dir: None,
             max_instances: 1000,
-            max_memory_bytes: u64::from(wasmprov_policy::limits::MAX_MEMORY_MIB) << 20,
+            max_memory_bytes: wasmprov_policy::limits::MAX_MEMORY_MIB << 20,
             max_wasm_stack: 512 << 10,
         }
     }
@@ -80,13 +80,12 @@ impl SharedEngine {
                 .with_context(|| format!("creating compile cache directory {}", dir.display()))?;
             let mut cache = wasmtime::CacheConfig::new();
             cache.with_directory(dir);
-            config.cache(Some(
-                wasmtime::Cache::new(cache)
-                    .map_err(|e| anyhow::anyhow!("setting up the compile cache: {e:#}"))?,
-            ));
+            config.cache(Some(wasmtime::Cache::new(cache).map_err(|e| {
+                anyhow::anyhow!("setting up the compile cache: {e:#}")
+            })?));
         }
-        let engine = Engine::new(&config)
-            .map_err(|e| anyhow::anyhow!("creating the wasm engine: {e:#}"))?;
+        let engine =
+            Engine::new(&config).map_err(|e| anyhow::anyhow!("creating the wasm engine: {e:#}"))?;
 
         let stop = Arc::new(AtomicBool::new(false));
         let ticker_engine = engine.weak();

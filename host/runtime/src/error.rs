@@ -41,7 +41,9 @@ pub enum LoadError {
         reason: String,
     },
     /// The component's sha256 is not the one pinned in the manifest.
-    #[error("{file}: component {component:?} has sha256 {actual}, but the manifest pins {expected}; refusing to load it")]
+    #[error(
+        "{file}: component {component:?} has sha256 {actual}, but the manifest pins {expected}; refusing to load it"
+    )]
     Digest {
         /// The manifest file.
         file: String,
@@ -53,7 +55,9 @@ pub enum LoadError {
         actual: String,
     },
     /// The component was built for a contract version this host does not speak.
-    #[error("plugin {plugin}: built for contract wasmprov:provisioner@{found}, but this host speaks wasmprov:provisioner@{supported}; rebuild the plugin with a matching wasmprov-guest")]
+    #[error(
+        "plugin {plugin}: built for contract wasmprov:provisioner@{found}, but this host speaks wasmprov:provisioner@{supported}; rebuild the plugin with a matching wasmprov-guest"
+    )]
     ContractVersion {
         /// The plugin name.
         plugin: String,

@@ -50,27 +50,33 @@ impl ExecRunner {
                 self.policy.max_concurrent
             )));
         };
-        let timeout = cmd
-            .timeout_ms
-            .map_or(grant.timeout, |ms| grant.timeout.min(Duration::from_millis(u64::from(ms))));
+        let timeout = cmd.timeout_ms.map_or(grant.timeout, |ms| {
+            grant.timeout.min(Duration::from_millis(u64::from(ms)))
+        });
         let cap = grant.max_output_bytes;
-        std::fs::create_dir_all(&self.workdir).map_err(|e| {
-            ExecError::SpawnFailed(format!("creating working directory: {e}"))
-        })?;
+        std::fs::create_dir_all(&self.workdir)
+            .map_err(|e| ExecError::SpawnFailed(format!("creating working directory: {e}")))?;
 
         let mut child = tokio::process::Command::new(&grant.program)
             .args(&cmd.args)
             .env_clear()
             .envs(cmd.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&self.workdir)
-            .stdin(if cmd.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdin(if cmd.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| ExecError::SpawnFailed(format!("{}: {e}", grant.program)))?;
-        let pgid = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
+        let pgid = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw);
         tracing::info!(plugin, program = %grant.program, args = ?cmd.args, pid = ?pgid, "exec started");
 
         if let (Some(bytes), Some(mut stdin)) = (cmd.stdin, child.stdin.take()) {
@@ -83,7 +89,10 @@ impl ExecRunner {
         let stderr = child.stderr.take();
         let work = async {
             let (out, err) = tokio::try_join!(read_capped(stdout, cap), read_capped(stderr, cap))?;
-            let status = child.wait().await.map_err(|e| ExecError::Other(format!("waiting: {e}")))?;
+            let status = child
+                .wait()
+                .await
+                .map_err(|e| ExecError::Other(format!("waiting: {e}")))?;
             Ok::<_, ExecError>((out, err, status))
         };
         let result = tokio::time::timeout(timeout, work).await;
@@ -117,7 +126,10 @@ impl ExecRunner {
     }
 }
 
-async fn read_capped<R: AsyncRead + Unpin>(reader: Option<R>, cap: usize) -> Result<Vec<u8>, ExecError> {
+async fn read_capped<R: AsyncRead + Unpin>(
+    reader: Option<R>,
+    cap: usize,
+) -> Result<Vec<u8>, ExecError> {
     let Some(reader) = reader else {
         return Ok(Vec::new());
     };
@@ -136,18 +148,12 @@ async fn read_capped<R: AsyncRead + Unpin>(reader: Option<R>, cap: usize) -> Res
 }
 
 impl Host for CallState {
-    async fn run(
-        &mut self,
-        cmd: Command,
-    ) -> wasmtime::Result<Result<Output, ExecError>> {
+    async fn run(&mut self, cmd: Command) -> wasmtime::Result<Result<Output, ExecError>> {
         if self.kind == CallKind::Pure {
             tracing::warn!(plugin = %self.plugin.manifest.name, program = %cmd.program, "exec denied: price-hint must not do I/O");
-            return Ok(Err(ExecError::Denied(
-                "price-hint must not do I/O".into(),
-            )));
+            return Ok(Err(ExecError::Denied("price-hint must not do I/O".into())));
         }
         let plugin = self.plugin.clone();
         Ok(plugin.exec.run(&plugin.manifest.name, cmd).await)
     }
 }
-

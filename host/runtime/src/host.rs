@@ -126,7 +126,14 @@ impl HostBuilder {
             let linker = linker.clone();
             let owner_id = owner_id.clone();
             move || {
-                load_all(&plugin_dir, &engine, &linker, &owner_id, &work_root, &*secrets)
+                load_all(
+                    &plugin_dir,
+                    &engine,
+                    &linker,
+                    &owner_id,
+                    &work_root,
+                    &*secrets,
+                )
             }
         })
         .await
@@ -158,6 +165,9 @@ fn build_linker(engine: &wasmtime::Engine) -> Result<Linker<CallState>> {
     Ok(linker)
 }
 
+/// Plugins that loaded, by name, and the failures.
+type Loaded = (BTreeMap<String, Arc<WasmPlugin>>, Vec<LoadError>);
+
 fn load_all(
     dir_path: &Path,
     engine: &Arc<SharedEngine>,
@@ -165,7 +175,7 @@ fn load_all(
     owner_id: &str,
     work_root: &Path,
     secret: &(dyn Fn(&str) -> Option<String> + Send + Sync),
-) -> Result<(BTreeMap<String, Arc<WasmPlugin>>, Vec<LoadError>)> {
+) -> Result<Loaded> {
     let dir = cap_std::fs::Dir::open_ambient_dir(dir_path, ambient_authority())
         .with_context(|| format!("opening plugin directory {}", dir_path.display()))?;
     let mut manifests: Vec<String> = dir

@@ -152,7 +152,12 @@ impl HttpGate {
         let mut first_denial = None;
         for addr in &candidates {
             match self.policy.check_resolved(dest, addr.ip()) {
-                Ok(()) => return Ok(SocketAddr::new(wasmprov_policy::http::canonical_ip(addr.ip()), addr.port())),
+                Ok(()) => {
+                    return Ok(SocketAddr::new(
+                        wasmprov_policy::http::canonical_ip(addr.ip()),
+                        addr.port(),
+                    ));
+                }
                 Err(e) => {
                     first_denial.get_or_insert(e.to_string());
                 }
@@ -222,10 +227,12 @@ async fn send_to(
     dest: &Destination,
     mut req: http::Request<WasiBody>,
 ) -> Result<http::Response<hyper::body::Incoming>, Error> {
-    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| match e.kind() {
-        std::io::ErrorKind::ConnectionRefused => Error::ConnectionRefused,
-        _ => Error::Connect(e),
-    })?;
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::ConnectionRefused => Error::ConnectionRefused,
+            _ => Error::Connect(e),
+        })?;
     let _ = tcp.set_nodelay(true);
     let stream: Box<dyn Stream> = match dest.scheme {
         wasmprov_policy::http::Scheme::Http => Box::new(tcp),

@@ -24,7 +24,7 @@ pub(crate) fn redact(secrets: &[String], text: &str) -> String {
             cut -= 1;
         }
         out.truncate(cut);
-        out.push_str("…");
+        out.push('…');
     }
     out
 }
@@ -50,11 +50,17 @@ impl Host for CallState {
             .collect();
         let fields = fields.join(" ");
         match level {
-            Level::Trace => tracing::trace!(target: "wasmprov::plugin", plugin, %fields, "{message}"),
-            Level::Debug => tracing::debug!(target: "wasmprov::plugin", plugin, %fields, "{message}"),
+            Level::Trace => {
+                tracing::trace!(target: "wasmprov::plugin", plugin, %fields, "{message}")
+            }
+            Level::Debug => {
+                tracing::debug!(target: "wasmprov::plugin", plugin, %fields, "{message}")
+            }
             Level::Info => tracing::info!(target: "wasmprov::plugin", plugin, %fields, "{message}"),
             Level::Warn => tracing::warn!(target: "wasmprov::plugin", plugin, %fields, "{message}"),
-            Level::Error => tracing::error!(target: "wasmprov::plugin", plugin, %fields, "{message}"),
+            Level::Error => {
+                tracing::error!(target: "wasmprov::plugin", plugin, %fields, "{message}")
+            }
         }
         Ok(())
     }

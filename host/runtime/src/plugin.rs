@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmprov_api::{
-    CapacityType, CloudProvisioner, NodeHandle, NodeShape, PluginFault, PriceHint,
-    ProviderNodeId, ProvisionRequest, ProvisionerError, Result,
+    CapacityType, CloudProvisioner, NodeHandle, NodeShape, PluginFault, PriceHint, ProviderNodeId,
+    ProvisionRequest, ProvisionerError, Result,
 };
 use wasmprov_policy::Manifest;
 use wasmtime::component::{Component, Linker};
@@ -134,10 +134,13 @@ impl WasmPlugin {
     /// Reads, verifies, compiles and pre-links one plugin. Blocking (compiles).
     pub(crate) fn load(input: &LoadInput<'_>) -> std::result::Result<Self, LoadError> {
         let file = input.manifest_file;
-        let text = input.dir.read_to_string(file).map_err(|e| LoadError::Directory {
-            dir: input.dir_path.to_path_buf(),
-            reason: format!("reading {file}: {e}"),
-        })?;
+        let text = input
+            .dir
+            .read_to_string(file)
+            .map_err(|e| LoadError::Directory {
+                dir: input.dir_path.to_path_buf(),
+                reason: format!("reading {file}: {e}"),
+            })?;
         let manifest = Manifest::parse(file, &text)?;
         let expected = file.strip_suffix(".toml").unwrap_or(file);
         if manifest.name != expected {
@@ -263,7 +266,13 @@ impl WasmPlugin {
             capacity_types: Vec::new(),
             config: shared.manifest.config.clone(),
             secrets,
-            http_allow: shared.manifest.http.grants().iter().map(|g| g.source.clone()).collect(),
+            http_allow: shared
+                .manifest
+                .http
+                .grants()
+                .iter()
+                .map(|g| g.source.clone())
+                .collect(),
             exec_allow: shared
                 .manifest
                 .exec
@@ -279,7 +288,9 @@ impl WasmPlugin {
                             wasmprov_policy::exec::ArgPattern::Rest => "**".into(),
                         })
                         .collect();
-                    format!("{} {}", g.program, args.join(" ")).trim_end().to_string()
+                    format!("{} {}", g.program, args.join(" "))
+                        .trim_end()
+                        .to_string()
                 })
                 .collect(),
             limits: info_limits,
@@ -326,7 +337,10 @@ impl WasmPlugin {
     }
 
     fn new_store(&self, kind: CallKind) -> Store<CallState> {
-        let mut store = Store::new(&self.engine.engine, CallState::new(self.shared.clone(), kind));
+        let mut store = Store::new(
+            &self.engine.engine,
+            CallState::new(self.shared.clone(), kind),
+        );
         store.limiter(|s| &mut s.memory);
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut ctx| {
@@ -361,7 +375,14 @@ impl WasmPlugin {
         };
         let stderr = state.stderr_text();
         if !stderr.is_empty() {
-            let tail: String = stderr.chars().rev().take(2000).collect::<Vec<_>>().into_iter().rev().collect();
+            let tail: String = stderr
+                .chars()
+                .rev()
+                .take(2000)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
             message = format!("{message}; guest stderr: {tail}");
         }
         tracing::warn!(plugin = %self.shared.manifest.name, %fault, %message, "plugin call failed");
@@ -550,7 +571,11 @@ fn shape_to_wit(s: &NodeShape) -> w::NodeShape {
         memory_bytes: s.memory_bytes,
         gpu: s.gpu,
         gpu_vendor: s.gpu_vendor.clone(),
-        labels: s.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        labels: s
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         zone: s.zone.clone(),
         capacity_type: capacity_to_wit(s.capacity_type),
         instance_type: s.instance_type.clone(),

@@ -53,7 +53,8 @@ impl CallState {
             .allow_ip_name_lookup(false)
             .build();
         let limits = &plugin.manifest.limits;
-        let max_ticks = (limits.cpu_time.as_millis() / crate::engine::EPOCH_TICK.as_millis()).max(1) as u64;
+        let max_ticks =
+            (limits.cpu_time.as_millis() / crate::engine::EPOCH_TICK.as_millis()).max(1) as u64;
         Self {
             wasi,
             table: ResourceTable::new(),

@@ -156,10 +156,6 @@ impl Transport for Wasi {
     }
 }
 
-// Only in the component: on a native target the cdylib's export names
-// (`wasmprov:provisioner/provisioner@0.1.0#…`) break the linker's version
-// script, and native builds exist only for unit tests.
-#[cfg(target_arch = "wasm32")]
 wasmprov_guest::export_provider!(Hetzner);
 
 #[cfg(test)]

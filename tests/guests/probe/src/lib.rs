@@ -121,18 +121,27 @@ impl Provider for Probe {
             }
             "config" => {
                 let key = label(shape, "key");
-                labels.insert("value".into(), config::get(key)?.unwrap_or_else(|| "<unset>".into()));
+                labels.insert(
+                    "value".into(),
+                    config::get(key)?.unwrap_or_else(|| "<unset>".into()),
+                );
             }
             "env" => {
                 labels.insert("env_count".into(), std::env::vars().count().to_string());
-                labels.insert("home".into(), std::env::var("HOME").unwrap_or_else(|_| "<unset>".into()));
+                labels.insert(
+                    "home".into(),
+                    std::env::var("HOME").unwrap_or_else(|_| "<unset>".into()),
+                );
             }
             "file" => {
                 let read = std::fs::read_to_string(label(shape, "path"));
-                labels.insert("file".into(), match read {
-                    Ok(text) => format!("read {} bytes", text.len()),
-                    Err(e) => format!("error: {e}"),
-                });
+                labels.insert(
+                    "file".into(),
+                    match read {
+                        Ok(text) => format!("read {} bytes", text.len()),
+                        Err(e) => format!("error: {e}"),
+                    },
+                );
             }
             "log" => {
                 let secret = config::get("token")?.unwrap_or_default();

@@ -1,0 +1,26 @@
+//! Builds the bundled plugins from source and embeds them in the binary, so
+//! `wasmprov demo` and `wasmprov bundle` work from one self-contained file.
+
+use std::path::Path;
+
+const BUNDLED: &[(&str, &str, &str)] = &[("HETZNER", "wasmprov-plugin-hetzner", "plugins/hetzner")];
+
+fn main() {
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo");
+    let root = Path::new(&manifest_dir)
+        .ancestors()
+        .nth(2)
+        .expect("host/cli is two levels below the workspace root");
+    let packages: Vec<(&str, &str)> = BUNDLED.iter().map(|(_, p, d)| (*p, *d)).collect();
+    let built = wasmprov_guest_build::build_guests(root, &packages);
+    let mut code = String::new();
+    for ((konst, _, _), b) in BUNDLED.iter().zip(&built) {
+        code.push_str(&format!(
+            "/// The `{}` component, built from source.\npub const {konst}: &[u8] = include_bytes!({:?});\n",
+            b.package,
+            b.path.display().to_string()
+        ));
+    }
+    let out = Path::new(&std::env::var("OUT_DIR").expect("set by cargo")).join("bundled.rs");
+    std::fs::write(out, code).expect("writing bundled.rs");
+}

@@ -1,0 +1,214 @@
+//! The `wasmprov` binary driven as a user would, against the fake cloud.
+
+use std::process::{Command, Output};
+
+use wasmprov_fake::{HetznerFake, HetznerFakeOptions};
+
+fn wasmprov(dir: &std::path::Path, token: Option<&str>, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_wasmprov"));
+    cmd.arg("--plugin-dir")
+        .arg(dir)
+        .arg("--owner")
+        .arg("cli-test")
+        .arg("--no-cache");
+    cmd.args(args)
+        .env_remove("HCLOUD_TOKEN")
+        .env_remove("WASMPROV_PLUGIN_DIR");
+    if let Some(t) = token {
+        cmd.env("HCLOUD_TOKEN", t);
+    }
+    cmd.output().expect("run wasmprov")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn provision_describe_terminate_through_the_cli() {
+    let fake = HetznerFake::start(
+        "127.0.0.1:0".parse().unwrap(),
+        HetznerFakeOptions::default(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let url = fake.url();
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmprov"))
+        .args(["bundle", "--out"])
+        .arg(d)
+        .args(["--hetzner-endpoint", &url])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = Some(fake.token());
+
+    let plugins = json(&wasmprov(d, token, &["--json", "plugins"]));
+    assert_eq!(plugins["plugins"][0]["name"], "hetzner");
+    assert_eq!(plugins["errors"].as_array().unwrap().len(), 0);
+
+    let info = json(&wasmprov(d, token, &["--json", "inspect", "hetzner"]));
+    let text = info.to_string();
+    assert!(
+        !text.contains(fake.token()),
+        "inspect must not show the secret: {text}"
+    );
+    assert_eq!(info["plugin"]["http_allow"][0], url.trim_end_matches("/v1"));
+
+    let price = json(&wasmprov(
+        d,
+        None,
+        &[
+            "--json", "price", "hetzner", "--cpu", "4", "--memory", "16GiB",
+        ],
+    ));
+    assert!(price["hourly_usd"].as_f64().unwrap() > 0.0);
+    assert!(price["instance_type"].is_string());
+
+    let node = json(&wasmprov(
+        d,
+        token,
+        &[
+            "--json",
+            "provision",
+            "hetzner",
+            "--cpu",
+            "2",
+            "--memory",
+            "4GiB",
+            "--zone",
+            "nbg1",
+            "--request-id",
+            "cli-1",
+            "--label",
+            "role=worker",
+        ],
+    ));
+    let id = node["provider_id"].as_str().unwrap().to_string();
+    assert_eq!(node["zone"], "nbg1");
+    assert_eq!(node["labels"]["role"], "worker");
+    assert_eq!(node["capacity_type"], "on_demand");
+    let again = json(&wasmprov(
+        d,
+        token,
+        &[
+            "--json",
+            "provision",
+            "hetzner",
+            "--cpu",
+            "2",
+            "--memory",
+            "4GiB",
+            "--zone",
+            "nbg1",
+            "--request-id",
+            "cli-1",
+        ],
+    ));
+    assert_eq!(
+        again["provider_id"],
+        id.as_str(),
+        "same request id, same node"
+    );
+    assert_eq!(fake.servers().len(), 1);
+
+    let nodes = json(&wasmprov(d, token, &["--json", "describe", "hetzner"]));
+    assert_eq!(nodes.as_array().unwrap().len(), 1);
+    assert_eq!(nodes[0]["provider_id"], id.as_str());
+
+    let human = wasmprov(d, token, &["describe", "hetzner"]);
+    assert!(String::from_utf8_lossy(&human.stdout).contains(&id));
+
+    let done = json(&wasmprov(
+        d,
+        token,
+        &["--json", "terminate", "hetzner", &id],
+    ));
+    assert_eq!(done["terminated"], id.as_str());
+    let gone = wasmprov(d, token, &["--json", "terminate", "hetzner", &id]);
+    assert!(!gone.status.success());
+    let err: serde_json::Value = serde_json::from_slice(&gone.stdout).unwrap();
+    assert_eq!(err["error"]["kind"], "not_found");
+    let stderr = String::from_utf8_lossy(&gone.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error: not found"), "{stderr}");
+
+    let nodes = json(&wasmprov(d, token, &["--json", "describe", "hetzner"]));
+    assert_eq!(nodes.as_array().unwrap().len(), 0);
+
+    // Without the token the plugin says what is missing.
+    let out = wasmprov(d, None, &["describe", "hetzner"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("token"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn errors_are_one_line_and_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope");
+    for args in [vec!["plugins"], vec!["describe", "hetzner"]] {
+        let out = wasmprov(&missing, None, &args);
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("does not exist"), "{stderr}");
+    }
+    std::fs::write(
+        dir.path().join("bad.toml"),
+        "name = \"bad\"\ncomponent = \"bad.wasm\"\nextra = 1\n",
+    )
+    .unwrap();
+    let out = wasmprov(dir.path(), None, &["plugins"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.toml") && stderr.contains("extra"),
+        "{stderr}"
+    );
+    let out = wasmprov(
+        dir.path(),
+        None,
+        &["price", "ghost", "--cpu", "1", "--memory", "1GiB"],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no plugin \"ghost\""));
+    let out = wasmprov(
+        dir.path(),
+        None,
+        &["price", "ghost", "--cpu", "1", "--memory", "lots"],
+    );
+    assert!(!out.status.success());
+}
+
+#[test]
+fn demo_runs_to_the_end() {
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmprov"))
+        .arg("demo")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("demo finished"), "{stdout}");
+    assert!(stdout.contains("demo-1 -> server"), "{stdout}");
+    assert!(stdout.contains("not found, as it should be"), "{stdout}");
+}

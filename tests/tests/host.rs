@@ -621,3 +621,172 @@ mod loading {
         );
     }
 }
+
+mod hetzner {
+    use super::*;
+    use wasmprov_api::{CapacityScope, JoinState};
+    use wasmprov_fake::{Fault, HetznerFake, HetznerFakeOptions};
+
+    async fn setup() -> (HetznerFake, PluginDir, Host, Arc<dyn CloudProvisioner>) {
+        let fake = HetznerFake::start(
+            "127.0.0.1:0".parse().unwrap(),
+            HetznerFakeOptions::default(),
+        )
+        .await
+        .unwrap();
+        let dir = PluginDir::new();
+        let grant = fake.url().trim_end_matches("/v1").to_string();
+        dir.add(
+            "hetzner",
+            guests::HETZNER,
+            &format!(
+                "[config]\nendpoint = \"{}\"\n[secrets]\ntoken = {{ env = \"HCLOUD_TOKEN\" }}\n[http]\nallow = [\"{grant}\"]\n",
+                fake.url()
+            ),
+        );
+        let token = fake.token().to_string();
+        let host = HostBuilder::new(dir.path())
+            .owner_id(OWNER)
+            .cache_dir(Some(std::env::temp_dir().join("wasmprov-test-cache")))
+            .secret_source(move |name| (name == "HCLOUD_TOKEN").then(|| token.clone()))
+            .build()
+            .await
+            .unwrap();
+        assert!(host.errors().is_empty(), "{:?}", host.errors());
+        let p = host.plugin("hetzner").unwrap();
+        (fake, dir, host, p)
+    }
+
+    fn req(id: &str, zone: &str) -> ProvisionRequest {
+        ProvisionRequest {
+            request_id: id.into(),
+            shape: NodeShape {
+                zone: Some(zone.into()),
+                ..NodeShape::new(2.0, 4 << 30)
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn lifecycle_through_the_host() {
+        let (fake, _dir, _host, p) = setup().await;
+        assert_eq!(p.capacity_types(), &[CapacityType::OnDemand]);
+        let hint = p.price_hint(&NodeShape::new(2.0, 4 << 30)).unwrap();
+        assert!(hint.hourly_usd > 0.0);
+
+        let node = p.provision_request(&req("life-1", "nbg1")).await.unwrap();
+        assert_eq!(node.zone.as_deref(), Some("nbg1"));
+        assert_eq!(node.join_state, JoinState::Provisioning);
+        assert!(node.address.is_some());
+        let again = p.provision_request(&req("life-1", "nbg1")).await.unwrap();
+        assert_eq!(again.provider_id, node.provider_id);
+        assert_eq!(fake.servers().len(), 1, "one request id, one server");
+        let server = &fake.servers()[0];
+        assert_eq!(server.labels["wasmprov-owner"], OWNER);
+        assert_eq!(server.labels["wasmprov-request"], "life-1");
+
+        let nodes = p.describe().await.unwrap();
+        assert_eq!(nodes.len(), 1);
+        p.terminate(&node.provider_id).await.unwrap();
+        assert!(matches!(
+            p.terminate(&node.provider_id).await,
+            Err(ProvisionerError::NotFound(_))
+        ));
+        assert!(p.describe().await.unwrap().is_empty());
+        assert!(matches!(
+            p.provision_request(&ProvisionRequest {
+                request_id: "spot".into(),
+                shape: NodeShape {
+                    capacity_type: CapacityType::Spot,
+                    ..NodeShape::default()
+                },
+            })
+            .await,
+            Err(ProvisionerError::Unsupported(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn cloud_errors_map_to_contract_variants() {
+        let (fake, _dir, _host, p) = setup().await;
+        fake.inject(Fault::RateLimited {
+            retry_after_secs: 7,
+        });
+        let err = p.provision_request(&req("e1", "fsn1")).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ProvisionerError::RateLimited {
+                    retry_after_ms: Some(7000),
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        fake.inject(Fault::ResourceUnavailable);
+        let err = p.provision_request(&req("e2", "fsn1")).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ProvisionerError::Capacity {
+                    scope: CapacityScope::Zone,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        fake.inject(Fault::ResourceLimitExceeded);
+        let err = p.provision_request(&req("e3", "fsn1")).await.unwrap_err();
+        assert!(matches!(err, ProvisionerError::Quota(_)), "{err:?}");
+        fake.inject(Fault::Unauthorized);
+        let err = p.describe().await.unwrap_err();
+        assert!(matches!(err, ProvisionerError::Auth(_)), "{err:?}");
+        fake.inject(Fault::ServerError);
+        let err = p.describe().await.unwrap_err();
+        assert!(matches!(err, ProvisionerError::Transport(_)), "{err:?}");
+        assert!(
+            fake.servers().is_empty(),
+            "no failed call left a server behind"
+        );
+        // And the plugin still works.
+        p.provision_request(&req("ok", "fsn1")).await.unwrap();
+        assert_eq!(fake.servers().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn describe_follows_pages_and_ignores_foreign_servers() {
+        let (fake, dir, _host, p) = setup().await;
+        for i in 0..120 {
+            p.provision_request(&req(&format!("page-{i}"), "fsn1"))
+                .await
+                .unwrap();
+        }
+        // Another host's nodes on the same account.
+        let token = fake.token().to_string();
+        let other = HostBuilder::new(dir.path())
+            .owner_id("someone-else")
+            .cache_dir(Some(std::env::temp_dir().join("wasmprov-test-cache")))
+            .secret_source(move |name| (name == "HCLOUD_TOKEN").then(|| token.clone()))
+            .build()
+            .await
+            .unwrap();
+        let foreign = other.plugin("hetzner").unwrap();
+        let theirs = foreign
+            .provision_request(&req("page-0", "fsn1"))
+            .await
+            .unwrap();
+        let nodes = p.describe().await.unwrap();
+        assert_eq!(nodes.len(), 120);
+        let mut ids: Vec<&str> = nodes.iter().map(|n| n.provider_id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 120);
+        assert!(!ids.contains(&theirs.provider_id.as_str()));
+        // Our host cannot terminate the other host's node.
+        assert!(matches!(
+            p.terminate(&theirs.provider_id).await,
+            Err(ProvisionerError::NotFound(_))
+        ));
+        assert_eq!(foreign.describe().await.unwrap().len(), 1);
+    }
+}

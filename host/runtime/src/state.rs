@@ -1,11 +1,13 @@
 //! What one call's store holds: the WASI context with nothing granted, the
 //! plugin's HTTP hooks and config, memory accounting and CPU accounting.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_config::WasiConfigVariables;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -13,7 +15,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use crate::http::HttpHooks;
 use crate::plugin::PluginShared;
 
-/// Bytes of guest stderr kept per call (panic messages end up here).
+/// Bytes of guest stderr kept per call: the last ones, where a panic message is.
 const STDERR_CAPTURE: usize = 16 << 10;
 
 /// Whether a call may do I/O. `price-hint` may not: the trait method is
@@ -38,12 +40,12 @@ pub(crate) struct CallState {
     pub(crate) max_ticks: u64,
     pub(crate) cpu_exhausted: bool,
     pub(crate) log_records: u32,
-    pub(crate) stderr: MemoryOutputPipe,
+    pub(crate) stderr: TailPipe,
 }
 
 impl CallState {
     pub(crate) fn new(plugin: Arc<PluginShared>, kind: CallKind) -> Self {
-        let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
+        let stderr = TailPipe::new(STDERR_CAPTURE);
         // Nothing is inherited: no environment, no arguments, no preopened
         // directories, no sockets, no name lookup, no stdin.
         let wasi = WasiCtx::builder()
@@ -79,6 +81,66 @@ impl CallState {
     pub(crate) fn stderr_text(&self) -> String {
         let bytes = self.stderr.contents();
         String::from_utf8_lossy(&bytes).trim().to_string()
+    }
+}
+
+/// A guest's stderr: accepts everything, keeps the last `cap` bytes. Writing
+/// never fails, so a chatty guest is not trapped for it.
+#[derive(Clone, Debug)]
+pub(crate) struct TailPipe {
+    buf: Arc<Mutex<VecDeque<u8>>>,
+    cap: usize,
+}
+
+impl TailPipe {
+    fn new(cap: usize) -> Self {
+        Self {
+            buf: Arc::new(Mutex::new(VecDeque::with_capacity(cap.min(4096)))),
+            cap,
+        }
+    }
+
+    fn contents(&self) -> Vec<u8> {
+        self.buf
+            .lock()
+            .map(|b| b.iter().copied().collect())
+            .unwrap_or_default()
+    }
+}
+
+impl wasmtime_wasi::cli::IsTerminal for TailPipe {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl wasmtime_wasi::cli::StdoutStream for TailPipe {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+impl tokio::io::AsyncWrite for TailPipe {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        if let Ok(mut buf) = self.buf.lock() {
+            let keep = data.len().min(self.cap);
+            buf.extend(&data[data.len() - keep..]);
+            let excess = buf.len().saturating_sub(self.cap);
+            buf.drain(..excess);
+        }
+        Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 }
 

@@ -19,6 +19,12 @@ fn label<'a>(shape: &'a NodeShape, key: &str) -> &'a str {
 fn misbehave(mode: &str) {
     match mode {
         "panic" => panic!("probe was asked to panic"),
+        "noisy" => {
+            for i in 0..20_000 {
+                eprintln!("diagnostic line {i} of a chatty plugin");
+            }
+            panic!("noisy probe gave up");
+        }
         "trap" => std::process::abort(),
         "loop" => {
             let mut x: u64 = 0;

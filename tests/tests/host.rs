@@ -136,6 +136,72 @@ mod exports {
     }
 
     #[tokio::test]
+    async fn secret_values_never_reach_logs_or_errors() {
+        use std::io::Write;
+        #[derive(Clone, Default)]
+        struct Capture(Arc<std::sync::Mutex<Vec<u8>>>);
+        impl Write for Capture {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let capture = Capture::default();
+        let sink = capture.clone();
+        // Everything at trace level except the runtime's own internals, whose
+        // debug output echoes raw guest I/O (SECURITY.md says so).
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(
+                "trace,wasmtime=info,wasmtime_wasi=info,wasmtime_wasi_io=info,wasmtime_wasi_http=info,cranelift_codegen=info",
+            ))
+            .with_ansi(false)
+            .with_writer(move || sink.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+
+        let (_dir, _host, p) = probe_with("[secrets]\ntoken = { env = \"PROBE_TOKEN\" }\n").await;
+        p.provision_request(&request("l", &[("mode", "log")]))
+            .await
+            .unwrap();
+        let err = p
+            .provision_request(&request("l", &[("mode", "leak")]))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, ProvisionerError::Auth(m) if m.contains("[redacted]")),
+            "{err:?}"
+        );
+        assert!(!err.to_string().contains("tok-3f9a-secret"), "{err}");
+        let err = p
+            .provision_request(&request("l", &[("mode", "leak"), ("how", "panic")]))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("panicking with [redacted]"),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("tok-3f9a-secret"), "{err}");
+
+        let logs = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            logs.contains("probe log record"),
+            "the guest's records reach the host log: {logs}"
+        );
+        assert!(
+            logs.contains("plugin=\"probe\"") || logs.contains("plugin=probe"),
+            "{logs}"
+        );
+        assert!(logs.contains("[redacted]"), "{logs}");
+        assert!(
+            !logs.contains("tok-3f9a-secret"),
+            "a secret reached the log: {logs}"
+        );
+    }
+
+    #[tokio::test]
     async fn guest_sees_no_environment_and_no_files() {
         let (_dir, _host, p) = probe_with("").await;
         let node = p
@@ -580,6 +646,57 @@ mod loading {
             text.contains(&digest) && text.contains(&"0".repeat(64)),
             "{text}"
         );
+    }
+
+    #[tokio::test]
+    async fn lock_records_on_first_load_and_refuses_a_changed_component() {
+        let dir = PluginDir::new();
+        let wasm = dir.add("probe", guests::PROBE, "");
+        let first = host(&dir).await;
+        assert!(first.plugin("probe").is_some());
+        let lock = std::fs::read_to_string(dir.path().join("wasmprov.lock")).unwrap();
+        assert!(lock.contains(&sha256_of(&wasm)), "{lock}");
+        assert!(wasmprov_host::lock::check(dir.path()).unwrap().is_empty());
+
+        // Another valid component put in its place is refused until the lock is updated.
+        std::fs::copy(guests::HETZNER, &wasm).unwrap();
+        let second = host(&dir).await;
+        assert!(second.plugin("probe").is_none());
+        let text = second.errors()[0].to_string();
+        assert!(
+            matches!(second.errors()[0], LoadError::LockMismatch { .. }),
+            "{text}"
+        );
+        assert!(
+            text.contains(&sha256_of(&wasm)) && text.contains("wasmprov lock --update"),
+            "{text}"
+        );
+        let drift = wasmprov_host::lock::check(dir.path()).unwrap();
+        assert!(
+            matches!(
+                drift.as_slice(),
+                [wasmprov_host::lock::Drift::Changed { .. }]
+            ),
+            "{drift:?}"
+        );
+        wasmprov_host::lock::update(dir.path()).unwrap();
+        assert!(host(&dir).await.plugin("probe").is_some());
+
+        // A frozen lock refuses plugins it does not record, and writes nothing.
+        dir.add("newcomer", guests::PROBE, "");
+        let frozen = HostBuilder::new(dir.path())
+            .owner_id(OWNER)
+            .lock_mode(wasmprov_host::LockMode::Frozen)
+            .cache_dir(Some(std::env::temp_dir().join("wasmprov-test-cache")))
+            .build()
+            .await
+            .unwrap();
+        assert!(frozen.plugin("probe").is_some());
+        assert!(
+            matches!(frozen.errors(), [LoadError::NotLocked { plugin }] if plugin == "newcomer")
+        );
+        let lock = std::fs::read_to_string(dir.path().join("wasmprov.lock")).unwrap();
+        assert!(!lock.contains("newcomer"));
     }
 
     #[tokio::test]

@@ -62,6 +62,8 @@ pub fn write(dir: &Path, hetzner_endpoint: Option<&str>) -> Result<Vec<String>> 
         .with_context(|| format!("writing {}", dir.join("hetzner.wasm").display()))?;
     std::fs::write(dir.join("hetzner.toml"), manifest)
         .with_context(|| format!("writing {}", dir.join("hetzner.toml").display()))?;
+    // Installing is the operator's act: record what was installed.
+    wasmprov_host::lock::record(dir, "hetzner", "hetzner.wasm", components::HETZNER)?;
     Ok(vec!["hetzner".to_string()])
 }
 

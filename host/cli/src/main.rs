@@ -96,6 +96,15 @@ enum Command {
     },
     /// The whole path on an embedded fake cloud: price, provision, describe, terminate.
     Demo,
+    /// Check or update wasmprov.lock, the digests of the directory's components.
+    Lock {
+        /// Fail (exit 1) if any component differs from the lock, is not in it, or is gone.
+        #[arg(long, conflicts_with = "update", required_unless_present = "update")]
+        check: bool,
+        /// Record the current digest of every component.
+        #[arg(long)]
+        update: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -238,6 +247,19 @@ impl std::fmt::Display for CallFailed {
 
 impl std::error::Error for CallFailed {}
 
+/// A failure whose details were already printed (as JSON); only the one-line
+/// reason remains to be said.
+#[derive(Debug)]
+struct Reported(String);
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Reported {}
+
 async fn run(cli: Cli) -> Result<()> {
     use wasmprov_api::CloudProvisioner;
     let json = cli.json;
@@ -318,6 +340,38 @@ async fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Demo => demo::run(json).await?,
+        Command::Lock { check, .. } => {
+            if *check {
+                let drift = wasmprov_host::lock::check(&cli.plugin_dir)?;
+                if json {
+                    println!("{}", serde_json::json!({ "drift": drift }));
+                } else {
+                    for d in &drift {
+                        println!("{d}");
+                    }
+                }
+                if let Some(first) = drift.first() {
+                    return Err(Reported(format!(
+                        "{} plugin(s) differ from {}: {first}",
+                        drift.len(),
+                        wasmprov_host::lock::LOCK_FILE
+                    ))
+                    .into());
+                }
+                if !json {
+                    println!("every component matches {}", wasmprov_host::lock::LOCK_FILE);
+                }
+            } else {
+                let lock = wasmprov_host::lock::update(&cli.plugin_dir)?;
+                if json {
+                    println!("{}", serde_json::to_string(&lock)?);
+                } else {
+                    for (name, e) in &lock.plugins {
+                        println!("locked {name} {} {}", e.component, e.sha256);
+                    }
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -331,11 +385,14 @@ fn new_request_id() -> String {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // The runtime's own debug output echoes raw guest I/O (secrets included),
+    // so it stays at info unless the operator names those targets explicitly.
+    let mut filter = std::env::var("WASMPROV_LOG").unwrap_or_else(|_| "error".into());
+    if !filter.contains("wasmtime") {
+        filter.push_str(",wasmtime=info,wasmtime_wasi=info,wasmtime_wasi_io=info,wasmtime_wasi_http=info");
+    }
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WASMPROV_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
@@ -343,7 +400,7 @@ async fn main() -> ExitCode {
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            if json {
+            if json && e.downcast_ref::<Reported>().is_none() {
                 let value = match e.downcast_ref::<CallFailed>() {
                     Some(CallFailed(err)) => serde_json::json!({ "error": err }),
                     None => {

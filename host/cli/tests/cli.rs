@@ -156,6 +156,22 @@ async fn provision_describe_terminate_through_the_cli() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+
+    // The lock recorded the bundled component; any drift is reported.
+    let ok = wasmprov(d, None, &["lock", "--check"]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let mut bytes = std::fs::read(d.join("hetzner.wasm")).unwrap();
+    bytes.extend_from_slice(b"\0\x0atampered");
+    std::fs::write(d.join("hetzner.wasm"), &bytes).unwrap();
+    let drift = wasmprov(d, None, &["--json", "lock", "--check"]);
+    assert!(!drift.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&drift.stdout).unwrap();
+    assert_eq!(report["drift"][0]["drift"], "changed");
+    assert_eq!(report["drift"][0]["plugin"], "hetzner");
 }
 
 #[test]

@@ -4,13 +4,14 @@
 //! A grant is `scheme://host[:port]`:
 //! - `scheme` is `http` or `https`;
 //! - `host` is a name, `*.` followed by a name (any one or more leading
-//!   labels), or an IP literal (IPv6 in brackets);
+//!   labels), an IP literal (IPv6 in brackets), or a network in brackets
+//!   (`[10.0.0.0/8]`, `[fd00::/8]`);
 //! - `port` is a number or `*`; when left out, the scheme's default port.
 //!
 //! A grant naming a host by name only ever reaches public addresses: if the
 //! name resolves to a loopback, private, link-local or other special address,
-//! the request is refused. To reach such an address, the grant must name it
-//! as an IP literal.
+//! the request is refused. To reach such an address, a grant must name it as
+//! an IP literal or a network containing it (with the same scheme and port).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -64,6 +65,9 @@ pub enum HostPattern {
     Subdomains(String),
     /// Exactly this address; also allows that address even if it is special.
     Ip(IpAddr),
+    /// Any address in this network (address, prefix length); also allows
+    /// names that resolve into it.
+    Network(IpAddr, u8),
 }
 
 /// The port part of a grant.
@@ -115,7 +119,12 @@ impl HttpGrant {
             .ok_or_else(|| fail("missing scheme"))?;
         let scheme = Scheme::parse(scheme).ok_or_else(|| fail("scheme must be http or https"))?;
         let rest = rest.strip_suffix('/').unwrap_or(rest);
-        if rest.contains(['/', '?', '#', '@']) || rest.is_empty() {
+        // A bracketed host (IPv6 or a network) may hold `:` and `/`; nothing else may.
+        let unbracketed = match (rest.find('['), rest.find(']')) {
+            (Some(0), Some(end)) => &rest[end..],
+            _ => rest,
+        };
+        if unbracketed.contains(['/', '?', '#', '@']) || rest.is_empty() {
             return Err(fail(
                 "only scheme, host and port may be given (no path, query or user)",
             ));
@@ -131,7 +140,16 @@ impl HttpGrant {
                     .ok_or_else(|| fail("port must be 1-65535 or *"))?,
             ),
         };
-        let host = if let Some(ip) = parse_ip_literal(host) {
+        let host = if let Some((addr, prefix)) = host.split_once('/') {
+            let addr = parse_ip_literal(addr)
+                .filter(|_| rest.starts_with('['))
+                .ok_or_else(|| fail("a network must be an IP address with a prefix length in brackets, as in [10.0.0.0/8]"))?;
+            let max = if addr.is_ipv4() { 32 } else { 128 };
+            let prefix: u8 = prefix.parse().ok().filter(|p| *p <= max).ok_or_else(|| {
+                fail("the prefix length of a network must be 0-32 (IPv4) or 0-128 (IPv6)")
+            })?;
+            HostPattern::Network(addr, prefix)
+        } else if let Some(ip) = parse_ip_literal(host) {
             HostPattern::Ip(ip)
         } else if let Some(suffix) = host.strip_prefix("*.") {
             HostPattern::Subdomains(
@@ -170,6 +188,7 @@ impl HttpGrant {
         }
         match (&self.host, &dest.host) {
             (HostPattern::Ip(a), DestHost::Ip(b)) => a == b,
+            (HostPattern::Network(net, prefix), DestHost::Ip(b)) => in_network(*b, *net, *prefix),
             (HostPattern::Name(a), DestHost::Name(b)) => a == b,
             (HostPattern::Subdomains(suffix), DestHost::Name(b)) => b
                 .strip_suffix(suffix.as_str())
@@ -318,20 +337,52 @@ impl HttpPolicy {
     /// Why the address is refused.
     pub fn check_resolved(&self, dest: &Destination, addr: IpAddr) -> Result<(), HttpDenial> {
         let addr = canonical_ip(addr);
-        if let DestHost::Ip(ip) = dest.host
-            && ip == addr
-        {
-            // The grant matched this very literal.
+        let Some(class) = special_class(addr) else {
+            return Ok(());
+        };
+        // A special address is reached only through a grant that names it
+        // (or its network) with the destination's scheme and port.
+        let named = self.grants.iter().any(|g| {
+            g.scheme == dest.scheme
+                && matches!(g.port, PortPattern::Any)
+                    | matches!(g.port, PortPattern::Port(p) if p == dest.port)
+                && match g.host {
+                    HostPattern::Ip(ip) => ip == addr,
+                    HostPattern::Network(net, prefix) => in_network(addr, net, prefix),
+                    _ => false,
+                }
+        });
+        if named {
             return Ok(());
         }
-        match special_class(addr) {
-            None => Ok(()),
-            Some(class) => Err(HttpDenial::SpecialAddress {
-                dest: dest.to_string(),
-                addr,
-                class,
-            }),
+        Err(HttpDenial::SpecialAddress {
+            dest: dest.to_string(),
+            addr,
+            class,
+        })
+    }
+}
+
+/// Whether `addr` lies in `net/prefix` (IPv4 and IPv6 never mix).
+fn in_network(addr: IpAddr, net: IpAddr, prefix: u8) -> bool {
+    match (canonical_ip(addr), canonical_ip(net)) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => {
+            let mask = if prefix == 0 {
+                0
+            } else {
+                u32::MAX << (32 - u32::from(prefix))
+            };
+            u32::from(a) & mask == u32::from(n) & mask
         }
+        (IpAddr::V6(a), IpAddr::V6(n)) => {
+            let mask = if prefix == 0 {
+                0
+            } else {
+                u128::MAX << (128 - u32::from(prefix))
+            };
+            u128::from(a) & mask == u128::from(n) & mask
+        }
+        _ => false,
     }
 }
 
@@ -575,6 +626,9 @@ mod tests {
             "http://[::1",
             "https://-bad-.com",
             "https://1.2.3.999",
+            "http://10.0.0.0/8",
+            "http://[10.0.0.0/33]:*",
+            "http://[10.0.0.0/x]",
         ];
         for src in bad {
             let err = HttpGrant::parse(src).expect_err(src);
@@ -716,5 +770,31 @@ mod tests {
         policy
             .check_resolved(&literal, "127.0.0.1".parse().unwrap())
             .unwrap();
+
+        // A network grant lets names resolve into it, on its scheme and port only.
+        let policy =
+            HttpPolicy::parse(&["https://internal.corp", "https://[10.0.0.0/8]:443"]).unwrap();
+        let internal = dest("https://internal.corp");
+        policy
+            .check_resolved(&internal, "10.1.2.3".parse().unwrap())
+            .unwrap();
+        assert!(
+            policy
+                .check_resolved(&internal, "192.168.1.1".parse().unwrap())
+                .is_err()
+        );
+        assert!(
+            policy
+                .check_resolved(&internal, "169.254.169.254".parse().unwrap())
+                .is_err()
+        );
+        assert!(policy.check(&dest("https://10.200.0.1")).is_ok());
+        assert!(policy.check(&dest("https://11.0.0.1")).is_err());
+        let other_port = dest("https://internal.corp:8443");
+        assert!(
+            policy
+                .check_resolved(&other_port, "10.1.2.3".parse().unwrap())
+                .is_err()
+        );
     }
 }

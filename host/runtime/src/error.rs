@@ -54,6 +54,28 @@ pub enum LoadError {
         /// The digest of the file on disk.
         actual: String,
     },
+    /// The component differs from the digest recorded in `wasmprov.lock`.
+    #[error(
+        "plugin {plugin}: component {component:?} has sha256 {actual}, but wasmprov.lock recorded {locked} when it was first loaded; if the change is intended, run `wasmprov lock --update`"
+    )]
+    LockMismatch {
+        /// The plugin name.
+        plugin: String,
+        /// The component path.
+        component: String,
+        /// The recorded digest.
+        locked: String,
+        /// The digest now.
+        actual: String,
+    },
+    /// The lock is frozen and does not record this plugin.
+    #[error(
+        "plugin {plugin}: not recorded in wasmprov.lock and the lock is frozen; run `wasmprov lock --update` to accept it"
+    )]
+    NotLocked {
+        /// The plugin name.
+        plugin: String,
+    },
     /// The component was built for a contract version this host does not speak.
     #[error(
         "plugin {plugin}: built for contract wasmprov:provisioner@{found}, but this host speaks wasmprov:provisioner@{supported}; rebuild the plugin with a matching wasmprov-guest"

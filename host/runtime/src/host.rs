@@ -12,6 +12,7 @@ use wasmtime::component::Linker;
 
 use crate::engine::{EngineSettings, SharedEngine};
 use crate::error::LoadError;
+use crate::lock::{Lock, LockEntry, LockMode};
 use crate::plugin::{LoadInput, WasmPlugin};
 use crate::state::CallState;
 
@@ -40,6 +41,7 @@ pub struct HostBuilder {
     work_dir: Option<PathBuf>,
     engine: EngineSettings,
     secrets: SecretSource,
+    lock_mode: LockMode,
 }
 
 impl std::fmt::Debug for HostBuilder {
@@ -65,7 +67,15 @@ impl HostBuilder {
                 ..EngineSettings::default()
             },
             secrets: Arc::new(|name: &str| std::env::var(name).ok()),
+            lock_mode: LockMode::default(),
         }
+    }
+
+    /// How `wasmprov.lock` is used (default: trust on first use).
+    #[must_use]
+    pub fn lock_mode(mut self, mode: LockMode) -> Self {
+        self.lock_mode = mode;
+        self
     }
 
     /// The owner id every node this host creates is tagged with.
@@ -121,19 +131,21 @@ impl HostBuilder {
         let linker = Arc::new(build_linker(&engine.engine)?);
         let plugin_dir = self.plugin_dir;
         let secrets = self.secrets;
+        let lock_mode = self.lock_mode;
         let (plugins, errors) = tokio::task::spawn_blocking({
             let engine = engine.clone();
             let linker = linker.clone();
             let owner_id = owner_id.clone();
             move || {
-                load_all(
-                    &plugin_dir,
-                    &engine,
-                    &linker,
-                    &owner_id,
-                    &work_root,
-                    &*secrets,
-                )
+                load_all(&LoadAll {
+                    dir_path: &plugin_dir,
+                    engine: &engine,
+                    linker: &linker,
+                    owner_id: &owner_id,
+                    work_root: &work_root,
+                    secret: &*secrets,
+                    lock_mode,
+                })
             }
         })
         .await
@@ -168,36 +180,51 @@ fn build_linker(engine: &wasmtime::Engine) -> Result<Linker<CallState>> {
 /// Plugins that loaded, by name, and the failures.
 type Loaded = (BTreeMap<String, Arc<WasmPlugin>>, Vec<LoadError>);
 
-fn load_all(
-    dir_path: &Path,
-    engine: &Arc<SharedEngine>,
-    linker: &Linker<CallState>,
-    owner_id: &str,
-    work_root: &Path,
-    secret: &(dyn Fn(&str) -> Option<String> + Send + Sync),
-) -> Result<Loaded> {
-    let dir = cap_std::fs::Dir::open_ambient_dir(dir_path, ambient_authority())
-        .with_context(|| format!("opening plugin directory {}", dir_path.display()))?;
+struct LoadAll<'a> {
+    dir_path: &'a Path,
+    engine: &'a Arc<SharedEngine>,
+    linker: &'a Linker<CallState>,
+    owner_id: &'a str,
+    work_root: &'a Path,
+    secret: &'a (dyn Fn(&str) -> Option<String> + Send + Sync),
+    lock_mode: LockMode,
+}
+
+/// The manifests of a plugin directory (`*.toml`, not hidden), sorted.
+pub(crate) fn manifest_files(dir: &cap_std::fs::Dir) -> Result<Vec<String>> {
     let mut manifests: Vec<String> = dir
         .entries()
-        .with_context(|| format!("listing plugin directory {}", dir_path.display()))?
+        .context("listing the plugin directory")?
         .filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().into_string().ok())
         .filter(|n| n.ends_with(".toml") && !n.starts_with('.'))
         .collect();
     manifests.sort();
+    Ok(manifests)
+}
+
+fn load_all(a: &LoadAll<'_>) -> Result<Loaded> {
+    let dir = cap_std::fs::Dir::open_ambient_dir(a.dir_path, ambient_authority())
+        .with_context(|| format!("opening plugin directory {}", a.dir_path.display()))?;
+    let mut lock = match a.lock_mode {
+        LockMode::Off => Lock::default(),
+        _ => Lock::read(&dir).with_context(|| format!("in {}", a.dir_path.display()))?,
+    };
     let mut plugins = BTreeMap::new();
     let mut errors = Vec::new();
-    for file in &manifests {
+    let mut recorded = Vec::new();
+    for file in &manifest_files(&dir)? {
         let input = LoadInput {
             dir: &dir,
-            dir_path,
+            dir_path: a.dir_path,
             manifest_file: file,
-            engine,
-            linker,
-            owner_id,
-            work_root,
-            secret,
+            engine: a.engine,
+            linker: a.linker,
+            owner_id: a.owner_id,
+            work_root: a.work_root,
+            secret: a.secret,
+            lock: &lock,
+            lock_mode: a.lock_mode,
         };
         match WasmPlugin::load(&input) {
             Ok(p) => {
@@ -213,12 +240,33 @@ fn load_all(
                     tracing::warn!(plugin = %name, "{w}");
                 }
                 tracing::info!(plugin = %name, sha256 = %p.info().sha256, "plugin loaded");
+                if !lock.plugins.contains_key(&name) {
+                    recorded.push((
+                        name.clone(),
+                        LockEntry {
+                            component: p.info().component.clone(),
+                            sha256: p.info().sha256.clone(),
+                        },
+                    ));
+                }
                 plugins.insert(name, Arc::new(p));
             }
             Err(e) => {
                 tracing::error!("{e}");
                 errors.push(e);
             }
+        }
+    }
+    if a.lock_mode == LockMode::TrustOnFirstUse && !recorded.is_empty() {
+        for (name, entry) in recorded {
+            tracing::info!(plugin = %name, sha256 = %entry.sha256, "recorded in {}", crate::lock::LOCK_FILE);
+            lock.plugins.insert(name, entry);
+        }
+        if let Err(e) = lock.write(&dir) {
+            tracing::warn!(
+                "could not record digests in {}: {e:#}",
+                crate::lock::LOCK_FILE
+            );
         }
     }
     Ok((plugins, errors))

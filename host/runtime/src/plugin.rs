@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake};
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
 use wasmprov_api::{
     CapacityType, CloudProvisioner, NodeHandle, NodeShape, PluginFault, PriceHint, ProviderNodeId,
     ProvisionRequest, ProvisionerError, Result,
@@ -128,6 +127,8 @@ pub(crate) struct LoadInput<'a> {
     pub(crate) owner_id: &'a str,
     pub(crate) work_root: &'a Path,
     pub(crate) secret: &'a (dyn Fn(&str) -> Option<String> + Send + Sync),
+    pub(crate) lock: &'a crate::lock::Lock,
+    pub(crate) lock_mode: crate::lock::LockMode,
 }
 
 impl WasmPlugin {
@@ -159,7 +160,7 @@ impl WasmPlugin {
                 reason,
             }
         })?;
-        let sha256 = hex::encode(Sha256::digest(&bytes));
+        let sha256 = crate::lock::sha256_hex(&bytes);
         if let Some(pin) = &manifest.sha256
             && *pin != sha256
         {
@@ -169,6 +170,22 @@ impl WasmPlugin {
                 expected: pin.clone(),
                 actual: sha256,
             });
+        }
+        if input.lock_mode != crate::lock::LockMode::Off {
+            match input.lock.plugins.get(&name) {
+                Some(entry) if entry.sha256 != sha256 => {
+                    return Err(LoadError::LockMismatch {
+                        plugin: name,
+                        component: manifest.component.clone(),
+                        locked: entry.sha256.clone(),
+                        actual: sha256,
+                    });
+                }
+                None if input.lock_mode == crate::lock::LockMode::Frozen => {
+                    return Err(LoadError::NotLocked { plugin: name });
+                }
+                _ => {}
+            }
         }
         let built_for = contract_section(&bytes);
         if let Some(section) = &built_for {
@@ -385,6 +402,7 @@ impl WasmPlugin {
                 .collect();
             message = format!("{message}; guest stderr: {tail}");
         }
+        let message = crate::log::redact(&self.shared.secret_values, &message);
         tracing::warn!(plugin = %self.shared.manifest.name, %fault, %message, "plugin call failed");
         ProvisionerError::Plugin {
             plugin: self.shared.manifest.name.clone(),
@@ -461,7 +479,7 @@ impl WasmPlugin {
                 instance_type: h.instance_type,
             })
         })
-        .map_err(error_from_wit)
+        .map_err(|e| error_from_wit(&self.shared.secret_values, e))
     }
 }
 
@@ -600,28 +618,31 @@ fn handle_from_wit(h: w::NodeHandle) -> NodeHandle {
     }
 }
 
-fn error_from_wit(e: w::ProvisionError) -> ProvisionerError {
+/// Maps a plugin's error, with every secret value of the plugin redacted
+/// from its messages.
+fn error_from_wit(secrets: &[String], e: w::ProvisionError) -> ProvisionerError {
     use wasmprov_api::CapacityScope;
+    let r = |m: String| crate::log::redact(secrets, &m);
     match e {
-        w::ProvisionError::Unsupported(m) => ProvisionerError::Unsupported(m),
+        w::ProvisionError::Unsupported(m) => ProvisionerError::Unsupported(r(m)),
         w::ProvisionError::Capacity(c) => ProvisionerError::Capacity {
             scope: match c.scope {
                 w::CapacityScope::InstanceType => CapacityScope::InstanceType,
                 w::CapacityScope::Zone => CapacityScope::Zone,
                 w::CapacityScope::Group => CapacityScope::Group,
             },
-            message: c.message,
+            message: r(c.message),
         },
-        w::ProvisionError::Quota(m) => ProvisionerError::Quota(m),
-        w::ProvisionError::RateLimited(r) => ProvisionerError::RateLimited {
-            retry_after_ms: r.retry_after_ms,
-            message: r.message,
+        w::ProvisionError::Quota(m) => ProvisionerError::Quota(r(m)),
+        w::ProvisionError::RateLimited(rl) => ProvisionerError::RateLimited {
+            retry_after_ms: rl.retry_after_ms,
+            message: r(rl.message),
         },
-        w::ProvisionError::NotFound(m) => ProvisionerError::NotFound(m),
-        w::ProvisionError::Auth(m) => ProvisionerError::Auth(m),
-        w::ProvisionError::Transport(m) => ProvisionerError::Transport(m),
-        w::ProvisionError::InvalidConfig(m) => ProvisionerError::InvalidConfig(m),
-        w::ProvisionError::Other(m) => ProvisionerError::Other(m),
+        w::ProvisionError::NotFound(m) => ProvisionerError::NotFound(r(m)),
+        w::ProvisionError::Auth(m) => ProvisionerError::Auth(r(m)),
+        w::ProvisionError::Transport(m) => ProvisionerError::Transport(r(m)),
+        w::ProvisionError::InvalidConfig(m) => ProvisionerError::InvalidConfig(r(m)),
+        w::ProvisionError::Other(m) => ProvisionerError::Other(r(m)),
     }
 }
 
@@ -664,7 +685,8 @@ impl CloudProvisioner for WasmPlugin {
                     .await
             })
             .await?;
-        r.map(handle_from_wit).map_err(error_from_wit)
+        r.map(handle_from_wit)
+            .map_err(|e| error_from_wit(&self.shared.secret_values, e))
     }
 
     async fn terminate(&self, id: &ProviderNodeId) -> Result<()> {
@@ -677,7 +699,7 @@ impl CloudProvisioner for WasmPlugin {
                     .await
             })
             .await?;
-        r.map_err(error_from_wit)
+        r.map_err(|e| error_from_wit(&self.shared.secret_values, e))
     }
 
     async fn describe(&self) -> Result<Vec<NodeHandle>> {
@@ -690,7 +712,7 @@ impl CloudProvisioner for WasmPlugin {
             })
             .await?;
         r.map(|nodes| nodes.into_iter().map(handle_from_wit).collect())
-            .map_err(error_from_wit)
+            .map_err(|e| error_from_wit(&self.shared.secret_values, e))
     }
 
     fn capacity_types(&self) -> &[CapacityType] {

@@ -154,6 +154,14 @@ impl Provider for Probe {
                 log::info_with("probe log record", &[("token", secret.as_str())]);
                 log::warn(&format!("token is {secret}"));
             }
+            "leak" => {
+                let secret = config::get("token")?.unwrap_or_default();
+                eprintln!("leaking {secret} to stderr");
+                if label(shape, "how") == "panic" {
+                    panic!("panicking with {secret}");
+                }
+                return Err(Error::Auth(format!("the token {secret} was refused")));
+            }
             "error" => {
                 return Err(Error::Capacity {
                     scope: wasmprov_guest::CapacityScope::Zone,

@@ -1,0 +1,239 @@
+//! `wasmprov.lock`: the sha256 of every plugin component seen in a plugin
+//! directory, recorded the first time it loads (trust on first use, as
+//! Terraform's lock file). Afterwards a component whose bytes differ from
+//! the recorded digest is refused until the operator updates the lock
+//! (`wasmprov lock --update`). `wasmprov lock --check` reports any drift.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use cap_std::ambient_authority;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use wasmprov_policy::Manifest;
+
+/// The lock file's name inside the plugin directory.
+pub const LOCK_FILE: &str = "wasmprov.lock";
+
+/// How the host treats the lock file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LockMode {
+    /// Check plugins that are in the lock; record new ones (the default).
+    #[default]
+    TrustOnFirstUse,
+    /// Check plugins that are in the lock; refuse plugins that are not; never write.
+    Frozen,
+    /// Ignore the lock file.
+    Off,
+}
+
+/// One recorded plugin.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockEntry {
+    /// The component file.
+    pub component: String,
+    /// Its sha256, lowercase hex.
+    pub sha256: String,
+}
+
+/// The lock file's contents.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lock {
+    /// Recorded plugins by name.
+    #[serde(default)]
+    pub plugins: BTreeMap<String, LockEntry>,
+}
+
+const HEADER: &str = "# wasmprov.lock: sha256 of each plugin component, recorded on first load.\n# A component that no longer matches is refused. Update with `wasmprov lock --update`.\n\n";
+
+impl Lock {
+    /// Reads the lock of a directory; an absent file is an empty lock.
+    ///
+    /// # Errors
+    /// When the file exists but cannot be read or parsed.
+    pub fn read(dir: &cap_std::fs::Dir) -> Result<Self> {
+        match dir.read_to_string(LOCK_FILE) {
+            Ok(text) => toml::from_str(&text).with_context(|| format!("{LOCK_FILE} is malformed")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(e).with_context(|| format!("reading {LOCK_FILE}")),
+        }
+    }
+
+    /// Writes the lock atomically (a temporary file renamed over it).
+    ///
+    /// # Errors
+    /// When the directory is not writable.
+    pub fn write(&self, dir: &cap_std::fs::Dir) -> Result<()> {
+        let text = format!("{HEADER}{}", toml::to_string(self)?);
+        let tmp = format!(".{LOCK_FILE}.tmp");
+        dir.write(&tmp, text)
+            .with_context(|| format!("writing {LOCK_FILE}"))?;
+        dir.rename(&tmp, dir, LOCK_FILE)
+            .with_context(|| format!("replacing {LOCK_FILE}"))
+    }
+}
+
+/// The digest of a file, lowercase hex.
+#[must_use]
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// One difference between a directory and its lock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "drift", rename_all = "snake_case")]
+pub enum Drift {
+    /// The component changed since it was recorded.
+    Changed {
+        /// Plugin name.
+        plugin: String,
+        /// Recorded digest.
+        locked: String,
+        /// Digest now.
+        actual: String,
+    },
+    /// The plugin is not in the lock.
+    Unlocked {
+        /// Plugin name.
+        plugin: String,
+        /// Digest now.
+        actual: String,
+    },
+    /// The lock records a plugin the directory no longer has.
+    Missing {
+        /// Plugin name.
+        plugin: String,
+    },
+    /// A manifest or component could not be read.
+    Unreadable {
+        /// The manifest file.
+        file: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for Drift {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Changed {
+                plugin,
+                locked,
+                actual,
+            } => {
+                write!(
+                    f,
+                    "{plugin}: component changed (locked {locked}, now {actual})"
+                )
+            }
+            Self::Unlocked { plugin, actual } => {
+                write!(f, "{plugin}: not in the lock (now {actual})")
+            }
+            Self::Missing { plugin } => write!(f, "{plugin}: in the lock but not in the directory"),
+            Self::Unreadable { file, reason } => write!(f, "{file}: {reason}"),
+        }
+    }
+}
+
+/// The digests of every plugin of a directory, by name, without compiling.
+fn current(dir: &cap_std::fs::Dir) -> Result<(BTreeMap<String, LockEntry>, Vec<Drift>)> {
+    let mut found = BTreeMap::new();
+    let mut problems = Vec::new();
+    for file in crate::host::manifest_files(dir)? {
+        let entry = dir
+            .read_to_string(&file)
+            .map_err(|e| e.to_string())
+            .and_then(|text| Manifest::parse(&file, &text).map_err(|e| e.to_string()))
+            .and_then(|m| {
+                dir.read(&m.component)
+                    .map(|bytes| {
+                        (
+                            m.name.clone(),
+                            LockEntry {
+                                component: m.component.clone(),
+                                sha256: sha256_hex(&bytes),
+                            },
+                        )
+                    })
+                    .map_err(|e| format!("component {}: {e}", m.component))
+            });
+        match entry {
+            Ok((name, e)) => {
+                found.insert(name, e);
+            }
+            Err(reason) => problems.push(Drift::Unreadable { file, reason }),
+        }
+    }
+    Ok((found, problems))
+}
+
+/// Compares a plugin directory with its lock.
+///
+/// # Errors
+/// When the directory or the lock cannot be read.
+pub fn check(dir_path: &Path) -> Result<Vec<Drift>> {
+    let dir = cap_std::fs::Dir::open_ambient_dir(dir_path, ambient_authority())
+        .with_context(|| format!("opening plugin directory {}", dir_path.display()))?;
+    let lock = Lock::read(&dir)?;
+    let (found, mut drift) = current(&dir)?;
+    for (name, entry) in &found {
+        match lock.plugins.get(name) {
+            Some(l) if l.sha256 == entry.sha256 => {}
+            Some(l) => drift.push(Drift::Changed {
+                plugin: name.clone(),
+                locked: l.sha256.clone(),
+                actual: entry.sha256.clone(),
+            }),
+            None => drift.push(Drift::Unlocked {
+                plugin: name.clone(),
+                actual: entry.sha256.clone(),
+            }),
+        }
+    }
+    for name in lock.plugins.keys() {
+        if !found.contains_key(name) {
+            drift.push(Drift::Missing {
+                plugin: name.clone(),
+            });
+        }
+    }
+    Ok(drift)
+}
+
+/// Rewrites the lock from the directory's current components; returns the new lock.
+///
+/// # Errors
+/// When a manifest or component cannot be read, or the lock cannot be written.
+pub fn update(dir_path: &Path) -> Result<Lock> {
+    let dir = cap_std::fs::Dir::open_ambient_dir(dir_path, ambient_authority())
+        .with_context(|| format!("opening plugin directory {}", dir_path.display()))?;
+    let (found, problems) = current(&dir)?;
+    if let Some(p) = problems.first() {
+        anyhow::bail!("cannot lock: {p}");
+    }
+    let lock = Lock { plugins: found };
+    lock.write(&dir)?;
+    Ok(lock)
+}
+
+/// Records (or replaces) one plugin's digest in a directory's lock, as the
+/// operator's deliberate act (for example after installing a new version).
+///
+/// # Errors
+/// When the lock cannot be read or written.
+pub fn record(dir_path: &Path, plugin: &str, component: &str, bytes: &[u8]) -> Result<()> {
+    let dir = cap_std::fs::Dir::open_ambient_dir(dir_path, ambient_authority())
+        .with_context(|| format!("opening plugin directory {}", dir_path.display()))?;
+    let mut lock = Lock::read(&dir)?;
+    lock.plugins.insert(
+        plugin.to_string(),
+        LockEntry {
+            component: component.to_string(),
+            sha256: sha256_hex(bytes),
+        },
+    );
+    lock.write(&dir)
+}

@@ -448,7 +448,12 @@ impl WasmPlugin {
     ) -> Result<R> {
         let _guard = self.runtime.as_ref().map(tokio::runtime::Handle::enter);
         let mut store = self.new_store(CallKind::Pure);
-        let deadline = self.shared.manifest.limits.call_timeout;
+        let deadline = self
+            .shared
+            .manifest
+            .limits
+            .call_timeout
+            .min(crate::state::PURE_WALL_CAP);
         let outcome = block_on_with_deadline(deadline, async {
             let instance = self.pre.instantiate_async(&mut store).await?;
             f(&mut store, &instance).await

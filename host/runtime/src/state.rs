@@ -18,6 +18,12 @@ use crate::plugin::PluginShared;
 /// Bytes of guest stderr kept per call: the last ones, where a panic message is.
 const STDERR_CAPTURE: usize = 16 << 10;
 
+/// CPU time of a call that must not block its caller (`price_hint`, and the
+/// `name`/`capacity-types` probe at load), whatever the manifest allows.
+pub(crate) const PURE_CPU_CAP: std::time::Duration = std::time::Duration::from_millis(250);
+/// Wall-clock time of such a call.
+pub(crate) const PURE_WALL_CAP: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Whether a call may do I/O. `price-hint` may not: the trait method is
 /// synchronous and must not block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,8 +61,11 @@ impl CallState {
             .allow_ip_name_lookup(false)
             .build();
         let limits = &plugin.manifest.limits;
-        let max_ticks =
-            (limits.cpu_time.as_millis() / crate::engine::EPOCH_TICK.as_millis()).max(1) as u64;
+        let cpu = match kind {
+            CallKind::Io => limits.cpu_time,
+            CallKind::Pure => limits.cpu_time.min(PURE_CPU_CAP),
+        };
+        let max_ticks = (cpu.as_millis() / crate::engine::EPOCH_TICK.as_millis()).max(1) as u64;
         Self {
             wasi,
             table: ResourceTable::new(),

@@ -242,6 +242,67 @@ mod http {
         assert_eq!(server.hits(), 1);
     }
 
+    /// A keep-alive HTTP/1.1 server that counts connections and requests.
+    async fn keep_alive_server() -> (
+        std::net::SocketAddr,
+        Arc<std::sync::atomic::AtomicU64>,
+        Arc<std::sync::atomic::AtomicU64>,
+    ) {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let conns = Arc::new(AtomicU64::new(0));
+        let reqs = Arc::new(AtomicU64::new(0));
+        let (c, r) = (conns.clone(), reqs.clone());
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                c.fetch_add(1, Ordering::SeqCst);
+                let r = r.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match sock.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                        buf.drain(..end);
+                        let n = r.fetch_add(1, Ordering::SeqCst) + 1;
+                        let body = format!("request {n}");
+                        let resp = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if sock.write_all(resp.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, conns, reqs)
+    }
+
+    #[tokio::test]
+    async fn connections_are_reused_across_calls_of_a_plugin() {
+        use std::sync::atomic::Ordering;
+        let (addr, conns, reqs) = keep_alive_server().await;
+        let (_dir, _host, p) = probe_with("[http]\nallow = [\"http://127.0.0.1:*\"]\n").await;
+        for i in 1..=5 {
+            let node = p
+                .provision_request(&get(&format!("http://{addr}/n")))
+                .await
+                .unwrap();
+            assert_eq!(node.labels["body"], format!("request {i}"));
+        }
+        assert_eq!(reqs.load(Ordering::SeqCst), 5);
+        assert_eq!(conns.load(Ordering::SeqCst), 1, "one keep-alive connection for five calls");
+    }
+
     #[tokio::test]
     async fn ungranted_requests_are_denied_before_any_connection() {
         let server = EchoServer::start().await;

@@ -46,12 +46,14 @@ pub(crate) struct HttpGate {
     policy: HttpPolicy,
     limits: Limits,
     in_flight: Arc<Semaphore>,
+    pool: Arc<ConnPool>,
 }
 
 impl HttpGate {
     pub(crate) fn new(policy: HttpPolicy, limits: Limits) -> Self {
         Self {
             in_flight: Arc::new(Semaphore::new(limits.http_max_in_flight)),
+            pool: Arc::new(ConnPool::default()),
             policy,
             limits,
         }
@@ -88,9 +90,15 @@ impl HttpGate {
             Ok(Ok(addr)) => addr,
         };
         tracing::debug!(plugin, uri = %req.uri(), %addr, "HTTP request allowed");
-        let response = tokio::time::timeout_at(deadline, send_to(addr, &checked, req))
-            .await
-            .map_err(|_| Error::ConnectionTimeout)??;
+        let key = PoolKey {
+            https: checked.scheme == wasmprov_policy::http::Scheme::Https,
+            host: checked.to_string(),
+            addr,
+        };
+        let (response, sender) =
+            tokio::time::timeout_at(deadline, send_to(&self.pool, &key, &checked, req))
+                .await
+                .map_err(|_| Error::ConnectionTimeout)??;
         let max = self.limits.http_max_response_bytes;
         if let Some(len) = response
             .headers()
@@ -109,6 +117,7 @@ impl HttpGate {
                 max,
                 deadline: Box::pin(tokio::time::sleep_until(deadline)),
                 _permit: permit,
+                reuse: Some((self.pool.clone(), key, sender)),
             }
             .boxed_unsync()
         }))
@@ -221,12 +230,57 @@ fn tls_config() -> Arc<rustls::ClientConfig> {
 trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> Stream for T {}
 
-/// Connects to the checked address and sends the request over HTTP/1.1.
-async fn send_to(
+type Sender = hyper::client::conn::http1::SendRequest<WasiBody>;
+
+/// Idle connections older than this are not reused.
+const IDLE_LIMIT: Duration = Duration::from_secs(20);
+/// Idle connections kept per destination.
+const IDLE_PER_KEY: usize = 32;
+
+/// Where a pooled connection goes: the checked address, and the name it was
+/// checked (and, for TLS, verified) for. A connection is reused only for a
+/// request that passed every check and resolved to the same address.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct PoolKey {
+    https: bool,
+    host: String,
     addr: SocketAddr,
-    dest: &Destination,
-    mut req: http::Request<WasiBody>,
-) -> Result<http::Response<hyper::body::Incoming>, Error> {
+}
+
+/// Keep-alive connections of one plugin.
+#[derive(Debug, Default)]
+pub(crate) struct ConnPool {
+    idle: std::sync::Mutex<std::collections::HashMap<PoolKey, Vec<(Sender, Instant)>>>,
+}
+
+impl ConnPool {
+    fn take(&self, key: &PoolKey) -> Option<Sender> {
+        let mut idle = self.idle.lock().ok()?;
+        let list = idle.get_mut(key)?;
+        while let Some((sender, since)) = list.pop() {
+            if !sender.is_closed() && since.elapsed() < IDLE_LIMIT {
+                return Some(sender);
+            }
+        }
+        None
+    }
+
+    fn put(&self, key: PoolKey, sender: Sender) {
+        if sender.is_closed() {
+            return;
+        }
+        if let Ok(mut idle) = self.idle.lock() {
+            let list = idle.entry(key).or_default();
+            list.retain(|(s, since)| !s.is_closed() && since.elapsed() < IDLE_LIMIT);
+            if list.len() < IDLE_PER_KEY {
+                list.push((sender, Instant::now()));
+            }
+        }
+    }
+}
+
+/// Opens a new connection to the checked address.
+async fn connect(addr: SocketAddr, dest: &Destination) -> Result<Sender, Error> {
     let tcp = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|e| match e.kind() {
@@ -249,7 +303,7 @@ async fn send_to(
             Box::new(tls)
         }
     };
-    let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
         .handshake(TokioIo::new(stream))
         .await
         .map_err(Error::from)?;
@@ -258,6 +312,28 @@ async fn send_to(
             tracing::debug!("HTTP connection ended: {e}");
         }
     });
+    Ok(sender)
+}
+
+/// Sends the request over HTTP/1.1 on a pooled connection to the checked
+/// address, or a new one; returns the response and the connection, which
+/// goes back to the pool once the response body has been read to its end.
+async fn send_to(
+    pool: &ConnPool,
+    key: &PoolKey,
+    dest: &Destination,
+    mut req: http::Request<WasiBody>,
+) -> Result<(http::Response<hyper::body::Incoming>, Sender), Error> {
+    let mut sender = loop {
+        match pool.take(key) {
+            Some(mut s) => {
+                if s.ready().await.is_ok() {
+                    break s;
+                }
+            }
+            None => break connect(key.addr, dest).await?,
+        }
+    };
     // On the wire the request line carries only the path; the authority was
     // checked above and goes in the Host header, which wasi-http sets from it.
     let path = req
@@ -269,7 +345,8 @@ async fn send_to(
         .path_and_query(path)
         .build()
         .map_err(|_| Error::HttpRequestUriInvalid)?;
-    sender.send_request(req).await.map_err(Error::from)
+    let response = sender.send_request(req).await.map_err(Error::from)?;
+    Ok((response, sender))
 }
 
 /// A response body that stops at the size cap and the request deadline,
@@ -280,6 +357,8 @@ struct LimitedBody {
     max: u64,
     deadline: Pin<Box<Sleep>>,
     _permit: OwnedSemaphorePermit,
+    /// The connection, returned to the pool when the body ends cleanly.
+    reuse: Option<(Arc<ConnPool>, PoolKey, Sender)>,
 }
 
 impl Body for LimitedBody {
@@ -295,15 +374,27 @@ impl Body for LimitedBody {
             Poll::Ready(Some(Ok(frame))) => {
                 let len = frame.data_ref().map_or(0, |d| d.len() as u64);
                 if len > this.remaining {
+                    this.reuse = None;
                     return Poll::Ready(Some(Err(Error::HttpResponseBodySize(Some(this.max)))));
                 }
                 this.remaining -= len;
                 Poll::Ready(Some(Ok(frame)))
             }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Error::from(e)))),
-            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(Some(Err(e))) => {
+                this.reuse = None;
+                Poll::Ready(Some(Err(Error::from(e))))
+            }
+            Poll::Ready(None) => {
+                if let Some((pool, key, sender)) = this.reuse.take() {
+                    pool.put(key, sender);
+                }
+                Poll::Ready(None)
+            }
             Poll::Pending => match this.deadline.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Some(Err(Error::ConnectionReadTimeout))),
+                Poll::Ready(()) => {
+                    this.reuse = None;
+                    Poll::Ready(Some(Err(Error::ConnectionReadTimeout)))
+                }
                 Poll::Pending => Poll::Pending,
             },
         }

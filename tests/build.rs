@@ -1,9 +1,12 @@
 //! Builds every guest the tests use from source, and names each artifact in
-//! a generated constant. A directory under `guests/` that is not listed here
-//! fails the build, so no test program goes unbuilt.
+//! a generated constant. Every directory under `guests/` must be classified
+//! here, as a guest (built, and named) or as support (a library the guests
+//! share, not a component); an unclassified directory fails the build, so no
+//! test program goes unbuilt.
 
 use std::path::Path;
 
+/// Guests: (constant, package, directory).
 const GUESTS: &[(&str, &str, &str)] = &[
     ("PROBE", "wasmprov-test-probe", "tests/guests/probe"),
     (
@@ -12,27 +15,99 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "tests/guests/future-contract",
     ),
     ("HETZNER", "wasmprov-plugin-hetzner", "plugins/hetzner"),
+    (
+        "CLOUD_INIT",
+        "wasmprov-plugin-cloud-init",
+        "plugins/cloud-init",
+    ),
+    ("AWS_EC2", "wasmprov-plugin-aws-ec2", "plugins/aws-ec2"),
 ];
+
+/// Hostile guests (`tests/guests/hostile-ATTACK`, package
+/// `wasmprov-hostile-ATTACK`, constant `HOSTILE_ATTACK`), one attack each;
+/// see `tests/tests/hostile.rs` and `tests/HOSTILE.md`.
+const HOSTILE: &[&str] = &[
+    "http-ungranted",
+    "http-localhost-name",
+    "http-metadata",
+    "http-ip-spellings",
+    "http-userinfo",
+    "http-header-smuggle",
+    "http-redirect",
+    "http-flood",
+    "http-endless-body",
+    "http-slow-drip",
+    "http-upload-flood",
+    "exec-ungranted",
+    "exec-path-alias",
+    "exec-args",
+    "exec-shell-meta",
+    "exec-env",
+    "exec-fork-bomb",
+    "exec-output-flood",
+    "fs-read",
+    "config-snoop",
+    "raw-socket",
+    "env-snoop",
+    "log-flood",
+    "stderr-flood",
+    "cpu-loop",
+    "memory-bomb",
+    "stack-overflow",
+    "panic-everywhere",
+    "panic-name",
+    "huge-describe",
+    "alias-describe",
+    "fields-hoard",
+    "sleep-forever",
+];
+
+/// Support crates under `guests/`: libraries the guests link, not components.
+const SUPPORT: &[&str] = &["tests/guests/hostile-kit"];
 
 fn main() {
     let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo");
     let root = Path::new(&manifest_dir)
         .parent()
         .expect("tests/ is inside the workspace");
+    let mut guests: Vec<(String, String, String)> = GUESTS
+        .iter()
+        .map(|(k, p, d)| ((*k).to_string(), (*p).to_string(), (*d).to_string()))
+        .collect();
+    for attack in HOSTILE {
+        guests.push((
+            format!("HOSTILE_{}", attack.to_ascii_uppercase().replace('-', "_")),
+            format!("wasmprov-hostile-{attack}"),
+            format!("tests/guests/hostile-{attack}"),
+        ));
+    }
+
     let guests_dir = Path::new(&manifest_dir).join("guests");
     for entry in std::fs::read_dir(&guests_dir).expect("tests/guests exists") {
         let entry = entry.expect("readable");
         let rel = format!("tests/guests/{}", entry.file_name().to_string_lossy());
+        let is_guest = guests.iter().any(|(_, _, dir)| *dir == rel);
+        let is_support = SUPPORT.contains(&rel.as_str());
         assert!(
-            GUESTS.iter().any(|(_, _, dir)| *dir == rel),
-            "{rel} is not listed in tests/build.rs; every test guest must be built and named"
+            is_guest || is_support,
+            "{rel} is not listed in tests/build.rs; every directory under tests/guests must be classified as a guest (built and named) or as support"
+        );
+        assert!(
+            !(is_guest && is_support),
+            "{rel} is listed both as a guest and as support in tests/build.rs"
         );
     }
     println!("cargo:rerun-if-changed={}", guests_dir.display());
-    let packages: Vec<(&str, &str)> = GUESTS.iter().map(|(_, p, d)| (*p, *d)).collect();
+    for dir in SUPPORT {
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+    }
+    let packages: Vec<(&str, &str)> = guests
+        .iter()
+        .map(|(_, p, d)| (p.as_str(), d.as_str()))
+        .collect();
     let built = wasmprov_guest_build::build_guests(root, &packages);
     let mut code = String::new();
-    for ((konst, _, _), b) in GUESTS.iter().zip(&built) {
+    for ((konst, _, _), b) in guests.iter().zip(&built) {
         code.push_str(&format!(
             "/// Component of `{}`, built from source.\npub const {konst}: &str = {:?};\n",
             b.package,

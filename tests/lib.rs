@@ -4,6 +4,10 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Paths of the guest components, one constant per guest.
 pub mod guests {
@@ -74,13 +78,53 @@ pub fn sha256_of(path: &Path) -> String {
     hex::encode(sha2::Sha256::digest(std::fs::read(path).expect("read")))
 }
 
-/// A loopback HTTP/1.1 server that answers every request with `200` and a
-/// body echoing the request line and the `x-probe` header, and counts requests.
+/// What an [`EchoServer`] saw.
+#[derive(Debug, Default)]
+struct EchoStats {
+    connections: AtomicU64,
+    hits: AtomicU64,
+    in_flight: AtomicU64,
+    high_water: AtomicU64,
+    heads: Mutex<Vec<String>>,
+}
+
+/// Counts a request in flight until dropped.
+struct InFlight(Arc<EchoStats>);
+
+impl InFlight {
+    fn enter(stats: &Arc<EchoStats>) -> Self {
+        let now = stats.in_flight.fetch_add(1, SeqCst) + 1;
+        stats.high_water.fetch_max(now, SeqCst);
+        Self(stats.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, SeqCst);
+    }
+}
+
+/// The longest any one connection is served, whatever the route.
+const CONNECTION_LIMIT: Duration = Duration::from_secs(60);
+
+/// A loopback HTTP/1.1 server. By default it answers every request with
+/// `200` and a body echoing the request line and the `x-probe` header. Some
+/// paths misbehave on purpose, for the hostile-plugin tests:
+///
+/// - `/redirect?to=URL`: `302` with `Location: URL`;
+/// - `/endless`: a chunked body that never ends;
+/// - `/drip`: headers, then one body byte every 500 ms;
+/// - `/hang`: never answers;
+/// - `/slow?ms=N`: the echo answer after N ms.
+///
+/// It counts connections, requests, and requests in flight (with their
+/// high-water mark), and keeps each request's line and `Host` header.
 #[derive(Debug)]
 pub struct EchoServer {
     /// Where it listens.
     pub addr: SocketAddr,
-    hits: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    stats: Arc<EchoStats>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -90,51 +134,147 @@ impl EchoServer {
     /// # Panics
     /// When it cannot bind.
     pub async fn start() -> Self {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let hits = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let counter = hits.clone();
+        let stats = Arc::new(EchoStats::default());
+        let shared = stats.clone();
         let task = tokio::spawn(async move {
-            while let Ok((mut sock, _)) = listener.accept().await {
-                let counter = counter.clone();
+            while let Ok((sock, _)) = listener.accept().await {
+                shared.connections.fetch_add(1, SeqCst);
+                let stats = shared.clone();
                 tokio::spawn(async move {
-                    let mut buf = vec![0u8; 16 << 10];
-                    let mut len = 0;
-                    while !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") && len < buf.len() {
-                        match sock.read(&mut buf[len..]).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => len += n,
-                        }
-                    }
-                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let head = String::from_utf8_lossy(&buf[..len]).to_string();
-                    let line = head.lines().next().unwrap_or("").to_string();
-                    let probe = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("x-probe: "))
-                        .unwrap_or("-")
-                        .to_string();
-                    let body = format!("{line} probe={probe}");
-                    let resp = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = sock.write_all(resp.as_bytes()).await;
-                    let _ = sock.shutdown().await;
+                    let _ = tokio::time::timeout(CONNECTION_LIMIT, serve(sock, stats)).await;
                 });
             }
         });
-        Self { addr, hits, task }
+        Self { addr, stats, task }
     }
 
-    /// Requests answered so far.
+    /// Requests received so far (complete request heads).
     #[must_use]
     pub fn hits(&self) -> u64 {
-        self.hits.load(std::sync::atomic::Ordering::SeqCst)
+        self.stats.hits.load(SeqCst)
     }
+
+    /// TCP connections accepted so far, whether or not a request came.
+    #[must_use]
+    pub fn connections(&self) -> u64 {
+        self.stats.connections.load(SeqCst)
+    }
+
+    /// The most requests that were being answered at the same time.
+    #[must_use]
+    pub fn max_in_flight(&self) -> u64 {
+        self.stats.high_water.load(SeqCst)
+    }
+
+    /// Each request received, as `"REQUEST-LINE host=HOST"`.
+    ///
+    /// # Panics
+    /// When a connection task panicked while holding the log.
+    #[must_use]
+    pub fn requests(&self) -> Vec<String> {
+        self.stats.heads.lock().expect("request log").clone()
+    }
+
+    /// `http://127.0.0.1:PORT` + `path`.
+    #[must_use]
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+/// Serves one connection: one request, then close.
+async fn serve(mut sock: tokio::net::TcpStream, stats: Arc<EchoStats>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 16 << 10];
+    let mut len = 0;
+    while !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") && len < buf.len() {
+        match sock.read(&mut buf[len..]).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => len += n,
+        }
+    }
+    stats.hits.fetch_add(1, SeqCst);
+    let _in_flight = InFlight::enter(&stats);
+    let head = String::from_utf8_lossy(&buf[..len]).to_string();
+    let line = head.lines().next().unwrap_or("").to_string();
+    let header = |name: &str| {
+        head.lines().skip(1).find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_string())
+        })
+    };
+    let host = header("host").unwrap_or_else(|| "-".into());
+    stats
+        .heads
+        .lock()
+        .expect("request log")
+        .push(format!("{line} host={host}"));
+    let target = line.split(' ').nth(1).unwrap_or("/").to_string();
+    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+    match path {
+        "/redirect" => {
+            let to = query.strip_prefix("to=").unwrap_or("");
+            let resp = format!(
+                "HTTP/1.1 302 Found\r\nlocation: {to}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            );
+            let _ = sock.write_all(resp.as_bytes()).await;
+        }
+        "/endless" => {
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+            if sock.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            let mut chunk = format!("{:x}\r\n", 64 << 10).into_bytes();
+            chunk.extend(std::iter::repeat_n(b'z', 64 << 10));
+            chunk.extend_from_slice(b"\r\n");
+            while sock.write_all(&chunk).await.is_ok() {}
+        }
+        "/drip" => {
+            let head =
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 1000\r\n\r\n";
+            if sock.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            for _ in 0..1000 {
+                if sock.write_all(b".").await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+        "/hang" => {
+            // Never answer; wait for the client to give up.
+            let mut scratch = [0u8; 1024];
+            while let Ok(n) = sock.read(&mut scratch).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+        _ => {
+            if path == "/slow" {
+                let ms = query
+                    .strip_prefix("ms=")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            let probe = header("x-probe").unwrap_or_else(|| "-".into());
+            let body = format!("{line} probe={probe}");
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = sock.write_all(resp.as_bytes()).await;
+        }
+    }
+    let _ = sock.shutdown().await;
 }
 
 impl Drop for EchoServer {

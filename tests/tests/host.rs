@@ -300,7 +300,11 @@ mod http {
             assert_eq!(node.labels["body"], format!("request {i}"));
         }
         assert_eq!(reqs.load(Ordering::SeqCst), 5);
-        assert_eq!(conns.load(Ordering::SeqCst), 1, "one keep-alive connection for five calls");
+        assert_eq!(
+            conns.load(Ordering::SeqCst),
+            1,
+            "one keep-alive connection for five calls"
+        );
     }
 
     #[tokio::test]

@@ -250,6 +250,9 @@ pub enum PluginFault {
     CpuLimit,
     /// The plugin tried to grow its memory past its limit.
     MemoryLimit,
+    /// The plugin held more host resources (handles: requests, streams,
+    /// header maps) than one call may.
+    ResourceLimit,
     /// The plugin could not be instantiated or broke the contract's types.
     Contract,
 }
@@ -261,6 +264,7 @@ impl std::fmt::Display for PluginFault {
             Self::Timeout => "timed out",
             Self::CpuLimit => "exceeded its CPU time limit",
             Self::MemoryLimit => "exceeded its memory limit",
+            Self::ResourceLimit => "exceeded its host resource limit",
             Self::Contract => "broke the contract",
         })
     }

@@ -389,7 +389,9 @@ async fn main() -> ExitCode {
     // so it stays at info unless the operator names those targets explicitly.
     let mut filter = std::env::var("WASMPROV_LOG").unwrap_or_else(|_| "error".into());
     if !filter.contains("wasmtime") {
-        filter.push_str(",wasmtime=info,wasmtime_wasi=info,wasmtime_wasi_io=info,wasmtime_wasi_http=info");
+        filter.push_str(
+            ",wasmtime=info,wasmtime_wasi=info,wasmtime_wasi_io=info,wasmtime_wasi_http=info",
+        );
     }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))

@@ -77,6 +77,10 @@ impl ExecRunner {
             .id()
             .and_then(|id| i32::try_from(id).ok())
             .map(Pid::from_raw);
+        // Kills the whole group however this function ends: normally, by the
+        // time limit, or because the call itself was cancelled (its deadline
+        // passed, or the caller dropped it) while the program ran.
+        let _group = GroupGuard(pgid);
         tracing::info!(plugin, program = %grant.program, args = ?cmd.args, pid = ?pgid, "exec started");
 
         if let (Some(bytes), Some(mut stdin)) = (cmd.stdin, child.stdin.take()) {
@@ -96,10 +100,6 @@ impl ExecRunner {
             Ok::<_, ExecError>((out, err, status))
         };
         let result = tokio::time::timeout(timeout, work).await;
-        // Whatever happened, nothing of the group may outlive the call.
-        if let Some(pgid) = pgid {
-            let _ = killpg(pgid, Signal::SIGKILL);
-        }
         match result {
             Err(_) => {
                 tracing::warn!(plugin, program = %grant.program, ?timeout, "exec timed out; process group killed");
@@ -122,6 +122,18 @@ impl ExecRunner {
                     stderr,
                 })
             }
+        }
+    }
+}
+
+/// Kills a process group when dropped, so nothing a program started outlives
+/// the call that started it.
+struct GroupGuard(Option<Pid>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0 {
+            let _ = killpg(pgid, Signal::SIGKILL);
         }
     }
 }

@@ -381,6 +381,11 @@ impl WasmPlugin {
             PluginFault::CpuLimit
         } else if state.memory.hit {
             PluginFault::MemoryLimit
+        } else if matches!(
+            err.downcast_ref::<wasmtime::component::ResourceTableError>(),
+            Some(wasmtime::component::ResourceTableError::Full)
+        ) {
+            PluginFault::ResourceLimit
         } else if err.downcast_ref::<Trap>().is_some() {
             PluginFault::Trap
         } else {

@@ -24,6 +24,19 @@ pub(crate) const PURE_CPU_CAP: std::time::Duration = std::time::Duration::from_m
 /// Wall-clock time of such a call.
 pub(crate) const PURE_WALL_CAP: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Live host resources (handles) one call may hold.
+pub(crate) const MAX_RESOURCES: usize = 4096;
+
+/// Size limit of one header map: the plugin's memory limit shared out over
+/// [`MAX_RESOURCES`], between 16 KiB and wasi-http's default of 128 KiB. At
+/// most [`MAX_RESOURCES`] maps can be alive, so header memory held by the host
+/// stays within about twice the plugin's own memory limit.
+pub(crate) fn field_size_limit(memory_bytes: u64) -> usize {
+    usize::try_from(memory_bytes / MAX_RESOURCES as u64)
+        .unwrap_or(usize::MAX)
+        .clamp(16 << 10, 128 << 10)
+}
+
 /// Whether a call may do I/O. `price-hint` may not: the trait method is
 /// synchronous and must not block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,10 +79,17 @@ impl CallState {
             CallKind::Pure => limits.cpu_time.min(PURE_CPU_CAP),
         };
         let max_ticks = (cpu.as_millis() / crate::engine::EPOCH_TICK.as_millis()).max(1) as u64;
+        // Host-side memory a guest can make the host hold (wasi-http header
+        // maps, streams, pollables) is bounded too: a cap on live resources and
+        // on each header map, scaled to the plugin's memory limit.
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_RESOURCES);
+        let mut http_ctx = WasiHttpCtx::new();
+        http_ctx.set_field_size_limit(field_size_limit(limits.memory_bytes));
         Self {
             wasi,
-            table: ResourceTable::new(),
-            http_ctx: WasiHttpCtx::new(),
+            table,
+            http_ctx,
             hooks: HttpHooks::new(plugin.clone(), kind),
             memory: MemoryLimiter::new(limits.memory_bytes),
             plugin,

@@ -1,0 +1,507 @@
+//! The bundled EC2 catalogue: common instance types, their size and GPUs,
+//! and their on-demand prices in a few regions, so that `price_hint` can
+//! answer without any I/O.
+//!
+//! Source: AWS EC2 on-demand Linux pricing, public price list, June 2025
+//! (hourly USD, Linux/UNIX, shared tenancy, no pre-installed software).
+//! us-east-1 and us-west-2 charge the same for every type listed here;
+//! eu-west-1 is dearer. A type with no price for a region is not picked by
+//! size there (an explicit request for it is still sent, and EC2 decides).
+//!
+//! Regions outside [`PRICED_REGIONS`] work too: types are then ranked by
+//! their us-east-1 price to pick one, but `price_hint` answers "none"
+//! rather than quote a price that may be wrong.
+
+use wasmprov_guest::shape::{InstanceType, pick};
+use wasmprov_guest::{CapacityType, Error, NodeShape, PriceHint, Result};
+
+use crate::settings::{Arch, Settings};
+
+/// Where [`TYPES`]' prices come from (also in the README).
+pub const PRICE_SOURCE: &str = "AWS EC2 on-demand Linux pricing, public price list, June 2025";
+
+/// Regions the table has prices for.
+pub const PRICED_REGIONS: &[&str] = &["us-east-1", "us-west-2", "eu-west-1"];
+
+/// The region whose prices rank types in regions the table does not price.
+pub const REFERENCE_REGION: &str = "us-east-1";
+
+/// One instance type of the bundled table.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ec2Type {
+    /// EC2's name, e.g. `m6i.large`.
+    pub name: &'static str,
+    /// vCPUs.
+    pub vcpu: u32,
+    /// Memory in MiB.
+    pub memory_mib: u32,
+    /// GPUs.
+    pub gpu: u32,
+    /// GPU vendor, lowercase (`nvidia`, `amd`).
+    pub gpu_vendor: Option<&'static str>,
+    /// GPU model, for logs and the README.
+    pub gpu_model: Option<&'static str>,
+    /// CPU architecture.
+    pub arch: Arch,
+    /// Hourly on-demand USD per region.
+    pub prices: &'static [(&'static str, f64)],
+}
+
+impl Ec2Type {
+    /// The on-demand price in `region`, when the table has one.
+    #[must_use]
+    pub fn price_in(&self, region: &str) -> Option<f64> {
+        self.prices
+            .iter()
+            .find(|(r, _)| *r == region)
+            .map(|(_, p)| *p)
+    }
+}
+
+const X86: Arch = Arch::X86_64;
+const ARM: Arch = Arch::Arm64;
+
+macro_rules! types {
+    ($( $name:literal $vcpu:literal $mib:literal $gpu:literal $vendor:expr, $model:expr, $arch:ident
+        [$($us:literal)?; $($eu:literal)?] ),* $(,)?) => {
+        &[$(Ec2Type {
+            name: $name,
+            vcpu: $vcpu,
+            memory_mib: $mib,
+            gpu: $gpu,
+            gpu_vendor: $vendor,
+            gpu_model: $model,
+            arch: $arch,
+            prices: &[
+                $(("us-east-1", $us), ("us-west-2", $us),)?
+                $(("eu-west-1", $eu),)?
+            ],
+        }),*]
+    };
+}
+
+/// The table: name, vCPUs, MiB, GPUs, vendor, model, architecture,
+/// [us-east-1 = us-west-2 price; eu-west-1 price].
+pub const TYPES: &[Ec2Type] = types![
+    // Burstable, Intel.
+    "t3.micro" 2 1024 0 None, None, X86 [0.0104; 0.0114],
+    "t3.small" 2 2048 0 None, None, X86 [0.0208; 0.0228],
+    "t3.medium" 2 4096 0 None, None, X86 [0.0416; 0.0456],
+    "t3.large" 2 8192 0 None, None, X86 [0.0832; 0.0912],
+    "t3.xlarge" 4 16384 0 None, None, X86 [0.1664; 0.1824],
+    "t3.2xlarge" 8 32768 0 None, None, X86 [0.3328; 0.3648],
+    // Burstable, AMD.
+    "t3a.micro" 2 1024 0 None, None, X86 [0.0094; 0.0102],
+    "t3a.small" 2 2048 0 None, None, X86 [0.0188; 0.0204],
+    "t3a.medium" 2 4096 0 None, None, X86 [0.0376; 0.0408],
+    "t3a.large" 2 8192 0 None, None, X86 [0.0752; 0.0816],
+    "t3a.xlarge" 4 16384 0 None, None, X86 [0.1504; 0.1632],
+    "t3a.2xlarge" 8 32768 0 None, None, X86 [0.3008; 0.3264],
+    // General purpose.
+    "m5.large" 2 8192 0 None, None, X86 [0.096; 0.107],
+    "m5.xlarge" 4 16384 0 None, None, X86 [0.192; 0.214],
+    "m5.2xlarge" 8 32768 0 None, None, X86 [0.384; 0.428],
+    "m5.4xlarge" 16 65536 0 None, None, X86 [0.768; 0.856],
+    "m6i.large" 2 8192 0 None, None, X86 [0.096; 0.107],
+    "m6i.xlarge" 4 16384 0 None, None, X86 [0.192; 0.214],
+    "m6i.2xlarge" 8 32768 0 None, None, X86 [0.384; 0.428],
+    "m6i.4xlarge" 16 65536 0 None, None, X86 [0.768; 0.856],
+    // Compute optimised.
+    "c5.large" 2 4096 0 None, None, X86 [0.085; 0.096],
+    "c5.xlarge" 4 8192 0 None, None, X86 [0.17; 0.192],
+    "c5.2xlarge" 8 16384 0 None, None, X86 [0.34; 0.384],
+    "c5.4xlarge" 16 32768 0 None, None, X86 [0.68; 0.768],
+    "c6i.large" 2 4096 0 None, None, X86 [0.085; 0.096],
+    "c6i.xlarge" 4 8192 0 None, None, X86 [0.17; 0.192],
+    "c6i.2xlarge" 8 16384 0 None, None, X86 [0.34; 0.384],
+    "c6i.4xlarge" 16 32768 0 None, None, X86 [0.68; 0.768],
+    // Memory optimised.
+    "r5.large" 2 16384 0 None, None, X86 [0.126; 0.141],
+    "r5.xlarge" 4 32768 0 None, None, X86 [0.252; 0.282],
+    "r5.2xlarge" 8 65536 0 None, None, X86 [0.504; 0.564],
+    "r6i.large" 2 16384 0 None, None, X86 [0.126; 0.141],
+    "r6i.xlarge" 4 32768 0 None, None, X86 [0.252; 0.282],
+    "r6i.2xlarge" 8 65536 0 None, None, X86 [0.504; 0.564],
+    // Graviton (arm64).
+    "t4g.micro" 2 1024 0 None, None, ARM [0.0084; 0.0092],
+    "t4g.small" 2 2048 0 None, None, ARM [0.0168; 0.0184],
+    "t4g.medium" 2 4096 0 None, None, ARM [0.0336; 0.0368],
+    "t4g.large" 2 8192 0 None, None, ARM [0.0672; 0.0736],
+    "m6g.large" 2 8192 0 None, None, ARM [0.077; 0.086],
+    "m6g.xlarge" 4 16384 0 None, None, ARM [0.154; 0.172],
+    "m6g.2xlarge" 8 32768 0 None, None, ARM [0.308; 0.344],
+    "c6g.large" 2 4096 0 None, None, ARM [0.068; 0.0768],
+    "c6g.xlarge" 4 8192 0 None, None, ARM [0.136; 0.1536],
+    // GPUs.
+    "g4dn.xlarge" 4 16384 1 Some("nvidia"), Some("NVIDIA T4"), X86 [0.526; 0.587],
+    "g5.xlarge" 4 16384 1 Some("nvidia"), Some("NVIDIA A10G"), X86 [1.006; 1.123],
+    "p3.2xlarge" 8 62464 1 Some("nvidia"), Some("NVIDIA V100"), X86 [3.06; 3.305],
+    "g4ad.xlarge" 4 16384 1 Some("amd"), Some("AMD Radeon Pro V520"), X86 [0.37853;],
+];
+
+/// The table entry for `name`.
+#[must_use]
+pub fn find(name: &str) -> Option<&'static Ec2Type> {
+    TYPES.iter().find(|t| t.name == name)
+}
+
+/// What `provision` and `price_hint` settled on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Choice {
+    /// The instance type to launch.
+    pub instance_type: String,
+    /// Its on-demand price in the configured region, when the table has one.
+    pub on_demand_usd: Option<f64>,
+    /// Whether the type is in the bundled table.
+    pub known: bool,
+}
+
+impl Choice {
+    /// The price hint for `capacity`: on-demand, or on-demand times
+    /// `spot_discount` for spot. `None` when the price is not known.
+    #[must_use]
+    pub fn hint(&self, capacity: CapacityType, spot_discount: f64) -> Option<PriceHint> {
+        let od = self.on_demand_usd?;
+        Some(PriceHint {
+            hourly_usd: match capacity {
+                CapacityType::OnDemand => od,
+                CapacityType::Spot => od * spot_discount,
+            },
+            capacity_type: capacity,
+            instance_type: self.instance_type.clone(),
+        })
+    }
+}
+
+fn allowed(settings: &Settings, name: &str) -> bool {
+    settings
+        .instance_types
+        .as_ref()
+        .is_none_or(|list| list.iter().any(|n| n == name))
+}
+
+/// The types `pick` chooses from in `settings.region`: allowed by
+/// `instance_types`, of the configured architecture, priced in the region
+/// (or, for a region the table does not price, at their reference price).
+#[must_use]
+pub fn candidates(settings: &Settings) -> Vec<InstanceType> {
+    let priced = PRICED_REGIONS.contains(&settings.region.as_str());
+    let region = if priced {
+        settings.region.as_str()
+    } else {
+        REFERENCE_REGION
+    };
+    TYPES
+        .iter()
+        .filter(|t| allowed(settings, t.name))
+        .filter(|t| settings.architecture.is_none_or(|a| a == t.arch))
+        .filter_map(|t| {
+            let price = t.price_in(region)?;
+            Some(InstanceType {
+                name: t.name.to_string(),
+                cpu: f64::from(t.vcpu),
+                memory_bytes: u64::from(t.memory_mib) << 20,
+                gpu: t.gpu,
+                gpu_vendor: t.gpu_vendor.map(str::to_string),
+                // Zones are not priced separately: offered in every zone.
+                zone_prices: Vec::new(),
+                default_hourly_usd: price,
+            })
+        })
+        .collect()
+}
+
+/// Chooses the instance type for `shape`.
+///
+/// - A zone must belong to the configured region (`us-east-1b` for
+///   `us-east-1`).
+/// - An explicit instance type wins; it must be allowed by `instance_types`
+///   but need not be in the table (then it has no price).
+/// - Otherwise the cheapest allowed type of the configured architecture
+///   with at least the vCPUs, memory and GPUs (of the vendor) asked for.
+///
+/// # Errors
+/// [`Error::Unsupported`] for a zone of another region, a type not allowed,
+/// or a shape no type fits.
+pub fn choose(shape: &NodeShape, settings: &Settings) -> Result<Choice> {
+    if let Some(zone) = shape.zone.as_deref()
+        && !zone_in_region(zone, &settings.region)
+    {
+        return Err(Error::Unsupported(format!(
+            "zone {zone:?} is not an availability zone of region {}",
+            settings.region
+        )));
+    }
+    if let Some(name) = shape.instance_type.as_deref() {
+        if !allowed(settings, name) {
+            return Err(Error::Unsupported(format!(
+                "instance type {name:?} is not in this plugin's instance_types"
+            )));
+        }
+        let known = find(name);
+        return Ok(Choice {
+            instance_type: name.to_string(),
+            on_demand_usd: known.and_then(|t| t.price_in(&settings.region)),
+            known: known.is_some(),
+        });
+    }
+    let catalogue = candidates(settings);
+    // Zones are not priced separately, so pick without one; the zone was
+    // checked above.
+    let unzoned = NodeShape {
+        zone: None,
+        instance_type: None,
+        ..shape.clone()
+    };
+    let chosen = pick(&unzoned, &catalogue)?;
+    let name = chosen.instance_type.name.clone();
+    Ok(Choice {
+        on_demand_usd: find(&name).and_then(|t| t.price_in(&settings.region)),
+        instance_type: name,
+        known: true,
+    })
+}
+
+/// Whether `zone` is an availability (or local) zone name of `region`:
+/// the region name followed by a letter, or by `-` and a suffix.
+#[must_use]
+pub fn zone_in_region(zone: &str, region: &str) -> bool {
+    zone.strip_prefix(region).is_some_and(|rest| {
+        let mut chars = rest.chars();
+        match chars.next() {
+            Some(c) if c.is_ascii_lowercase() => chars.as_str().is_empty(),
+            Some('-') => !chars.as_str().is_empty(),
+            _ => false,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(region: &str) -> Settings {
+        Settings::for_region(region)
+    }
+
+    fn shape(cpu: f64, gib: u64) -> NodeShape {
+        NodeShape::new(cpu, gib << 30)
+    }
+
+    #[test]
+    fn table_is_consistent() {
+        for (i, t) in TYPES.iter().enumerate() {
+            assert!(
+                TYPES[..i].iter().all(|o| o.name != t.name),
+                "{} twice",
+                t.name
+            );
+            assert!(t.vcpu > 0 && t.memory_mib >= 512, "{}", t.name);
+            assert_eq!(t.gpu > 0, t.gpu_vendor.is_some(), "{}", t.name);
+            assert_eq!(t.gpu > 0, t.gpu_model.is_some(), "{}", t.name);
+            assert!(t.price_in("us-east-1").is_some(), "{}", t.name);
+            assert_eq!(t.price_in("us-east-1"), t.price_in("us-west-2"));
+            for (r, p) in t.prices {
+                assert!(PRICED_REGIONS.contains(r), "{r}");
+                assert!(*p > 0.0 && *p < 50.0, "{} {r} {p}", t.name);
+            }
+            if let Some(eu) = t.price_in("eu-west-1") {
+                assert!(eu >= t.price_in("us-east-1").unwrap(), "{}", t.name);
+            }
+        }
+        for gpu in ["g4dn.xlarge", "g5.xlarge", "p3.2xlarge", "g4ad.xlarge"] {
+            assert_eq!(find(gpu).unwrap().gpu, 1, "{gpu}");
+        }
+        assert_eq!(find("g4ad.xlarge").unwrap().gpu_vendor, Some("amd"));
+        assert_eq!(find("g5.xlarge").unwrap().gpu_model, Some("NVIDIA A10G"));
+        assert!(PRICE_SOURCE.contains("2025"));
+        assert_eq!(TYPES.len(), 47, "the README counts the types");
+    }
+
+    #[test]
+    fn cheapest_fitting_x86_type_wins() {
+        let us = settings("us-east-1");
+        let eu = settings("eu-west-1");
+        let cases: &[(&Settings, NodeShape, &str, f64)] = &[
+            (&us, shape(1.0, 1), "t3a.micro", 0.0094),
+            (&us, shape(2.0, 4), "t3a.medium", 0.0376),
+            (&us, shape(4.0, 8), "t3a.xlarge", 0.1504),
+            (&us, shape(2.0, 16), "r5.large", 0.126),
+            (&us, shape(16.0, 64), "m5.4xlarge", 0.768),
+            (&eu, shape(1.0, 1), "t3a.micro", 0.0102),
+            (&eu, shape(8.0, 32), "t3a.2xlarge", 0.3264),
+            (
+                &us,
+                NodeShape {
+                    zone: Some("us-east-1b".into()),
+                    ..shape(2.0, 2)
+                },
+                "t3a.small",
+                0.0188,
+            ),
+        ];
+        for (s, sh, name, price) in cases {
+            let c = choose(sh, s).unwrap();
+            assert_eq!(c.instance_type, *name, "{sh:?}");
+            assert!((c.on_demand_usd.unwrap() - price).abs() < 1e-12, "{sh:?}");
+            assert!(c.known);
+        }
+    }
+
+    #[test]
+    fn gpus_by_vendor() {
+        let us = settings("us-east-1");
+        let gpu = |vendor: Option<&str>| NodeShape {
+            gpu: 1,
+            gpu_vendor: vendor.map(Into::into),
+            ..shape(2.0, 8)
+        };
+        assert_eq!(
+            choose(&gpu(None), &us).unwrap().instance_type,
+            "g4ad.xlarge"
+        );
+        assert_eq!(
+            choose(&gpu(Some("nvidia")), &us).unwrap().instance_type,
+            "g4dn.xlarge"
+        );
+        assert_eq!(
+            choose(&gpu(Some("AMD")), &us).unwrap().instance_type,
+            "g4ad.xlarge"
+        );
+        // g4ad is not priced in eu-west-1, so the cheapest GPU there is a T4.
+        let eu = settings("eu-west-1");
+        assert_eq!(
+            choose(&gpu(None), &eu).unwrap().instance_type,
+            "g4dn.xlarge"
+        );
+        assert!(matches!(
+            choose(&gpu(Some("amd")), &eu),
+            Err(Error::Unsupported(_))
+        ));
+        let two = NodeShape {
+            gpu: 2,
+            ..shape(1.0, 1)
+        };
+        assert!(matches!(choose(&two, &us), Err(Error::Unsupported(_))));
+        let v100 = NodeShape {
+            gpu: 1,
+            gpu_vendor: Some("nvidia".into()),
+            ..shape(8.0, 60)
+        };
+        assert_eq!(choose(&v100, &us).unwrap().instance_type, "p3.2xlarge");
+    }
+
+    #[test]
+    fn architecture_and_allow_list_restrict_picking() {
+        let arm = Settings {
+            architecture: Some(Arch::Arm64),
+            ..settings("us-east-1")
+        };
+        assert_eq!(
+            choose(&shape(1.0, 1), &arm).unwrap().instance_type,
+            "t4g.micro"
+        );
+        let any = Settings {
+            architecture: None,
+            ..settings("us-east-1")
+        };
+        assert_eq!(
+            choose(&shape(2.0, 4), &any).unwrap().instance_type,
+            "t4g.medium"
+        );
+
+        let only = Settings {
+            instance_types: Some(vec![
+                "m6i.large".into(),
+                "m6i.xlarge".into(),
+                "x9.huge".into(),
+            ]),
+            ..settings("us-east-1")
+        };
+        assert_eq!(
+            choose(&shape(1.0, 1), &only).unwrap().instance_type,
+            "m6i.large"
+        );
+        assert_eq!(
+            choose(&shape(3.0, 1), &only).unwrap().instance_type,
+            "m6i.xlarge"
+        );
+        assert!(matches!(
+            choose(&shape(8.0, 1), &only),
+            Err(Error::Unsupported(_))
+        ));
+        let explicit = |name: &str| NodeShape {
+            instance_type: Some(name.into()),
+            ..NodeShape::default()
+        };
+        // Explicit types must be allowed, and need not be in the table.
+        assert!(matches!(
+            choose(&explicit("t3.micro"), &only),
+            Err(Error::Unsupported(_))
+        ));
+        let c = choose(&explicit("x9.huge"), &only).unwrap();
+        assert_eq!(
+            (c.instance_type.as_str(), c.on_demand_usd, c.known),
+            ("x9.huge", None, false)
+        );
+        // An explicit arm type is honoured under the x86 default.
+        let c = choose(&explicit("t4g.micro"), &settings("us-east-1")).unwrap();
+        assert_eq!(c.on_demand_usd, Some(0.0084));
+        let c = choose(&explicit("g4ad.xlarge"), &settings("eu-west-1")).unwrap();
+        assert_eq!((c.on_demand_usd, c.known), (None, true));
+    }
+
+    #[test]
+    fn zones_must_be_in_the_region() {
+        let us = settings("us-east-1");
+        for ok in ["us-east-1a", "us-east-1f", "us-east-1-bos-1a"] {
+            assert!(zone_in_region(ok, "us-east-1"), "{ok}");
+        }
+        for bad in [
+            "us-east-1",
+            "us-east-12a",
+            "us-east-1ab",
+            "eu-west-1a",
+            "use1-az1",
+            "us-east-1-",
+        ] {
+            assert!(!zone_in_region(bad, "us-east-1"), "{bad}");
+        }
+        let elsewhere = NodeShape {
+            zone: Some("eu-west-1a".into()),
+            ..NodeShape::default()
+        };
+        assert!(matches!(
+            choose(&elsewhere, &us),
+            Err(Error::Unsupported(_))
+        ));
+    }
+
+    #[test]
+    fn unpriced_regions_pick_by_reference_price_but_quote_nothing() {
+        let s = settings("ap-south-1");
+        let c = choose(&shape(2.0, 4), &s).unwrap();
+        assert_eq!(c.instance_type, "t3a.medium");
+        assert_eq!(c.on_demand_usd, None);
+        assert_eq!(c.hint(CapacityType::OnDemand, 0.35), None);
+    }
+
+    #[test]
+    fn hints_price_spot_as_a_fraction_of_on_demand() {
+        let c = choose(
+            &NodeShape {
+                instance_type: Some("g5.xlarge".into()),
+                ..NodeShape::default()
+            },
+            &settings("us-east-1"),
+        )
+        .unwrap();
+        let od = c.hint(CapacityType::OnDemand, 0.35).unwrap();
+        assert!((od.hourly_usd - 1.006).abs() < 1e-12);
+        assert_eq!(od.capacity_type, CapacityType::OnDemand);
+        let spot = c.hint(CapacityType::Spot, 0.35).unwrap();
+        assert!((spot.hourly_usd - 1.006 * 0.35).abs() < 1e-12);
+        assert_eq!(spot.capacity_type, CapacityType::Spot);
+        assert_eq!(spot.instance_type, "g5.xlarge");
+    }
+}

@@ -1,0 +1,1012 @@
+//! The provisioner operations against the EC2 Query API, written over a
+//! small [`Transport`] so that they run natively in unit tests with a
+//! scripted API, and over signed `wasi:http` requests in the component.
+
+use std::collections::BTreeSet;
+
+use base64::Engine as _;
+use wasmprov_guest::http::Response;
+use wasmprov_guest::tags::{OWNER, REQUEST, label_value};
+use wasmprov_guest::{CapacityType, Error, JoinState, NodeHandle, ProvisionRequest, Result};
+
+use crate::api::{self, ApiFailure, Instance};
+use crate::catalogue;
+use crate::settings::Settings;
+use crate::sign::API_VERSION;
+use crate::tagging;
+
+/// Most pages `describe` reads before it gives up on an API that keeps
+/// announcing a next page.
+pub const MAX_PAGES: usize = 10_000;
+
+/// One Query API call: the action and its parameters, not yet encoded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiRequest {
+    /// `Action`, e.g. `DescribeInstances`.
+    pub action: &'static str,
+    /// Parameters other than `Action` and `Version`, in order.
+    pub params: Vec<(String, String)>,
+}
+
+impl ApiRequest {
+    /// A call of `action` with no parameters.
+    #[must_use]
+    pub fn new(action: &'static str) -> Self {
+        Self {
+            action,
+            params: Vec::new(),
+        }
+    }
+
+    /// Adds a parameter.
+    #[must_use]
+    pub fn param(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.params.push((key.into(), value.into()));
+        self
+    }
+
+    /// Adds `Filter.N.Name` / `Filter.N.Value.M` parameters.
+    #[must_use]
+    pub fn filters(mut self, filters: &[(String, Vec<String>)]) -> Self {
+        for (n, (name, values)) in filters.iter().enumerate() {
+            let n = n + 1;
+            self = self.param(format!("Filter.{n}.Name"), name.clone());
+            for (m, value) in values.iter().enumerate() {
+                self = self.param(format!("Filter.{n}.Value.{}", m + 1), value.clone());
+            }
+        }
+        self
+    }
+
+    /// The value of parameter `key`.
+    #[must_use]
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every parameter to send: `Action`, `Version`, then the others.
+    #[must_use]
+    pub fn form(&self) -> Vec<(String, String)> {
+        let mut out = vec![
+            ("Action".to_string(), self.action.to_string()),
+            ("Version".to_string(), API_VERSION.to_string()),
+        ];
+        out.extend(self.params.iter().cloned());
+        out
+    }
+}
+
+/// What the operations need from the outside world.
+pub trait Transport {
+    /// Signs and sends `req` to the endpoint and returns the whole response,
+    /// whatever its status.
+    ///
+    /// # Errors
+    /// A contract error when no response arrived.
+    fn send(&self, req: &ApiRequest) -> Result<Response>;
+
+    /// Emits one `info` log record.
+    fn info(&self, message: &str, fields: &[(&str, &str)]);
+
+    /// Seconds since the Unix epoch.
+    fn now_unix(&self) -> u64;
+}
+
+/// The operations, over a transport.
+#[derive(Debug)]
+pub struct Client<'a, T> {
+    settings: &'a Settings,
+    transport: T,
+}
+
+impl<'a, T: Transport> Client<'a, T> {
+    /// A client with these settings over `transport`.
+    pub fn new(settings: &'a Settings, transport: T) -> Self {
+        Self {
+            settings,
+            transport,
+        }
+    }
+
+    /// Sends `req`; an error status becomes the contract error.
+    fn call(&self, req: &ApiRequest, zone_asked: bool) -> Result<Response> {
+        let resp = self.transport.send(req)?;
+        if resp.is_success() {
+            Ok(resp)
+        } else {
+            Err(ApiFailure::from_response(&resp).into_error(zone_asked))
+        }
+    }
+
+    /// Every instance matching `filters`, following `nextToken`.
+    fn describe_filtered(&self, filters: &[(String, Vec<String>)]) -> Result<Vec<Instance>> {
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        let mut seen = BTreeSet::new();
+        for _ in 0..MAX_PAGES {
+            let mut req = ApiRequest::new("DescribeInstances")
+                .filters(filters)
+                .param("MaxResults", self.settings.page_size.to_string());
+            if let Some(t) = &token {
+                req = req.param("NextToken", t.clone());
+            }
+            let resp = self.call(&req, false)?;
+            let (page, next) = api::parse_describe_instances(&resp.text())?;
+            out.extend(page);
+            match next {
+                None => return Ok(out),
+                Some(next) => {
+                    if !seen.insert(next.clone()) {
+                        return Err(Error::Transport(format!(
+                            "EC2 DescribeInstances repeated nextToken {next:?}"
+                        )));
+                    }
+                    token = Some(next);
+                }
+            }
+        }
+        Err(Error::Transport(format!(
+            "EC2 DescribeInstances announced more than {MAX_PAGES} pages"
+        )))
+    }
+
+    fn live_states() -> (String, Vec<String>) {
+        (
+            "instance-state-name".into(),
+            tagging::LIVE_STATES
+                .iter()
+                .map(|s| (*s).to_string())
+                .collect(),
+        )
+    }
+
+    /// The live instance created for this request, if any (when, against
+    /// all odds, there are several: one that has not failed, lowest id).
+    fn find_for_request(&self, owner_id: &str, request_id: &str) -> Result<Option<Instance>> {
+        let filters = [
+            (format!("tag:{OWNER}"), vec![label_value(owner_id)]),
+            (format!("tag:{REQUEST}"), vec![label_value(request_id)]),
+            Self::live_states(),
+        ];
+        Ok(self
+            .describe_filtered(&filters)?
+            .into_iter()
+            .filter(|i| !i.is_terminated() && tagging::is_for_request(i, owner_id, request_id))
+            .min_by(|a, b| {
+                let failed = |i: &Instance| api::join_state(&i.state) == JoinState::Failed;
+                failed(a).cmp(&failed(b)).then_with(|| a.id.cmp(&b.id))
+            }))
+    }
+
+    /// Fails with [`Error::Unsupported`] unless `DescribeInstanceTypes`
+    /// knows `name` in the region.
+    fn check_instance_type(&self, name: &str) -> Result<()> {
+        let req = ApiRequest::new("DescribeInstanceTypes").param("InstanceType.1", name);
+        let resp = self.call(&req, false)?;
+        if api::parse_instance_types(&resp.text())?
+            .iter()
+            .any(|t| t == name)
+        {
+            Ok(())
+        } else {
+            Err(Error::Unsupported(format!(
+                "instance type {name:?} is not offered in {}",
+                self.settings.region
+            )))
+        }
+    }
+
+    /// Logs the current spot price of `instance_type` (best effort: a
+    /// failure is logged, not returned).
+    fn log_spot_price(&self, instance_type: &str, zone: Option<&str>, on_demand: Option<f64>) {
+        let mut req = ApiRequest::new("DescribeSpotPriceHistory")
+            .param("InstanceType.1", instance_type)
+            .param("ProductDescription.1", "Linux/UNIX")
+            .param("StartTime", iso8601(self.transport.now_unix()));
+        if let Some(z) = zone {
+            req = req.param("AvailabilityZone", z);
+        }
+        let on_demand = on_demand.map_or_else(|| "unknown".to_string(), |p| p.to_string());
+        match self
+            .call(&req, false)
+            .and_then(|r| api::parse_spot_prices(&r.text()))
+        {
+            Ok(prices) => match prices.iter().min_by(|a, b| a.usd.total_cmp(&b.usd)) {
+                Some(p) => self.transport.info(
+                    "current spot price",
+                    &[
+                        ("instance_type", instance_type),
+                        ("zone", &p.zone),
+                        ("spot_usd", &p.usd.to_string()),
+                        ("on_demand_usd", &on_demand),
+                    ],
+                ),
+                None => self.transport.info(
+                    "no spot price published",
+                    &[("instance_type", instance_type)],
+                ),
+            },
+            Err(e) => self.transport.info(
+                "spot price unavailable",
+                &[("instance_type", instance_type), ("error", &e.to_string())],
+            ),
+        }
+    }
+
+    /// Creates an instance, or returns the one already created for the
+    /// request (found by its owner and request tags).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for impossible shapes, zones of other regions
+    /// and instance types EC2 does not offer; [`Error::InvalidConfig`]
+    /// without `image_id`; the API's errors mapped by [`ApiFailure::into_error`].
+    pub fn provision(&self, owner_id: &str, request: &ProvisionRequest) -> Result<NodeHandle> {
+        let shape = &request.shape;
+        let request_id = request.request_id.as_str();
+        if let Some(existing) = self.find_for_request(owner_id, request_id)? {
+            return Ok(existing.to_handle());
+        }
+        let choice = catalogue::choose(shape, self.settings)?;
+        let tags = tagging::instance_tags(owner_id, request_id, &shape.labels)?;
+        let image = self.settings.require_image()?;
+        let zone = shape.zone.as_deref();
+        let spot = shape.capacity_type == CapacityType::Spot;
+        self.check_instance_type(&choice.instance_type)?;
+        if spot {
+            self.log_spot_price(&choice.instance_type, zone, choice.on_demand_usd);
+        }
+
+        let mut req = ApiRequest::new("RunInstances")
+            .param("ImageId", image)
+            .param("InstanceType", choice.instance_type.clone())
+            .param("MinCount", "1")
+            .param("MaxCount", "1")
+            .param("ClientToken", tagging::client_token(owner_id, request_id));
+        if let Some(z) = zone {
+            req = req.param("Placement.AvailabilityZone", z);
+        }
+        if let Some(subnet) = &self.settings.subnet_id {
+            req = req.param("SubnetId", subnet.clone());
+        }
+        for (n, sg) in self.settings.security_group_ids.iter().enumerate() {
+            req = req.param(format!("SecurityGroupId.{}", n + 1), sg.clone());
+        }
+        if let Some(key) = &self.settings.key_name {
+            req = req.param("KeyName", key.clone());
+        }
+        if let Some(data) = &self.settings.user_data {
+            req = req.param(
+                "UserData",
+                base64::engine::general_purpose::STANDARD.encode(data.as_bytes()),
+            );
+        }
+        if spot {
+            req = req
+                .param("InstanceMarketOptions.MarketType", "spot")
+                .param(
+                    "InstanceMarketOptions.SpotOptions.SpotInstanceType",
+                    "one-time",
+                )
+                .param(
+                    "InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior",
+                    "terminate",
+                );
+        }
+        // The instance gets every tag; its volumes the owner and request tags.
+        req = req.param("TagSpecification.1.ResourceType", "instance");
+        for (n, (k, v)) in tags.iter().enumerate() {
+            req = req
+                .param(format!("TagSpecification.1.Tag.{}.Key", n + 1), k.clone())
+                .param(format!("TagSpecification.1.Tag.{}.Value", n + 1), v.clone());
+        }
+        req = req.param("TagSpecification.2.ResourceType", "volume");
+        for (n, (k, v)) in tags
+            .iter()
+            .filter(|(k, _)| k == OWNER || k == REQUEST)
+            .enumerate()
+        {
+            req = req
+                .param(format!("TagSpecification.2.Tag.{}.Key", n + 1), k.clone())
+                .param(format!("TagSpecification.2.Tag.{}.Value", n + 1), v.clone());
+        }
+
+        let resp = self.call(&req, zone.is_some())?;
+        let mut instance = api::parse_run_instances(&resp.text())?
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Transport("EC2 RunInstances returned no instance".into()))?;
+        if instance.tags.is_empty() {
+            instance.tags = tags;
+        }
+        let handle = instance.to_handle();
+        self.transport.info(
+            "instance created",
+            &[
+                ("instance_id", &handle.provider_id),
+                ("instance_type", &choice.instance_type),
+                ("capacity_type", handle.capacity_type.as_str()),
+                ("zone", handle.zone.as_deref().unwrap_or("")),
+                ("owner", &label_value(owner_id)),
+                ("request_id", request_id),
+            ],
+        );
+        Ok(handle)
+    }
+
+    /// Terminates an instance carrying this owner's tag.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an id that is not an instance id, an instance
+    /// that does not exist, is already terminated, or is not tagged with
+    /// this owner (it is never terminated); the API's other errors.
+    pub fn terminate(&self, owner_id: &str, provider_id: &str) -> Result<()> {
+        if !tagging::is_instance_id(provider_id) {
+            return Err(Error::NotFound(format!(
+                "{provider_id:?} is not an EC2 instance id"
+            )));
+        }
+        let req = ApiRequest::new("DescribeInstances").param("InstanceId.1", provider_id);
+        let resp = self.call(&req, false)?;
+        let (instances, _) = api::parse_describe_instances(&resp.text())?;
+        let instance = instances
+            .into_iter()
+            .find(|i| i.id == provider_id)
+            .ok_or_else(|| Error::NotFound(format!("instance {provider_id} does not exist")))?;
+        if !tagging::is_owned(&instance, owner_id) {
+            return Err(Error::NotFound(format!(
+                "instance {provider_id} is not owned by this host (no {OWNER}={} tag)",
+                label_value(owner_id)
+            )));
+        }
+        if instance.is_terminated() {
+            return Err(Error::NotFound(format!(
+                "instance {provider_id} is already terminated"
+            )));
+        }
+        let req = ApiRequest::new("TerminateInstances").param("InstanceId.1", provider_id);
+        self.call(&req, false)?;
+        self.transport.info(
+            "instance terminated",
+            &[
+                ("instance_id", provider_id),
+                ("owner", &label_value(owner_id)),
+            ],
+        );
+        Ok(())
+    }
+
+    /// Every live instance tagged with this owner.
+    ///
+    /// # Errors
+    /// The API's errors; [`Error::Transport`] when pagination does not end.
+    pub fn describe(&self, owner_id: &str) -> Result<Vec<NodeHandle>> {
+        let filters = [
+            (format!("tag:{OWNER}"), vec![label_value(owner_id)]),
+            Self::live_states(),
+        ];
+        let mut seen = BTreeSet::new();
+        Ok(self
+            .describe_filtered(&filters)?
+            .into_iter()
+            .filter(|i| !i.is_terminated() && tagging::is_owned(i, owner_id))
+            .filter(|i| seen.insert(i.id.clone()))
+            .map(|i| i.to_handle())
+            .collect())
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the Unix epoch.
+#[must_use]
+pub fn iso8601(unix: u64) -> String {
+    let days = unix / 86_400;
+    let secs = unix % 86_400;
+    // Civil from days (Howard Hinnant's algorithm), for dates after 1970.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::collections::VecDeque;
+    use wasmprov_guest::{CapacityScope, Labels, NodeShape};
+
+    type Responder = Box<dyn Fn(&ApiRequest) -> Response>;
+
+    /// A scripted API: answers requests in order, records requests and logs.
+    #[derive(Default)]
+    struct Script {
+        answers: RefCell<VecDeque<Response>>,
+        requests: RefCell<Vec<ApiRequest>>,
+        logs: RefCell<Vec<String>>,
+        dynamic: Option<Responder>,
+    }
+
+    impl Script {
+        fn new(answers: Vec<Response>) -> Self {
+            Self {
+                answers: RefCell::new(answers.into()),
+                ..Self::default()
+            }
+        }
+        fn requests(&self) -> Vec<ApiRequest> {
+            self.requests.borrow().clone()
+        }
+        fn actions(&self) -> Vec<&'static str> {
+            self.requests.borrow().iter().map(|r| r.action).collect()
+        }
+    }
+
+    impl Transport for &Script {
+        fn send(&self, req: &ApiRequest) -> Result<Response> {
+            self.requests.borrow_mut().push(req.clone());
+            if let Some(f) = &self.dynamic {
+                return Ok(f(req));
+            }
+            self.answers
+                .borrow_mut()
+                .pop_front()
+                .ok_or_else(|| Error::Transport(format!("unexpected request {req:?}")))
+        }
+        fn info(&self, message: &str, fields: &[(&str, &str)]) {
+            let fields: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            self.logs
+                .borrow_mut()
+                .push(format!("{message} {}", fields.join(" ")));
+        }
+        fn now_unix(&self) -> u64 {
+            1_700_000_000
+        }
+    }
+
+    fn resp(status: u16, body: &str) -> Response {
+        Response {
+            status,
+            headers: vec![("content-type".into(), "text/xml".into())],
+            body: body.as_bytes().to_vec(),
+            url: "https://ec2.us-east-1.amazonaws.com/".into(),
+        }
+    }
+
+    fn err(status: u16, code: &str) -> Response {
+        resp(
+            status,
+            &format!(
+                "<Response><Errors><Error><Code>{code}</Code><Message>{code}!</Message></Error></Errors></Response>"
+            ),
+        )
+    }
+
+    fn item(id: &str, state: &str, tags: &[(&str, &str)], spot: bool) -> String {
+        let tags: String = tags
+            .iter()
+            .map(|(k, v)| format!("<item><key>{k}</key><value>{v}</value></item>"))
+            .collect();
+        format!(
+            "<item><instanceId>{id}</instanceId><instanceState><name>{state}</name></instanceState>\
+             <instanceType>t3a.micro</instanceType><placement><availabilityZone>us-east-1a</availabilityZone></placement>\
+             <privateIpAddress>10.0.0.1</privateIpAddress>{}<tagSet>{tags}</tagSet></item>",
+            if spot {
+                "<instanceLifecycle>spot</instanceLifecycle>"
+            } else {
+                ""
+            }
+        )
+    }
+
+    fn page(items: &[String], next: Option<&str>) -> Response {
+        resp(
+            200,
+            &format!(
+                "<DescribeInstancesResponse><reservationSet><item><instancesSet>{}</instancesSet></item></reservationSet>{}</DescribeInstancesResponse>",
+                items.concat(),
+                next.map(|n| format!("<nextToken>{n}</nextToken>"))
+                    .unwrap_or_default()
+            ),
+        )
+    }
+
+    fn types(name: &str) -> Response {
+        resp(
+            200,
+            &format!(
+                "<DescribeInstanceTypesResponse><instanceTypeSet><item><instanceType>{name}</instanceType></item></instanceTypeSet></DescribeInstanceTypesResponse>"
+            ),
+        )
+    }
+
+    fn run(item: &str) -> Response {
+        resp(
+            200,
+            &format!(
+                "<RunInstancesResponse><instancesSet>{item}</instancesSet></RunInstancesResponse>"
+            ),
+        )
+    }
+
+    const OWNED: &[(&str, &str)] = &[(OWNER, "host-a"), (REQUEST, "req-1")];
+
+    fn request(id: &str, shape: NodeShape) -> ProvisionRequest {
+        ProvisionRequest {
+            request_id: id.into(),
+            shape,
+        }
+    }
+
+    fn settings() -> Settings {
+        Settings {
+            image_id: Some("ami-0abc".into()),
+            ..Settings::for_region("us-east-1")
+        }
+    }
+
+    #[test]
+    fn provision_runs_one_tagged_instance() {
+        let settings = Settings {
+            subnet_id: Some("subnet-1".into()),
+            security_group_ids: vec!["sg-1".into(), "sg-2".into()],
+            key_name: Some("ops".into()),
+            user_data: Some("#cloud-config\n".into()),
+            ..settings()
+        };
+        let script = Script::new(vec![
+            page(&[], None),
+            types("t3a.micro"),
+            run(&item("i-0123456789abcdef0", "pending", &[], false)),
+        ]);
+        let client = Client::new(&settings, &script);
+        let mut shape = NodeShape::new(1.0, 1 << 30);
+        shape.labels = Labels::from([("pool".to_string(), "a b".to_string())]);
+        shape.zone = Some("us-east-1a".into());
+        let h = client
+            .provision("host-a", &request("req-1", shape))
+            .unwrap();
+        assert_eq!(h.provider_id, "i-0123456789abcdef0");
+        assert_eq!(h.join_state, JoinState::Provisioning);
+        assert_eq!(h.capacity_type, CapacityType::OnDemand);
+        assert_eq!(h.address.as_deref(), Some("10.0.0.1"));
+        // RunInstances sent no tags back: the handle has the ones asked for.
+        assert_eq!(h.labels[OWNER], "host-a");
+        assert_eq!(h.labels["pool"], "a b");
+
+        assert_eq!(
+            script.actions(),
+            ["DescribeInstances", "DescribeInstanceTypes", "RunInstances"]
+        );
+        let reqs = script.requests();
+        let lookup = &reqs[0];
+        assert_eq!(lookup.get("Filter.1.Name"), Some("tag:wasmprov-owner"));
+        assert_eq!(lookup.get("Filter.1.Value.1"), Some("host-a"));
+        assert_eq!(lookup.get("Filter.2.Name"), Some("tag:wasmprov-request"));
+        assert_eq!(lookup.get("Filter.2.Value.1"), Some("req-1"));
+        assert_eq!(lookup.get("Filter.3.Name"), Some("instance-state-name"));
+        assert_eq!(lookup.get("Filter.3.Value.1"), Some("pending"));
+        assert_eq!(lookup.get("Filter.3.Value.5"), Some("stopped"));
+        assert_eq!(lookup.get("Filter.3.Value.6"), None, "never terminated");
+        assert_eq!(lookup.get("MaxResults"), Some("1000"));
+        assert_eq!(reqs[1].get("InstanceType.1"), Some("t3a.micro"));
+        let r = &reqs[2];
+        assert_eq!(r.get("ImageId"), Some("ami-0abc"));
+        assert_eq!(r.get("InstanceType"), Some("t3a.micro"));
+        assert_eq!(r.get("MinCount"), Some("1"));
+        assert_eq!(r.get("MaxCount"), Some("1"));
+        assert_eq!(
+            r.get("ClientToken"),
+            Some(tagging::client_token("host-a", "req-1").as_str())
+        );
+        assert_eq!(r.get("Placement.AvailabilityZone"), Some("us-east-1a"));
+        assert_eq!(r.get("SubnetId"), Some("subnet-1"));
+        assert_eq!(r.get("SecurityGroupId.1"), Some("sg-1"));
+        assert_eq!(r.get("SecurityGroupId.2"), Some("sg-2"));
+        assert_eq!(r.get("KeyName"), Some("ops"));
+        assert_eq!(r.get("UserData"), Some("I2Nsb3VkLWNvbmZpZwo="));
+        assert_eq!(r.get("InstanceMarketOptions.MarketType"), None);
+        assert_eq!(r.get("TagSpecification.1.ResourceType"), Some("instance"));
+        let tag = |spec: u32, n: u32| {
+            (
+                r.get(&format!("TagSpecification.{spec}.Tag.{n}.Key")),
+                r.get(&format!("TagSpecification.{spec}.Tag.{n}.Value")),
+            )
+        };
+        assert_eq!(tag(1, 1), (Some("pool"), Some("a b")));
+        assert_eq!(tag(1, 2), (Some("Name"), Some("wasmprov-req-1")));
+        assert_eq!(tag(1, 3), (Some(OWNER), Some("host-a")));
+        assert_eq!(tag(1, 4), (Some(REQUEST), Some("req-1")));
+        assert_eq!(tag(1, 5), (None, None));
+        assert_eq!(r.get("TagSpecification.2.ResourceType"), Some("volume"));
+        assert_eq!(tag(2, 1), (Some(OWNER), Some("host-a")));
+        assert_eq!(tag(2, 2), (Some(REQUEST), Some("req-1")));
+        assert_eq!(tag(2, 3), (None, None));
+        let logs = script.logs.borrow();
+        assert_eq!(logs.len(), 1);
+        assert!(
+            logs[0].contains("instance_id=i-0123456789abcdef0"),
+            "{logs:?}"
+        );
+    }
+
+    #[test]
+    fn spot_provision_asks_for_the_spot_market_and_logs_the_price() {
+        let settings = settings();
+        let spot_prices = resp(
+            200,
+            "<DescribeSpotPriceHistoryResponse><spotPriceHistorySet>\
+             <item><availabilityZone>us-east-1a</availabilityZone><instanceType>g4dn.xlarge</instanceType><spotPrice>0.2000</spotPrice></item>\
+             <item><availabilityZone>us-east-1b</availabilityZone><instanceType>g4dn.xlarge</instanceType><spotPrice>0.1800</spotPrice></item>\
+             </spotPriceHistorySet></DescribeSpotPriceHistoryResponse>",
+        );
+        let script = Script::new(vec![
+            page(&[], None),
+            types("g4dn.xlarge"),
+            spot_prices,
+            run(&item("i-0123456789abcdef0", "pending", OWNED, true)),
+        ]);
+        let client = Client::new(&settings, &script);
+        let shape = NodeShape {
+            gpu: 1,
+            gpu_vendor: Some("nvidia".into()),
+            capacity_type: CapacityType::Spot,
+            ..NodeShape::default()
+        };
+        let h = client
+            .provision("host-a", &request("req-1", shape))
+            .unwrap();
+        assert_eq!(h.capacity_type, CapacityType::Spot);
+        assert_eq!(h.labels.len(), 2, "tags from the response win");
+        let reqs = script.requests();
+        assert_eq!(reqs[2].action, "DescribeSpotPriceHistory");
+        assert_eq!(reqs[2].get("InstanceType.1"), Some("g4dn.xlarge"));
+        assert_eq!(reqs[2].get("StartTime"), Some("2023-11-14T22:13:20Z"));
+        let r = &reqs[3];
+        assert_eq!(r.get("InstanceType"), Some("g4dn.xlarge"));
+        assert_eq!(r.get("InstanceMarketOptions.MarketType"), Some("spot"));
+        assert_eq!(
+            r.get("InstanceMarketOptions.SpotOptions.SpotInstanceType"),
+            Some("one-time")
+        );
+        assert_eq!(r.get("Placement.AvailabilityZone"), None);
+        let logs = script.logs.borrow();
+        assert!(
+            logs[0].contains("spot_usd=0.18") && logs[0].contains("zone=us-east-1b"),
+            "{logs:?}"
+        );
+
+        // A failing price look-up does not stop the launch.
+        let script = Script::new(vec![
+            page(&[], None),
+            types("t3a.micro"),
+            err(403, "UnauthorizedOperation"),
+            run(&item("i-0123456789abcdef0", "pending", OWNED, true)),
+        ]);
+        let client = Client::new(&settings, &script);
+        let shape = NodeShape {
+            capacity_type: CapacityType::Spot,
+            ..NodeShape::default()
+        };
+        client
+            .provision("host-a", &request("req-1", shape))
+            .unwrap();
+        assert!(script.logs.borrow()[0].starts_with("spot price unavailable"));
+    }
+
+    #[test]
+    fn provision_returns_the_existing_instance() {
+        let settings = settings();
+        let script = Script::new(vec![page(
+            &[
+                item("i-00000000000000002", "stopped", OWNED, false),
+                item("i-00000000000000009", "running", OWNED, false),
+                item("i-00000000000000003", "running", OWNED, false),
+                item("i-00000000000000001", "terminated", OWNED, false),
+                item(
+                    "i-00000000000000000",
+                    "running",
+                    &[(OWNER, "host-a")],
+                    false,
+                ),
+            ],
+            None,
+        )]);
+        let client = Client::new(&settings, &script);
+        let h = client
+            .provision("host-a", &request("req-1", NodeShape::default()))
+            .unwrap();
+        assert_eq!(h.provider_id, "i-00000000000000003");
+        assert_eq!(h.join_state, JoinState::Joining);
+        assert_eq!(script.requests().len(), 1);
+        assert!(script.logs.borrow().is_empty());
+    }
+
+    #[test]
+    fn provision_checks_before_it_launches() {
+        // No image: nothing is launched.
+        let no_image = Settings::for_region("us-east-1");
+        let script = Script::new(vec![page(&[], None)]);
+        let client = Client::new(&no_image, &script);
+        assert!(matches!(
+            client.provision("o", &request("r", NodeShape::default())),
+            Err(Error::InvalidConfig(m)) if m.contains("image_id")
+        ));
+        assert_eq!(script.actions(), ["DescribeInstances"]);
+
+        // A type EC2 does not know in the region.
+        let settings = settings();
+        let explicit = NodeShape {
+            instance_type: Some("p3.2xlarge".into()),
+            ..NodeShape::default()
+        };
+        for answer in [
+            err(400, "InvalidInstanceType"),
+            resp(
+                200,
+                "<DescribeInstanceTypesResponse><instanceTypeSet/></DescribeInstanceTypesResponse>",
+            ),
+        ] {
+            let script = Script::new(vec![page(&[], None), answer]);
+            let client = Client::new(&settings, &script);
+            assert!(matches!(
+                client.provision("o", &request("r", explicit.clone())),
+                Err(Error::Unsupported(_))
+            ));
+            assert_eq!(script.requests().len(), 2);
+        }
+
+        // Shapes and labels refused without asking EC2 to launch anything.
+        let bad_shapes = [
+            NodeShape {
+                gpu: 4,
+                ..NodeShape::default()
+            },
+            NodeShape {
+                zone: Some("eu-west-1a".into()),
+                ..NodeShape::default()
+            },
+            NodeShape {
+                labels: Labels::from([("aws:x".to_string(), "y".to_string())]),
+                ..NodeShape::default()
+            },
+        ];
+        for shape in bad_shapes {
+            let script = Script::new(vec![page(&[], None)]);
+            let client = Client::new(&settings, &script);
+            assert!(matches!(
+                client.provision("o", &request("r", shape)),
+                Err(Error::Unsupported(_))
+            ));
+            assert_eq!(script.requests().len(), 1);
+        }
+    }
+
+    #[test]
+    fn provision_maps_run_instances_errors() {
+        let settings = settings();
+        let cases: Vec<(Response, bool, &str)> = vec![
+            (err(500, "InsufficientInstanceCapacity"), false, "capacity"),
+            (err(500, "InsufficientInstanceCapacity"), true, "capacity"),
+            (err(400, "VcpuLimitExceeded"), false, "quota"),
+            (err(400, "InvalidAMIID.NotFound"), false, "invalid_config"),
+            (
+                err(400, "InvalidSubnetID.NotFound"),
+                false,
+                "invalid_config",
+            ),
+            (err(503, "RequestLimitExceeded"), false, "rate_limited"),
+            (err(401, "AuthFailure"), false, "auth"),
+            (err(500, "InternalError"), false, "transport"),
+            (resp(200, "<RunInstancesResponse/>"), false, "transport"),
+            (resp(200, "garbage"), false, "transport"),
+        ];
+        for (answer, zoned, kind) in cases {
+            let script = Script::new(vec![page(&[], None), types("t3a.micro"), answer]);
+            let client = Client::new(&settings, &script);
+            let shape = NodeShape {
+                zone: zoned.then(|| "us-east-1c".to_string()),
+                ..NodeShape::default()
+            };
+            let e = client.provision("o", &request("r", shape)).unwrap_err();
+            assert_eq!(e.kind(), kind, "{e}");
+            if let Error::Capacity { scope, .. } = e {
+                let want = if zoned {
+                    CapacityScope::Zone
+                } else {
+                    CapacityScope::InstanceType
+                };
+                assert_eq!(scope, want);
+            }
+        }
+        // Errors of the idempotency look-up pass through before anything else.
+        let script = Script::new(vec![err(401, "AuthFailure")]);
+        let client = Client::new(&settings, &script);
+        assert!(matches!(
+            client.provision("o", &request("r", NodeShape::default())),
+            Err(Error::Auth(_))
+        ));
+        assert_eq!(script.requests().len(), 1);
+    }
+
+    #[test]
+    fn terminate_only_own_live_instances() {
+        let settings = settings();
+        let id = "i-0123456789abcdef0";
+        let one = |state: &str, tags: &[(&str, &str)]| page(&[item(id, state, tags, false)], None);
+        let terminated = resp(
+            200,
+            "<TerminateInstancesResponse><instancesSet><item><instanceId>i-0123456789abcdef0</instanceId></item></instancesSet></TerminateInstancesResponse>",
+        );
+        let script = Script::new(vec![one("running", OWNED), terminated]);
+        let client = Client::new(&settings, &script);
+        client.terminate("host-a", id).unwrap();
+        assert_eq!(
+            script.actions(),
+            ["DescribeInstances", "TerminateInstances"]
+        );
+        let reqs = script.requests();
+        assert_eq!(reqs[0].get("InstanceId.1"), Some(id));
+        assert_eq!(reqs[0].get("MaxResults"), None, "not allowed with ids");
+        assert_eq!(reqs[1].get("InstanceId.1"), Some(id));
+        assert_eq!(script.logs.borrow().len(), 1);
+
+        // Someone else's, untagged, already terminated, gone: not found, never terminated.
+        let not_found = [
+            (one("running", &[(OWNER, "host-b")]), "not owned"),
+            (one("running", &[]), "not owned"),
+            (one("terminated", OWNED), "already terminated"),
+            (page(&[], None), "does not exist"),
+            (err(400, "InvalidInstanceID.NotFound"), "NotFound"),
+        ];
+        for (answer, says) in not_found {
+            let script = Script::new(vec![answer]);
+            let client = Client::new(&settings, &script);
+            match client.terminate("host-a", id) {
+                Err(Error::NotFound(m)) => assert!(m.contains(says), "{m}"),
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(script.requests().len(), 1);
+        }
+
+        // Not an instance id at all: no request.
+        let script = Script::new(vec![]);
+        let client = Client::new(&settings, &script);
+        for bad in [
+            "",
+            "abc",
+            "i-xyz",
+            "i-0123abcd&Action=RunInstances",
+            "vol-0123abcd",
+        ] {
+            assert!(
+                matches!(client.terminate("host-a", bad), Err(Error::NotFound(_))),
+                "{bad}"
+            );
+        }
+        assert!(script.requests().is_empty());
+
+        // Other errors pass through; gone between the two calls is not found.
+        let script = Script::new(vec![err(503, "RequestLimitExceeded")]);
+        let client = Client::new(&settings, &script);
+        assert!(matches!(
+            client.terminate("host-a", id),
+            Err(Error::RateLimited { .. })
+        ));
+        let script = Script::new(vec![
+            one("running", OWNED),
+            err(400, "InvalidInstanceID.NotFound"),
+        ]);
+        let client = Client::new(&settings, &script);
+        assert!(matches!(
+            client.terminate("host-a", id),
+            Err(Error::NotFound(_))
+        ));
+        assert!(script.logs.borrow().is_empty());
+    }
+
+    #[test]
+    fn describe_follows_next_token_and_filters() {
+        let settings = Settings {
+            page_size: 5,
+            ..settings()
+        };
+        let mine = |id: &str, state: &str| item(id, state, &[(OWNER, "host-a")], false);
+        let script = Script::new(vec![
+            page(
+                &[mine("i-00000001", "running"), mine("i-00000002", "pending")],
+                Some("t1"),
+            ),
+            page(
+                &[
+                    mine("i-00000002", "pending"),
+                    item("i-00000003", "running", &[(OWNER, "host-b")], false),
+                    mine("i-00000004", "terminated"),
+                    mine("i-00000005", "stopped"),
+                ],
+                Some("t2"),
+            ),
+            page(&[], None),
+        ]);
+        let client = Client::new(&settings, &script);
+        let nodes = client.describe("host-a").unwrap();
+        let ids: Vec<&str> = nodes.iter().map(|n| n.provider_id.as_str()).collect();
+        assert_eq!(ids, ["i-00000001", "i-00000002", "i-00000005"]);
+        assert_eq!(nodes[2].join_state, JoinState::Failed);
+        let reqs = script.requests();
+        assert_eq!(reqs.len(), 3);
+        let tokens: Vec<Option<&str>> = reqs.iter().map(|r| r.get("NextToken")).collect();
+        assert_eq!(tokens, [None, Some("t1"), Some("t2")]);
+        for r in &reqs {
+            assert_eq!(r.get("MaxResults"), Some("5"));
+            assert_eq!(r.get("Filter.1.Name"), Some("tag:wasmprov-owner"));
+            assert_eq!(r.get("Filter.1.Value.1"), Some("host-a"));
+            assert_eq!(r.get("Filter.2.Name"), Some("instance-state-name"));
+        }
+    }
+
+    #[test]
+    fn describe_gives_up_on_endless_or_stuck_pagination() {
+        let settings = settings();
+        let endless = Script {
+            dynamic: Some(Box::new(|req: &ApiRequest| {
+                let n: u64 = req.get("NextToken").map_or(0, |t| t.parse().unwrap());
+                page(&[], Some(&(n + 1).to_string()))
+            })),
+            ..Script::default()
+        };
+        let client = Client::new(&settings, &endless);
+        assert!(matches!(client.describe("o"), Err(Error::Transport(_))));
+        assert_eq!(endless.requests().len(), MAX_PAGES);
+
+        let stuck = Script::new(vec![page(&[], Some("same")), page(&[], Some("same"))]);
+        let client = Client::new(&settings, &stuck);
+        assert!(matches!(client.describe("o"), Err(Error::Transport(_))));
+        assert_eq!(stuck.requests().len(), 2);
+
+        let wrong = Script::new(vec![run("")]);
+        let client = Client::new(&settings, &wrong);
+        assert!(matches!(client.describe("o"), Err(Error::Transport(_))));
+        let auth = Script::new(vec![err(403, "UnauthorizedOperation")]);
+        let client = Client::new(&settings, &auth);
+        assert!(matches!(client.describe("o"), Err(Error::Auth(_))));
+    }
+
+    #[test]
+    fn form_starts_with_action_and_version() {
+        let r = ApiRequest::new("DescribeInstances")
+            .filters(&[("a".into(), vec!["1".into(), "2".into()])])
+            .param("MaxResults", "5");
+        assert_eq!(
+            r.form(),
+            [
+                ("Action".to_string(), "DescribeInstances".to_string()),
+                ("Version".into(), "2016-11-15".into()),
+                ("Filter.1.Name".into(), "a".into()),
+                ("Filter.1.Value.1".into(), "1".into()),
+                ("Filter.1.Value.2".into(), "2".into()),
+                ("MaxResults".into(), "5".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn iso8601_dates() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00Z");
+        assert_eq!(iso8601(1_440_938_160), "2015-08-30T12:36:00Z");
+        assert_eq!(iso8601(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(iso8601(1_709_251_199), "2024-02-29T23:59:59Z");
+    }
+}

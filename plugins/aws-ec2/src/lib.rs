@@ -1,0 +1,210 @@
+//! wasmprov provisioner plugin for AWS EC2.
+//!
+//! Creates, lists and terminates EC2 instances as cluster nodes through the
+//! EC2 Query API (`Version=2016-11-15`), every request signed with Signature
+//! Version 4 by the `aws-sigv4` crate. Every instance carries the host's
+//! owner tag and the request id it was created for, so the cloud is the
+//! source of truth: `provision` is idempotent by request id, `describe`
+//! lists exactly this owner's instances, and `terminate` never touches an
+//! instance without this owner's tag.
+//!
+//! Prices come from a bundled table ([`catalogue`]), so `price_hint` does no
+//! I/O. See the crate's README for the manifest.
+//!
+//! Module layout: [`settings`] (config keys and credentials), [`catalogue`]
+//! (instance types and prices), [`tagging`] (tags, client token, ids),
+//! [`sign`] (form encoding and SigV4), [`api`] (XML, state and error
+//! mapping) and [`client`] (the operations, over a transport that is
+//! `wasi:http` in the component and a script in tests).
+
+pub mod api;
+pub mod catalogue;
+pub mod client;
+pub mod settings;
+pub mod sign;
+pub mod tagging;
+
+use wasmprov_guest::http::{Request, Response};
+use wasmprov_guest::{
+    CapacityType, NodeHandle, NodeShape, PriceHint, Provider, ProvisionRequest, Result, config, log,
+};
+
+use crate::client::{ApiRequest, Client, Transport};
+use crate::settings::{Credentials, Settings};
+
+/// The AWS EC2 provider.
+#[derive(Clone, Debug)]
+pub struct Ec2 {
+    settings: Settings,
+}
+
+impl Ec2 {
+    /// The provider with these settings.
+    #[must_use]
+    pub fn with_settings(settings: Settings) -> Self {
+        Self { settings }
+    }
+
+    /// The settings in use.
+    #[must_use]
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The price estimate for `shape`, without I/O: the on-demand price of
+    /// the type chosen, times `spot_discount` for spot; `None` when the
+    /// table has no price for the type in the region.
+    ///
+    /// # Errors
+    /// [`wasmprov_guest::Error::Unsupported`] for shapes no type fits, zones
+    /// of other regions and types not allowed by `instance_types`.
+    pub fn estimate(&self, shape: &NodeShape) -> Result<Option<PriceHint>> {
+        let choice = catalogue::choose(shape, &self.settings)?;
+        Ok(choice.hint(shape.capacity_type, self.settings.spot_discount))
+    }
+
+    /// A client over `wasi:http`; requires the credentials.
+    fn client(&self) -> Result<Client<'_, Wasi>> {
+        let creds = Credentials::from_lookup(config::get)?;
+        Ok(Client::new(
+            &self.settings,
+            Wasi {
+                endpoint: self.settings.endpoint.clone(),
+                region: self.settings.region.clone(),
+                creds,
+            },
+        ))
+    }
+}
+
+impl Provider for Ec2 {
+    const NAME: &'static str = "aws-ec2";
+
+    /// On-demand and spot.
+    fn capacity_types() -> Vec<CapacityType> {
+        vec![CapacityType::OnDemand, CapacityType::Spot]
+    }
+
+    /// Reads the settings; the credentials are read only by calls that need them.
+    fn new() -> Result<Self> {
+        Ok(Self::with_settings(Settings::from_lookup(config::get)?))
+    }
+
+    fn price_hint(&self, shape: &NodeShape) -> Result<Option<PriceHint>> {
+        self.estimate(shape)
+    }
+
+    fn provision(&self, owner_id: &str, request: &ProvisionRequest) -> Result<NodeHandle> {
+        self.client()?.provision(owner_id, request)
+    }
+
+    fn terminate(&self, owner_id: &str, provider_id: &str) -> Result<()> {
+        self.client()?.terminate(owner_id, provider_id)
+    }
+
+    fn describe(&self, owner_id: &str) -> Result<Vec<NodeHandle>> {
+        self.client()?.describe(owner_id)
+    }
+}
+
+/// The component's transport: signed `wasi:http` requests, the host's log.
+#[derive(Clone, Debug)]
+struct Wasi {
+    endpoint: String,
+    region: String,
+    /// Its `Debug` shows the key id only.
+    creds: Credentials,
+}
+
+fn now() -> std::time::SystemTime {
+    std::time::SystemTime::now()
+}
+
+impl Transport for Wasi {
+    fn send(&self, req: &ApiRequest) -> Result<Response> {
+        let body = sign::form_encode(&req.form());
+        let signed = sign::sign_post(&self.endpoint, &self.region, &self.creds, body, now())?;
+        let mut r = Request::post(signed.url);
+        for (k, v) in &signed.headers {
+            r = r.header(k.as_str(), v.as_str());
+        }
+        // Not signed: the signer leaves user-agent out on purpose.
+        r = r.header(
+            "user-agent",
+            concat!("wasmprov-plugin-aws-ec2/", env!("CARGO_PKG_VERSION")),
+        );
+        Ok(r.body(signed.body).send()?)
+    }
+
+    fn info(&self, message: &str, fields: &[(&str, &str)]) {
+        log::info_with(message, fields);
+    }
+
+    fn now_unix(&self) -> u64 {
+        now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    }
+}
+
+wasmprov_guest::export_provider!(Ec2);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmprov_guest::Error;
+
+    #[test]
+    fn price_hint_prices_on_demand_and_spot_from_the_table() {
+        let p = Ec2::with_settings(Settings::for_region("us-east-1"));
+        let h = p
+            .price_hint(&NodeShape::new(2.0, 4 << 30))
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.instance_type, "t3a.medium");
+        assert_eq!(h.capacity_type, CapacityType::OnDemand);
+        assert!((h.hourly_usd - 0.0376).abs() < 1e-12);
+
+        let p = Ec2::with_settings(Settings {
+            spot_discount: 0.5,
+            ..Settings::for_region("eu-west-1")
+        });
+        let spot = NodeShape {
+            gpu: 1,
+            gpu_vendor: Some("nvidia".into()),
+            capacity_type: CapacityType::Spot,
+            ..NodeShape::default()
+        };
+        let h = p.price_hint(&spot).unwrap().unwrap();
+        assert_eq!(h.instance_type, "g4dn.xlarge");
+        assert_eq!(h.capacity_type, CapacityType::Spot);
+        assert!((h.hourly_usd - 0.587 * 0.5).abs() < 1e-12);
+
+        // Unknown prices are "none", impossible shapes an error.
+        let p = Ec2::with_settings(Settings::for_region("sa-east-1"));
+        assert_eq!(p.price_hint(&NodeShape::default()).unwrap(), None);
+        let huge = NodeShape::new(512.0, 1 << 40);
+        assert!(matches!(p.price_hint(&huge), Err(Error::Unsupported(_))));
+        assert_eq!(
+            Ec2::capacity_types(),
+            [CapacityType::OnDemand, CapacityType::Spot]
+        );
+        assert_eq!(Ec2::NAME, "aws-ec2");
+    }
+
+    #[test]
+    fn the_transport_never_prints_the_secret() {
+        let w = Wasi {
+            endpoint: "https://ec2.us-east-1.amazonaws.com".into(),
+            region: "us-east-1".into(),
+            creds: Credentials {
+                access_key_id: "AKIDEXAMPLE".into(),
+                secret_access_key: "very-secret-key".into(),
+                session_token: Some("session-token-value".into()),
+            },
+        };
+        let shown = format!("{w:?}");
+        assert!(!shown.contains("very-secret-key"), "{shown}");
+        assert!(!shown.contains("session-token-value"), "{shown}");
+    }
+}

@@ -1,0 +1,463 @@
+//! The plugin's configuration, read from the manifest's `[config]`, and its
+//! credentials, read from `[secrets]`, both through `wasi:config/store`.
+//!
+//! Only `region` is required to price; `image_id` is required to provision.
+//! The credentials are not part of [`Settings`]: they are read only by the
+//! calls that talk to the API, and never printed.
+
+use wasmprov_guest::{Error, Result};
+
+/// Default (and largest) `MaxResults` of `DescribeInstances`.
+pub const DEFAULT_PAGE_SIZE: u32 = 1000;
+/// Smallest `MaxResults` EC2 accepts for `DescribeInstances`.
+pub const MIN_PAGE_SIZE: u32 = 5;
+/// Default spot price estimate, as a fraction of the on-demand price.
+pub const DEFAULT_SPOT_DISCOUNT: f64 = 0.35;
+/// Largest `user_data` EC2 accepts: 16 KiB before base64 encoding.
+pub const MAX_USER_DATA: usize = 16 * 1024;
+
+/// CPU architecture of an instance type (and of the AMI it must match).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// Intel and AMD.
+    X86_64,
+    /// AWS Graviton.
+    Arm64,
+}
+
+impl Arch {
+    /// EC2's name (`x86_64`, `arm64`).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::X86_64 => "x86_64",
+            Self::Arm64 => "arm64",
+        }
+    }
+
+    /// Parses `x86_64` / `arm64` (also `x86`, `amd64`, `arm`, `aarch64`).
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "x86_64" | "x86" | "amd64" => Some(Self::X86_64),
+            "arm64" | "arm" | "aarch64" => Some(Self::Arm64),
+            _ => None,
+        }
+    }
+}
+
+/// Configuration of one call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// The AWS region, e.g. `us-east-1`.
+    pub region: String,
+    /// EC2 endpoint without a trailing slash.
+    pub endpoint: String,
+    /// AMI instances are created from (required by `provision`).
+    pub image_id: Option<String>,
+    /// Subnet to launch into; the default VPC's default subnet when unset.
+    pub subnet_id: Option<String>,
+    /// Security groups of new instances.
+    pub security_group_ids: Vec<String>,
+    /// EC2 key pair name for SSH.
+    pub key_name: Option<String>,
+    /// User data, as written (the plugin base64-encodes it when sending).
+    pub user_data: Option<String>,
+    /// When set, only these instance types are used (by size or explicitly).
+    pub instance_types: Option<Vec<String>>,
+    /// Architecture types are picked by size from; `None` allows both.
+    /// An explicit instance type in a shape is always honoured.
+    pub architecture: Option<Arch>,
+    /// Spot price estimate as a fraction of on-demand.
+    pub spot_discount: f64,
+    /// `MaxResults` of `DescribeInstances`.
+    pub page_size: u32,
+}
+
+impl Settings {
+    /// Defaults for `region`.
+    #[must_use]
+    pub fn for_region(region: &str) -> Self {
+        Self {
+            region: region.to_string(),
+            endpoint: default_endpoint(region),
+            image_id: None,
+            subnet_id: None,
+            security_group_ids: Vec::new(),
+            key_name: None,
+            user_data: None,
+            instance_types: None,
+            architecture: Some(Arch::X86_64),
+            spot_discount: DEFAULT_SPOT_DISCOUNT,
+            page_size: DEFAULT_PAGE_SIZE,
+        }
+    }
+
+    /// Reads the settings through `lookup` (the config store in the
+    /// component, a map in tests). Unset and empty keys take their defaults.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the key that is missing or wrong, or
+    /// the error `lookup` returned.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Result<Option<String>>) -> Result<Self> {
+        let get = |key: &str| -> Result<Option<String>> {
+            Ok(lookup(key)?
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty()))
+        };
+        let region = get("region")?.ok_or_else(|| {
+            Error::InvalidConfig(
+                "config key \"region\" is required; set it in the plugin's manifest (e.g. region = \"us-east-1\")"
+                    .into(),
+            )
+        })?;
+        if !is_region_name(&region) {
+            return Err(invalid(
+                "region",
+                &region,
+                "not an AWS region name like us-east-1",
+            ));
+        }
+        let mut s = Self::for_region(&region);
+
+        if let Some(v) = get("endpoint")? {
+            let lower = v.to_ascii_lowercase();
+            if !(lower.starts_with("https://") || lower.starts_with("http://")) {
+                return Err(invalid(
+                    "endpoint",
+                    &v,
+                    "must start with https:// or http://",
+                ));
+            }
+            if v.contains(['?', '#']) {
+                return Err(invalid(
+                    "endpoint",
+                    &v,
+                    "must not contain a query or fragment",
+                ));
+            }
+            s.endpoint = v.trim_end_matches('/').to_string();
+        }
+        s.image_id = get("image_id")?;
+        s.subnet_id = get("subnet_id")?;
+        s.key_name = get("key_name")?;
+        if let Some(v) = get("security_group_ids")? {
+            s.security_group_ids = split_list(&v);
+        }
+        if let Some(v) = get("instance_types")? {
+            let list = split_list(&v);
+            if list.is_empty() {
+                return Err(invalid(
+                    "instance_types",
+                    &v,
+                    "must name at least one instance type",
+                ));
+            }
+            s.instance_types = Some(list);
+        }
+        if let Some(v) = get("architecture")? {
+            s.architecture =
+                if v.eq_ignore_ascii_case("any") {
+                    None
+                } else {
+                    Some(Arch::parse(&v).ok_or_else(|| {
+                        invalid("architecture", &v, "must be x86_64, arm64 or any")
+                    })?)
+                };
+        }
+        // user_data is passed as written (only surrounding whitespace is
+        // ignored when deciding whether it is set).
+        if let Some(raw) = lookup("user_data")?
+            && !raw.trim().is_empty()
+        {
+            if raw.len() > MAX_USER_DATA {
+                return Err(Error::InvalidConfig(format!(
+                    "config key \"user_data\" is {} bytes; EC2 accepts at most {MAX_USER_DATA} before base64",
+                    raw.len()
+                )));
+            }
+            s.user_data = Some(raw);
+        }
+        if let Some(v) = get("spot_discount")? {
+            match v.parse::<f64>() {
+                Ok(d) if d.is_finite() && d > 0.0 && d <= 1.0 => s.spot_discount = d,
+                _ => {
+                    return Err(invalid(
+                        "spot_discount",
+                        &v,
+                        "must be a number in (0, 1], like 0.35 (35 % of on-demand)",
+                    ));
+                }
+            }
+        }
+        if let Some(v) = get("page_size")? {
+            match v.parse::<u32>() {
+                Ok(n) if (MIN_PAGE_SIZE..=DEFAULT_PAGE_SIZE).contains(&n) => s.page_size = n,
+                _ => {
+                    return Err(invalid(
+                        "page_size",
+                        &v,
+                        "must be an integer from 5 to 1000",
+                    ));
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    /// The AMI, which `provision` needs.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when `image_id` is not set.
+    pub fn require_image(&self) -> Result<&str> {
+        self.image_id.as_deref().ok_or_else(|| {
+            Error::InvalidConfig(
+                "config key \"image_id\" is required to provision; set it to an AMI id of the region"
+                    .into(),
+            )
+        })
+    }
+}
+
+/// `https://ec2.<region>.amazonaws.com` (`.amazonaws.com.cn` in China).
+#[must_use]
+pub fn default_endpoint(region: &str) -> String {
+    if region.starts_with("cn-") {
+        format!("https://ec2.{region}.amazonaws.com.cn")
+    } else {
+        format!("https://ec2.{region}.amazonaws.com")
+    }
+}
+
+/// Whether `s` looks like a region name: lowercase words joined by `-`,
+/// ending in a number (`us-east-1`, `us-gov-west-1`, `ap-southeast-5`).
+#[must_use]
+pub fn is_region_name(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.len() >= 3
+        && parts.iter().all(|p| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        })
+        && parts[0].chars().all(|c| c.is_ascii_lowercase())
+        && parts
+            .last()
+            .is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()))
+}
+
+fn split_list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn invalid(key: &str, value: &str, why: &str) -> Error {
+    Error::InvalidConfig(format!("config key {key:?} has value {value:?}: {why}"))
+}
+
+/// AWS credentials, from the manifest's `[secrets]`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// `AKIA…` or, with a session token, `ASIA…`.
+    pub access_key_id: String,
+    /// The secret key.
+    pub secret_access_key: String,
+    /// Session token of temporary credentials (`X-Amz-Security-Token`).
+    pub session_token: Option<String>,
+}
+
+impl std::fmt::Debug for Credentials {
+    /// Shows the key id only.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("access_key_id", &self.access_key_id)
+            .field("secret_access_key", &"<redacted>")
+            .field(
+                "session_token",
+                &self.session_token.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
+}
+
+impl Credentials {
+    /// Reads `access_key_id`, `secret_access_key` and the optional
+    /// `session_token` through `lookup`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming a missing key.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Result<Option<String>>) -> Result<Self> {
+        let get = |key: &str| -> Result<Option<String>> {
+            Ok(lookup(key)?
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty()))
+        };
+        let need = |key: &str| -> Result<String> {
+            get(key)?.ok_or_else(|| {
+                Error::InvalidConfig(format!(
+                    "secret {key:?} is required; add it to the manifest's [secrets] (e.g. {key} = {{ env = \"AWS_{}\" }}) and set the variable",
+                    key.to_ascii_uppercase()
+                ))
+            })
+        };
+        Ok(Self {
+            access_key_id: need("access_key_id")?,
+            secret_access_key: need("secret_access_key")?,
+            session_token: get("session_token")?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Result<Option<String>> {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect();
+        move |k| Ok(map.get(k).cloned())
+    }
+
+    fn load(pairs: &[(&str, &str)]) -> Result<Settings> {
+        Settings::from_lookup(lookup(pairs))
+    }
+
+    #[test]
+    fn region_is_required_and_sets_the_endpoint() {
+        assert!(matches!(load(&[]), Err(Error::InvalidConfig(m)) if m.contains("region")));
+        let s = load(&[("region", "eu-west-1")]).unwrap();
+        assert_eq!(s, Settings::for_region("eu-west-1"));
+        assert_eq!(s.endpoint, "https://ec2.eu-west-1.amazonaws.com");
+        assert_eq!(s.page_size, 1000);
+        assert!((s.spot_discount - 0.35).abs() < 1e-12);
+        assert_eq!(s.architecture, Some(Arch::X86_64));
+        assert_eq!(
+            load(&[("region", "cn-north-1")]).unwrap().endpoint,
+            "https://ec2.cn-north-1.amazonaws.com.cn"
+        );
+        for ok in [
+            "us-east-1",
+            "us-gov-west-1",
+            "ap-southeast-5",
+            "il-central-1",
+        ] {
+            assert!(is_region_name(ok), "{ok}");
+        }
+        for bad in [
+            "us-east",
+            "US-EAST-1",
+            "us_east_1",
+            "1-east-1",
+            "us--1",
+            "ec2",
+        ] {
+            assert!(!is_region_name(bad), "{bad}");
+        }
+        assert!(s.require_image().is_err());
+    }
+
+    #[test]
+    fn values_are_read_and_normalised() {
+        let s = load(&[
+            ("region", "us-east-1"),
+            ("endpoint", "http://127.0.0.1:5000/"),
+            ("image_id", "ami-0123"),
+            ("subnet_id", "subnet-1"),
+            ("security_group_ids", " sg-1, sg-2 ,,"),
+            ("key_name", "ops"),
+            ("user_data", "#cloud-config\n"),
+            ("instance_types", "t3.micro,g4dn.xlarge"),
+            ("architecture", "any"),
+            ("spot_discount", "0.5"),
+            ("page_size", "5"),
+        ])
+        .unwrap();
+        assert_eq!(s.endpoint, "http://127.0.0.1:5000");
+        assert_eq!(s.require_image().unwrap(), "ami-0123");
+        assert_eq!(s.subnet_id.as_deref(), Some("subnet-1"));
+        assert_eq!(s.security_group_ids, ["sg-1", "sg-2"]);
+        assert_eq!(s.key_name.as_deref(), Some("ops"));
+        assert_eq!(s.user_data.as_deref(), Some("#cloud-config\n"));
+        assert_eq!(
+            s.instance_types.as_deref(),
+            Some(&["t3.micro".to_string(), "g4dn.xlarge".to_string()][..])
+        );
+        assert_eq!(s.architecture, None);
+        assert!((s.spot_discount - 0.5).abs() < 1e-12);
+        assert_eq!(s.page_size, 5);
+        assert_eq!(
+            load(&[("region", "us-east-1"), ("architecture", "ARM64")])
+                .unwrap()
+                .architecture,
+            Some(Arch::Arm64)
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let cases = [
+            ("region", "nowhere"),
+            ("endpoint", "ec2.us-east-1.amazonaws.com"),
+            ("endpoint", "https://x/?a=b"),
+            ("instance_types", " , "),
+            ("architecture", "riscv"),
+            ("spot_discount", "0"),
+            ("spot_discount", "1.5"),
+            ("spot_discount", "NaN"),
+            ("page_size", "4"),
+            ("page_size", "1001"),
+            ("page_size", "many"),
+        ];
+        for (key, value) in cases {
+            let mut pairs = vec![(key, value)];
+            if key != "region" {
+                pairs.push(("region", "us-east-1"));
+            }
+            match load(&pairs) {
+                Err(Error::InvalidConfig(m)) => assert!(m.contains(key), "{m}"),
+                other => panic!("{key}={value:?}: {other:?}"),
+            }
+        }
+        let big = "x".repeat(MAX_USER_DATA + 1);
+        assert!(matches!(
+            load(&[("region", "us-east-1"), ("user_data", &big)]),
+            Err(Error::InvalidConfig(_))
+        ));
+    }
+
+    #[test]
+    fn credentials_are_required_and_never_printed() {
+        let c = Credentials::from_lookup(lookup(&[
+            ("access_key_id", "AKIDEXAMPLE"),
+            (
+                "secret_access_key",
+                "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+            ),
+            ("session_token", " tok "),
+        ]))
+        .unwrap();
+        assert_eq!(c.session_token.as_deref(), Some("tok"));
+        let shown = format!("{c:?}");
+        assert!(shown.contains("AKIDEXAMPLE"));
+        assert!(
+            !shown.contains("EXAMPLEKEY") && !shown.contains("tok\""),
+            "{shown}"
+        );
+        let c = Credentials::from_lookup(lookup(&[
+            ("access_key_id", "AKID"),
+            ("secret_access_key", "s"),
+        ]))
+        .unwrap();
+        assert_eq!(c.session_token, None);
+        match Credentials::from_lookup(lookup(&[("access_key_id", "AKID")])) {
+            Err(Error::InvalidConfig(m)) => assert!(m.contains("secret_access_key"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! Attack: `describe` returns `[config] count` (default 2 000 000) node
+//! handles, to make the host allocate without bound when it reads them.
+//! The guest's memory limit bounds the list; the host must stay up.
+
+use hostile_kit::prelude::*;
+use wasmprov_guest::{CapacityType, JoinState};
+
+hostile_kit::hostile! {
+    fn provision(_owner: &str, req: &ProvisionRequest) -> Result<NodeHandle> {
+        Ok(node(req, Labels::new()))
+    }
+
+    fn describe(_owner: &str) -> Result<Vec<NodeHandle>> {
+        let count: usize = cfg_or("count", 2_000_000)?;
+        let mut nodes = Vec::with_capacity(count);
+        for _ in 0..count {
+            nodes.push(NodeHandle {
+                provider_id: String::new(),
+                address: None,
+                zone: None,
+                capacity_type: CapacityType::Spot,
+                join_state: JoinState::Failed,
+                instance_type: None,
+                labels: Labels::new(),
+            });
+        }
+        Ok(nodes)
+    }
+}

@@ -958,7 +958,7 @@ mod limits {
         // lets one call copy out of guest memory.
         let p = host.plugin("giant").unwrap();
         let err = bounded("describe", p.describe()).await.unwrap_err();
-        assert_fault(&err, PluginFault::Contract, HOSTCALL_FUEL);
+        assert_fault(&err, PluginFault::ResourceLimit, HOSTCALL_FUEL);
         assert_normal(&p).await;
     }
 
@@ -972,7 +972,7 @@ mod limits {
         )
         .await;
         let err = bounded("describe", l.p.describe()).await.unwrap_err();
-        assert_fault(&err, PluginFault::Contract, HOSTCALL_FUEL);
+        assert_fault(&err, PluginFault::ResourceLimit, HOSTCALL_FUEL);
         assert_normal(&l.p).await;
         // Under the copy budget, aliasing is just a big answer.
         let dir = PluginDir::new();

@@ -384,7 +384,10 @@ impl WasmPlugin {
         } else if matches!(
             err.downcast_ref::<wasmtime::component::ResourceTableError>(),
             Some(wasmtime::component::ResourceTableError::Full)
-        ) {
+        ) || format!("{err:#}").contains("fuel allocated for hostcalls")
+        {
+            // Out of handles, or of the bytes wasmtime copies between guest
+            // and host in one call.
             PluginFault::ResourceLimit
         } else if err.downcast_ref::<Trap>().is_some() {
             PluginFault::Trap

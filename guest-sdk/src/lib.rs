@@ -10,7 +10,8 @@
 //! [`config`] (values and secrets over `wasi:config`) and [`log`]. Helpers
 //! for the chores every provider has live in [`shape`] (shape → cheapest
 //! instance type), [`tags`] (ownership and request-id labels) and
-//! [`Error`] conversions that work with `?`.
+//! [`Error`] conversions that work with `?`; [`state`] maps a cloud's state
+//! names onto the contract's join states.
 //!
 //! ```no_run
 //! use wasmprov_guest::{
@@ -55,6 +56,7 @@ pub mod exec;
 pub mod http;
 pub mod log;
 pub mod shape;
+pub mod state;
 pub mod tags;
 
 mod convert;

@@ -44,10 +44,67 @@ pub fn label_value(s: &str) -> String {
     }
 }
 
+/// A short, stable hash (FNV-1a, 32 bits) for name suffixes that keep
+/// distinct inputs distinct. Not for anything secret.
+#[must_use]
+pub fn short_hash(bytes: &[u8]) -> u32 {
+    fnv1a(bytes)
+}
+
 fn fnv1a(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0x811c_9dc5_u32, |h, b| {
         (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
     })
+}
+
+/// Longest host name label.
+pub const MAX_HOSTNAME: usize = 63;
+
+/// Whether `name` is one valid host name label: 1–63 ASCII letters, digits
+/// and `-`, not starting or ending with `-`.
+#[must_use]
+pub fn is_hostname_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_HOSTNAME
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+/// `<prefix>-<text>` as one valid host name label (most clouds name
+/// machines that way). When `text` is not host-name-safe or too long, the
+/// offending characters become `-`, it is cut to fit, and `-<hash of key>` is
+/// appended, so distinct keys keep distinct names. `prefix` must itself be
+/// host-name-safe and short.
+#[must_use]
+pub fn hostname(prefix: &str, text: &str, key: &[u8]) -> String {
+    let room = MAX_HOSTNAME.saturating_sub(prefix.len() + 1);
+    if is_hostname_label(text) && text.len() <= room {
+        return format!("{prefix}-{text}");
+    }
+    hostname_with_hash(prefix, text, key)
+}
+
+/// Like [`hostname`], but always with the `-<hash of key>` suffix: a second
+/// name for when the first is taken by something else.
+#[must_use]
+pub fn hostname_with_hash(prefix: &str, text: &str, key: &[u8]) -> String {
+    let room = MAX_HOSTNAME.saturating_sub(prefix.len() + 1 + 9);
+    let head: String = text
+        .chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_alphanumeric() { c } else { '-' }
+        })
+        .take(room)
+        .collect();
+    let head = head.trim_matches('-');
+    let hash = fnv1a(key);
+    if head.is_empty() {
+        format!("{prefix}-{hash:08x}")
+    } else {
+        format!("{prefix}-{head}-{hash:08x}")
+    }
 }
 
 /// The labels to put on a node: the shape's labels plus owner and request tags.
@@ -66,6 +123,29 @@ pub fn node_labels(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hostnames_are_valid_and_distinct() {
+        assert_eq!(hostname("wp", "req-1", b"req-1"), "wp-req-1");
+        let a = hostname("wp", "req_1", b"req_1");
+        let b = hostname("wp", "req.1", b"req.1");
+        assert_ne!(a, b);
+        let long = hostname("wp", &"x".repeat(100), b"long");
+        for n in [
+            &a,
+            &b,
+            &long,
+            &hostname("wp", "___", b"u"),
+            &hostname_with_hash("wp", "req-1", b"o\0req-1"),
+        ] {
+            assert!(is_hostname_label(n), "{n}");
+        }
+        assert_ne!(
+            hostname_with_hash("wp", "r", b"a"),
+            hostname_with_hash("wp", "r", b"b")
+        );
+        assert!(!is_hostname_label("-x") && !is_hostname_label("a_b") && !is_hostname_label(""));
+    }
 
     #[test]
     fn label_values_are_safe_and_distinct() {

@@ -3,6 +3,7 @@
 
 use roxmltree::{Document, Node};
 use wasmprov_guest::http::Response;
+use wasmprov_guest::state::StateTable;
 use wasmprov_guest::{CapacityScope, CapacityType, Error, JoinState, Labels, NodeHandle, Result};
 
 /// An instance as `DescribeInstances` and `RunInstances` return it (only
@@ -38,12 +39,20 @@ pub struct Instance {
 /// plugin does not know) is still being created.
 #[must_use]
 pub fn join_state(state: &str) -> JoinState {
-    match state {
-        "running" => JoinState::Joining,
-        "shutting-down" | "terminated" | "stopping" | "stopped" => JoinState::Failed,
-        _ => JoinState::Provisioning,
-    }
+    STATES.get(state)
 }
+
+/// EC2 instance states; `pending` and anything new are still being created.
+const STATES: StateTable = StateTable::new(
+    &[
+        ("running", JoinState::Joining),
+        ("shutting-down", JoinState::Failed),
+        ("terminated", JoinState::Failed),
+        ("stopping", JoinState::Failed),
+        ("stopped", JoinState::Failed),
+    ],
+    JoinState::Provisioning,
+);
 
 impl Instance {
     /// The value of tag `key`.

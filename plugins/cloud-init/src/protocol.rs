@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 use wasmprov_guest::exec::Output;
+use wasmprov_guest::state::StateTable;
 use wasmprov_guest::{CapacityScope, CapacityType, Error, JoinState, Labels, NodeHandle};
 
 /// How much of malformed output an error message quotes.
@@ -133,15 +134,23 @@ impl Node {
 /// and not known to have failed).
 #[must_use]
 pub fn join_state(state: &str) -> JoinState {
-    match state.trim().to_ascii_lowercase().as_str() {
-        "booting" => JoinState::Booting,
-        "joining" => JoinState::Joining,
-        "ready" | "running" | "joined" => JoinState::Joined,
-        "failed" | "error" => JoinState::Failed,
-        // "creating", "pending", "provisioning" and anything else.
-        _ => JoinState::Provisioning,
-    }
+    STATES.get(state)
 }
+
+/// The protocol's state words; "creating", "pending", "provisioning" and
+/// anything else are still being created.
+const STATES: StateTable = StateTable::new(
+    &[
+        ("booting", JoinState::Booting),
+        ("joining", JoinState::Joining),
+        ("ready", JoinState::Joined),
+        ("running", JoinState::Joined),
+        ("joined", JoinState::Joined),
+        ("failed", JoinState::Failed),
+        ("error", JoinState::Failed),
+    ],
+    JoinState::Provisioning,
+);
 
 /// A capacity type word: `on-demand` (also `on_demand`, `ondemand`) or `spot`.
 #[must_use]

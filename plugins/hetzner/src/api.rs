@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use wasmprov_guest::http::Response;
+use wasmprov_guest::state::StateTable;
 use wasmprov_guest::{CapacityScope, CapacityType, Error, JoinState, Labels, NodeHandle};
 
 /// A server as `GET /servers`, `GET /servers/{id}` and `POST /servers`
@@ -136,14 +137,23 @@ pub struct CreateServer<'a> {
 /// plugin does not know) is treated as still being created.
 #[must_use]
 pub fn join_state(status: &str) -> JoinState {
-    match status {
-        "starting" | "migrating" | "rebuilding" => JoinState::Booting,
-        "running" => JoinState::Joining,
-        "off" | "stopping" | "deleting" => JoinState::Failed,
-        // "initializing", "unknown" and anything new.
-        _ => JoinState::Provisioning,
-    }
+    STATES.get(status)
 }
+
+/// Hetzner server statuses; "initializing", "unknown" and anything new are
+/// still being created.
+const STATES: StateTable = StateTable::new(
+    &[
+        ("starting", JoinState::Booting),
+        ("migrating", JoinState::Booting),
+        ("rebuilding", JoinState::Booting),
+        ("running", JoinState::Joining),
+        ("off", JoinState::Failed),
+        ("stopping", JoinState::Failed),
+        ("deleting", JoinState::Failed),
+    ],
+    JoinState::Provisioning,
+);
 
 impl Server {
     /// The server's labels (empty when the API sent none).

@@ -8,49 +8,12 @@ use wasmprov_guest::Labels;
 use wasmprov_guest::tags::{self, OWNER, REQUEST, label_value};
 
 /// Longest server name produced: one DNS label.
-pub const MAX_NAME: usize = 63;
+pub const MAX_NAME: usize = tags::MAX_HOSTNAME;
 
-/// FNV-1a, 32 bits: short, stable suffixes that keep distinct inputs distinct.
-fn fnv1a(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0x811c_9dc5_u32, |h, b| {
-        (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
-    })
-}
-
-/// Whether `name` is a valid single-label hostname: 1–63 ASCII letters,
-/// digits and `-`, not starting or ending with `-`.
+/// Whether `name` is a valid single-label hostname.
 #[must_use]
 pub fn is_valid_hostname_label(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_NAME
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-}
-
-/// `<prefix>-<body>` where body is `text` made hostname-safe, cut so the
-/// whole fits in 63 characters, with `-<hash>` appended when anything had
-/// to change (so distinct inputs stay distinct).
-fn name_with(prefix: &str, text: &str, hash: u32) -> String {
-    let room = MAX_NAME.saturating_sub(prefix.len() + 1);
-    if is_valid_hostname_label(text) && text.len() <= room {
-        return format!("{prefix}-{text}");
-    }
-    let cleaned: String = text
-        .chars()
-        .map(|c| {
-            let c = c.to_ascii_lowercase();
-            if c.is_ascii_alphanumeric() { c } else { '-' }
-        })
-        .collect();
-    let keep = room.saturating_sub(9);
-    let head: String = cleaned.chars().take(keep).collect();
-    let head = head.trim_matches('-');
-    if head.is_empty() {
-        format!("{prefix}-{hash:08x}")
-    } else {
-        format!("{prefix}-{head}-{hash:08x}")
-    }
+    tags::is_hostname_label(name)
 }
 
 /// The name of the server created for `request_id`:
@@ -61,11 +24,7 @@ fn name_with(prefix: &str, text: &str, hash: u32) -> String {
 /// `prefix` must itself be hostname-safe (the settings check it).
 #[must_use]
 pub fn server_name(prefix: &str, request_id: &str) -> String {
-    name_with(
-        prefix,
-        &label_value(request_id),
-        fnv1a(request_id.as_bytes()),
-    )
+    tags::hostname(prefix, &label_value(request_id), request_id.as_bytes())
 }
 
 /// A second name for `request_id`, used when [`server_name`] is taken by a
@@ -76,20 +35,7 @@ pub fn fallback_server_name(prefix: &str, owner_id: &str, request_id: &str) -> S
     let mut key = owner_id.as_bytes().to_vec();
     key.push(0);
     key.extend_from_slice(request_id.as_bytes());
-    let base = label_value(request_id);
-    let room = MAX_NAME.saturating_sub(prefix.len() + 1 + 9);
-    let head: String = base
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .take(room)
-        .collect();
-    let head = head.trim_matches('-');
-    let hash = fnv1a(&key);
-    if head.is_empty() {
-        format!("{prefix}-{hash:08x}")
-    } else {
-        format!("{prefix}-{head}-{hash:08x}")
-    }
+    tags::hostname_with_hash(prefix, &label_value(request_id), &key)
 }
 
 /// A label value segment as Hetzner accepts it: at most 63 characters of

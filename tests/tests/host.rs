@@ -550,6 +550,29 @@ mod faults {
     }
 
     #[tokio::test]
+    async fn guest_stack_is_set_per_plugin() {
+        let dir = PluginDir::new();
+        dir.add("small", guests::PROBE, "[limits]\nstack_kib = 64\n");
+        dir.add("roomy", guests::PROBE, "");
+        let host = host(&dir).await;
+        assert!(host.errors().is_empty(), "{:?}", host.errors());
+        let deep = request("d", &[("mode", "depth"), ("depth", "3000")]);
+        let err = host
+            .plugin("small")
+            .unwrap()
+            .provision_request(&deep)
+            .await
+            .unwrap_err();
+        assert_eq!(fault_of(&err), PluginFault::Trap, "{err}");
+        let roomy = host.plugin("roomy").unwrap();
+        roomy
+            .provision_request(&deep)
+            .await
+            .expect("512 KiB holds 3000 small frames that overflow 64 KiB");
+        assert_healthy(&host.plugin("small").unwrap()).await;
+    }
+
+    #[tokio::test]
     async fn wall_clock_deadline_stops_a_blocked_call() {
         let (_dir, _host, p) = probe_with(
             "[[exec]]\nprogram = \"/bin/sleep\"\nargs = [\"*\"]\n[limits]\ncall_timeout_ms = 400\n",

@@ -22,6 +22,8 @@ pub struct LimitsSpec {
     pub http_max_response_bytes: Option<u64>,
     /// Processes running at once (default 4).
     pub exec_max_concurrent: Option<usize>,
+    /// Guest stack, in KiB (default 512).
+    pub stack_kib: Option<u64>,
 }
 
 /// Checked limits.
@@ -39,6 +41,8 @@ pub struct Limits {
     pub http_timeout: Duration,
     /// Largest HTTP response body accepted.
     pub http_max_response_bytes: u64,
+    /// Guest stack size, in bytes.
+    pub stack_bytes: usize,
 }
 
 /// Largest memory limit a manifest may ask for, in MiB.
@@ -53,6 +57,7 @@ impl Default for Limits {
             http_max_in_flight: 16,
             http_timeout: Duration::from_secs(15),
             http_max_response_bytes: 16 << 20,
+            stack_bytes: 512 << 10,
         }
     }
 }
@@ -125,6 +130,15 @@ impl Limits {
                 1 << 30,
                 d.http_max_response_bytes,
             )?,
+            stack_bytes: usize::try_from(range(
+                "stack_kib",
+                spec.stack_kib,
+                64,
+                8192,
+                (d.stack_bytes >> 10) as u64,
+            )?)
+            .unwrap_or(usize::MAX)
+                << 10,
         })
     }
 }

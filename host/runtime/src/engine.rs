@@ -22,8 +22,6 @@ pub struct EngineSettings {
     /// Largest linear memory any instance may have, in bytes; each plugin's
     /// manifest limit must be at most this.
     pub max_memory_bytes: u64,
-    /// Largest guest stack, in bytes.
-    pub max_wasm_stack: usize,
 }
 
 impl Default for EngineSettings {
@@ -32,7 +30,6 @@ impl Default for EngineSettings {
             cache_dir: None,
             max_instances: 1000,
             max_memory_bytes: wasmprov_policy::limits::MAX_MEMORY_MIB << 20,
-            max_wasm_stack: 512 << 10,
         }
     }
 }
@@ -51,13 +48,16 @@ pub(crate) struct SharedEngine {
 }
 
 impl SharedEngine {
-    pub(crate) fn new(settings: EngineSettings) -> Result<Arc<Self>> {
+    /// An engine whose guests get `stack` bytes of stack (wasmtime sets the
+    /// stack per engine, so plugins with different stack limits get
+    /// different engines).
+    pub(crate) fn new(settings: EngineSettings, stack: usize) -> Result<Arc<Self>> {
         let mut config = Config::new();
         config.epoch_interruption(true);
         config.wasm_component_model(true);
-        config.max_wasm_stack(settings.max_wasm_stack);
+        config.max_wasm_stack(stack);
         // Fibers need room for the guest stack plus host frames.
-        config.async_stack_size(settings.max_wasm_stack + (1 << 20));
+        config.async_stack_size(stack + (1 << 20));
         config.memory_init_cow(true);
 
         let mut pool = PoolingAllocationConfig::new();

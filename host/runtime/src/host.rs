@@ -127,20 +127,20 @@ impl HostBuilder {
         let work_root = self
             .work_dir
             .unwrap_or_else(|| crate::plugin::default_work_root().join(&owner_id));
-        let engine = SharedEngine::new(self.engine)?;
-        let linker = Arc::new(build_linker(&engine.engine)?);
+        let engines = Arc::new(Engines {
+            settings: self.engine,
+            by_stack: std::sync::Mutex::new(BTreeMap::new()),
+        });
         let plugin_dir = self.plugin_dir;
         let secrets = self.secrets;
         let lock_mode = self.lock_mode;
         let (plugins, errors) = tokio::task::spawn_blocking({
-            let engine = engine.clone();
-            let linker = linker.clone();
+            let engines = engines.clone();
             let owner_id = owner_id.clone();
             move || {
                 load_all(&LoadAll {
                     dir_path: &plugin_dir,
-                    engine: &engine,
-                    linker: &linker,
+                    engines: &engines,
                     owner_id: &owner_id,
                     work_root: &work_root,
                     secret: &*secrets,
@@ -154,8 +154,34 @@ impl HostBuilder {
             owner_id,
             plugins,
             errors,
-            _engine: engine,
+            _engines: engines,
         })
+    }
+}
+
+/// The engines of a host, one per guest stack size in use (wasmtime sets the
+/// stack per engine), each with its linker. Most hosts have one.
+pub(crate) struct Engines {
+    settings: EngineSettings,
+    by_stack: std::sync::Mutex<BTreeMap<usize, EngineAndLinker>>,
+}
+
+type EngineAndLinker = (Arc<SharedEngine>, Arc<Linker<CallState>>);
+
+impl Engines {
+    /// The engine and linker for guests with `stack` bytes of stack.
+    pub(crate) fn get(&self, stack: usize) -> Result<EngineAndLinker> {
+        let mut map = self
+            .by_stack
+            .lock()
+            .map_err(|_| anyhow::anyhow!("engine table poisoned"))?;
+        if let Some((e, l)) = map.get(&stack) {
+            return Ok((e.clone(), l.clone()));
+        }
+        let engine = SharedEngine::new(self.settings.clone(), stack)?;
+        let linker = Arc::new(build_linker(&engine.engine)?);
+        map.insert(stack, (engine.clone(), linker.clone()));
+        Ok((engine, linker))
     }
 }
 
@@ -182,8 +208,7 @@ type Loaded = (BTreeMap<String, Arc<WasmPlugin>>, Vec<LoadError>);
 
 struct LoadAll<'a> {
     dir_path: &'a Path,
-    engine: &'a Arc<SharedEngine>,
-    linker: &'a Linker<CallState>,
+    engines: &'a Engines,
     owner_id: &'a str,
     work_root: &'a Path,
     secret: &'a (dyn Fn(&str) -> Option<String> + Send + Sync),
@@ -218,8 +243,7 @@ fn load_all(a: &LoadAll<'_>) -> Result<Loaded> {
             dir: &dir,
             dir_path: a.dir_path,
             manifest_file: file,
-            engine: a.engine,
-            linker: a.linker,
+            engines: a.engines,
             owner_id: a.owner_id,
             work_root: a.work_root,
             secret: a.secret,
@@ -277,7 +301,7 @@ pub struct Host {
     owner_id: String,
     plugins: BTreeMap<String, Arc<WasmPlugin>>,
     errors: Vec<LoadError>,
-    _engine: Arc<SharedEngine>,
+    _engines: Arc<Engines>,
 }
 
 impl std::fmt::Debug for Host {

@@ -13,7 +13,7 @@ use wasmprov_api::{
     ProvisionRequest, ProvisionerError, Result,
 };
 use wasmprov_policy::Manifest;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::Component;
 use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi_config::WasiConfigVariables;
 
@@ -122,8 +122,7 @@ pub(crate) struct LoadInput<'a> {
     pub(crate) dir: &'a cap_std::fs::Dir,
     pub(crate) dir_path: &'a Path,
     pub(crate) manifest_file: &'a str,
-    pub(crate) engine: &'a Arc<SharedEngine>,
-    pub(crate) linker: &'a Linker<CallState>,
+    pub(crate) engines: &'a crate::host::Engines,
     pub(crate) owner_id: &'a str,
     pub(crate) work_root: &'a Path,
     pub(crate) secret: &'a (dyn Fn(&str) -> Option<String> + Send + Sync),
@@ -203,14 +202,21 @@ impl WasmPlugin {
             }
         }
 
-        let engine = &input.engine.engine;
+        let (shared_engine, linker) =
+            input
+                .engines
+                .get(manifest.limits.stack_bytes)
+                .map_err(|e| LoadError::Compile {
+                    plugin: name.clone(),
+                    reason: format!("setting up its engine: {e:#}"),
+                })?;
+        let engine = &shared_engine.engine;
         let component = Component::new(engine, &bytes).map_err(|e| LoadError::Compile {
             plugin: name.clone(),
             reason: format!("not a valid component: {e:#}"),
         })?;
         check_exports(&name, &component, engine)?;
-        let pre = input
-            .linker
+        let pre = linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::Compile {
                 plugin: name.clone(),
@@ -256,13 +262,13 @@ impl WasmPlugin {
             http_max_response_bytes: limits.http_max_response_bytes,
             exec_max_concurrent: manifest.exec.max_concurrent,
         };
-        if limits.memory_bytes > input.engine.settings.max_memory_bytes {
+        if limits.memory_bytes > shared_engine.settings.max_memory_bytes {
             return Err(LoadError::Compile {
                 plugin: name,
                 reason: format!(
                     "limits.memory_mib {} is above this host's maximum of {} MiB",
                     limits.memory_bytes >> 20,
-                    input.engine.settings.max_memory_bytes >> 20
+                    shared_engine.settings.max_memory_bytes >> 20
                 ),
             });
         }
@@ -315,12 +321,12 @@ impl WasmPlugin {
         };
         let mut plugin = Self {
             shared,
-            engine: input.engine.clone(),
+            engine: shared_engine.clone(),
             pre,
             owner_id: input.owner_id.to_string(),
             capacity_types: Vec::new(),
             info,
-            runtime: input.engine.side_handle(),
+            runtime: shared_engine.side_handle(),
         };
         // Ask the backend once for what never changes; this also proves the
         // component instantiates under its limits.

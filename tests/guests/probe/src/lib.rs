@@ -162,6 +162,19 @@ impl Provider for Probe {
                 }
                 return Err(Error::Auth(format!("the token {secret} was refused")));
             }
+            "depth" => {
+                // Recursion of a bounded depth on the wasm stack (scalars
+                // only: arrays would live in linear memory's shadow stack).
+                fn down(n: u64, a: u64, b: u64, c: u64) -> u64 {
+                    if n == 0 {
+                        return a ^ b ^ c;
+                    }
+                    let r = std::hint::black_box(down(n - 1, a + 1, b ^ n, c.wrapping_mul(3)));
+                    r.wrapping_add(a).wrapping_add(b).wrapping_add(c)
+                }
+                let depth: u64 = label(shape, "depth").parse().unwrap_or(0);
+                labels.insert("sum".into(), down(depth, 1, 2, 3).to_string());
+            }
             "error" => {
                 return Err(Error::Capacity {
                     scope: wasmprov_guest::CapacityScope::Zone,

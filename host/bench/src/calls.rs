@@ -1,0 +1,231 @@
+//! Section 1: call overhead of `price_hint` for one shape.
+
+use std::hint::black_box;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use wasmprov_api::{NodeShape, PriceHint};
+use wasmprov_host::Host;
+use wasmprov_plugin_hetzner::Hetzner;
+use wasmprov_plugin_hetzner::settings::Settings;
+
+use crate::Config;
+use crate::common::shape;
+use crate::report::{Section, Table};
+use crate::stats::{Summary, dur, ratio, summarize};
+
+/// Medians of the call-overhead section.
+#[derive(Clone, Copy, Debug)]
+pub struct CallResults {
+    pub native: Summary,
+    pub fresh: Summary,
+    pub subprocess: Summary,
+}
+
+/// Native in-process: the plugin crate's pricing code called directly. Timed
+/// in batches (one call is shorter than the clock's resolution); each
+/// sample is the mean of one batch.
+fn native(batches: usize) -> (Summary, PriceHint) {
+    let plugin = Hetzner::with_settings(Settings::default());
+    let s = shape();
+    let expect = plugin.estimate(&s).expect("the shape has a price");
+    const BATCH: usize = 1000;
+    for _ in 0..BATCH * 10 {
+        black_box(plugin.estimate(black_box(&s)).ok());
+    }
+    let mut samples = Vec::with_capacity(batches);
+    for _ in 0..batches {
+        let t0 = Instant::now();
+        for _ in 0..BATCH {
+            black_box(plugin.estimate(black_box(&s)).ok());
+        }
+        samples.push(t0.elapsed().as_nanos() as f64 / BATCH as f64);
+    }
+    (summarize(&mut samples), expect)
+}
+
+/// Through the host: a fresh store and instance per call.
+pub fn fresh(host: &Host, n: usize, max: Duration) -> Result<(Summary, PriceHint)> {
+    let plugin = host.wasm_plugin("hetzner").context("plugin not loaded")?;
+    let s = shape();
+    let first = plugin
+        .try_price_hint(&s)?
+        .context("the plugin gave no price")?;
+    for _ in 0..n.min(500) {
+        black_box(plugin.try_price_hint(black_box(&s))?);
+    }
+    let mut samples = Vec::with_capacity(n);
+    let end = Instant::now() + max;
+    while samples.len() < n && Instant::now() < end {
+        let t0 = Instant::now();
+        let r = plugin.try_price_hint(black_box(&s));
+        samples.push(t0.elapsed().as_nanos() as f64);
+        black_box(r?);
+    }
+    Ok((summarize(&mut samples), first))
+}
+
+/// The subprocess plugin: `price-server` next to this binary (built here
+/// when `cargo run` built only this binary), or else this binary in its
+/// price-server mode (the same code).
+fn price_server_command() -> (Command, String) {
+    let me = std::env::current_exe().unwrap_or_else(|_| "wasmprov-bench".into());
+    let sibling = me.with_file_name("price-server");
+    if !sibling.exists()
+        && let Some(cargo) = std::env::var_os("CARGO")
+    {
+        let release = me
+            .parent()
+            .and_then(|d| d.file_name())
+            .is_some_and(|n| n == "release");
+        let mut build = Command::new(cargo);
+        build
+            .args([
+                "build",
+                "-q",
+                "-p",
+                "wasmprov-bench",
+                "--bin",
+                "price-server",
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if release {
+            build.arg("--release");
+        }
+        println!("  building price-server …");
+        let _ = build.status();
+    }
+    if sibling.exists() {
+        let shown = sibling.display().to_string();
+        (Command::new(sibling), shown)
+    } else {
+        let mut c = Command::new(&me);
+        c.args(["--child", "price-server"]);
+        (c, format!("{} --child price-server", me.display()))
+    }
+}
+
+fn subprocess(n: usize, max: Duration) -> Result<(Summary, PriceHint, String)> {
+    let (mut cmd, shown) = price_server_command();
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting {shown}"))?;
+    let mut stdin = child.stdin.take().context("stdin")?;
+    let mut stdout = BufReader::new(child.stdout.take().context("stdout")?);
+    let s = shape();
+    let mut line = String::new();
+    let mut ask = |shape: &NodeShape| -> Result<Option<PriceHint>> {
+        let mut req = serde_json::to_vec(shape)?;
+        req.push(b'\n');
+        stdin.write_all(&req)?;
+        stdin.flush()?;
+        line.clear();
+        if stdout.read_line(&mut line)? == 0 {
+            bail!("price-server closed its output");
+        }
+        Ok(serde_json::from_str(&line)?)
+    };
+    let first = ask(&s)?.context("price-server gave no price")?;
+    for _ in 0..n.min(500) {
+        black_box(ask(&s)?);
+    }
+    let mut samples = Vec::with_capacity(n);
+    let end = Instant::now() + max;
+    while samples.len() < n && Instant::now() < end {
+        let t0 = Instant::now();
+        let r = ask(black_box(&s))?;
+        samples.push(t0.elapsed().as_nanos() as f64);
+        black_box(r);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Ok((summarize(&mut samples), first, shown))
+}
+
+pub fn run(cfg: &Config, host: &Host) -> Result<(Section, CallResults)> {
+    let mut sec = Section::new(
+        "1. Call overhead: `price_hint` for one shape",
+        "`price_hint` of the Hetzner plugin for 2 vCPU / 4 GiB (answer: `cax11`), called from one thread. \
+         Native: the plugin crate's pricing code called in-process (timed in batches of 1000, each sample the batch mean). \
+         Fresh instance: `WasmPlugin::try_price_hint`, which makes a new store and instance from the `InstancePre` for every call. \
+         Subprocess: the same native code in the `price-server` binary, one JSON line in, one out, over pipes.",
+    );
+    let (n, batches, max) = if cfg.quick {
+        (3_000, 100, Duration::from_secs(3))
+    } else {
+        (20_000, 400, Duration::from_secs(8))
+    };
+    let (nat, expect) = native(batches);
+    let (fr, got) = fresh(host, n, max)?;
+    let (sub, from_sub, shown) = subprocess(n, max)?;
+    for (what, h) in [("wasm", &got), ("subprocess", &from_sub)] {
+        if h.instance_type != expect.instance_type
+            || (h.hourly_usd - expect.hourly_usd).abs() > 1e-12
+        {
+            bail!("the {what} price hint {h:?} differs from the native one {expect:?}");
+        }
+    }
+    let mut t = Table::new(&[
+        "path",
+        "samples",
+        "p50",
+        "p90",
+        "p99",
+        "p50 vs native",
+        "p50 vs subprocess",
+    ]);
+    t.row(vec![
+        "native in-process (baseline)".into(),
+        format!("{}×1000", nat.n),
+        dur(nat.p50),
+        dur(nat.p90),
+        dur(nat.p99),
+        "×1".into(),
+        ratio(nat.p50, sub.p50),
+    ]);
+    t.row(vec![
+        "wasm, fresh instance per call".into(),
+        fr.n.to_string(),
+        dur(fr.p50),
+        dur(fr.p90),
+        dur(fr.p99),
+        ratio(fr.p50, nat.p50),
+        ratio(fr.p50, sub.p50),
+    ]);
+    t.row(vec![
+        "wasm, reused instance".into(),
+        "–".into(),
+        "n/a".into(),
+        "n/a".into(),
+        "n/a".into(),
+        "n/a".into(),
+        "n/a".into(),
+    ]);
+    t.row(vec![
+        "subprocess, JSON lines (baseline)".into(),
+        sub.n.to_string(),
+        dur(sub.p50),
+        dur(sub.p90),
+        dur(sub.p99),
+        ratio(sub.p50, nat.p50),
+        "×1".into(),
+    ]);
+    sec.table("", t);
+    sec.note(
+        "The host offers no reused-instance path: every call, `price_hint` included, gets a fresh store and instance, so that row is n/a.",
+    );
+    sec.note(format!("Subprocess: `{shown}`."));
+    Ok((
+        sec,
+        CallResults {
+            native: nat,
+            fresh: fr,
+            subprocess: sub,
+        },
+    ))
+}

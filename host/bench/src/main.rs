@@ -392,6 +392,23 @@ fn facts(
     let mut put = |k: &str, v: String| {
         f.insert(k.to_string(), v);
     };
+    let verdict = |met: bool| if met { "met" } else { "missed" }.to_string();
+    put("v_fresh", verdict(calls.fresh.p50 <= 10_000.0));
+    put(
+        "v_sub",
+        verdict(calls.fresh.p50 <= 0.25 * calls.subprocess.p50),
+    );
+    for p in pairs {
+        let c = p.concurrency;
+        put(
+            &format!("v_prov{c}"),
+            verdict(p.wasm.latency.p50 <= 1.2 * p.native.latency.p50 && p.wasm.errors == 0),
+        );
+        put(
+            &format!("v_thr{c}"),
+            verdict(p.wasm.throughput() >= 0.8 * p.native.throughput() && p.wasm.errors == 0),
+        );
+    }
     put("native_p50", dur(calls.native.p50));
     put("fresh_p50", dur(calls.fresh.p50));
     put("sub_p50", dur(calls.subprocess.p50));

@@ -137,8 +137,8 @@ pub struct Pair {
     pub new_connection: Option<RunResult>,
 }
 
-/// Several runs of one client as one: percentiles and CPU per round trip are
-/// the medians over the runs, throughput is all round trips over all wall time.
+/// Several runs of one client as one: percentiles, throughput and CPU per
+/// round trip are the medians over the runs.
 fn combine(runs: &[RunResult]) -> RunResult {
     let med =
         |f: fn(&RunResult) -> f64| crate::stats::median(&runs.iter().map(f).collect::<Vec<_>>());
@@ -158,17 +158,19 @@ fn combine(runs: &[RunResult]) -> RunResult {
     out.ok = runs.iter().map(|r| r.ok).sum();
     out.errors = runs.iter().map(|r| r.errors).sum();
     out.first_error = runs.iter().find_map(|r| r.first_error.clone());
-    out.wall = runs.iter().map(|r| r.wall).sum();
+    // Throughput: the median over the runs (robust to one disturbed run).
+    let thr = med(|r| r.throughput());
+    out.wall = Duration::from_secs_f64(out.ok as f64 / thr.max(1e-9));
     out.client_cpu_per_op = med_d(|r| r.client_cpu_per_op);
     out.server_cpu_per_op = med_d(|r| r.server_cpu_per_op);
     out
 }
 
 /// Measures native (pooled) and wasm at concurrency `c`, alternating, in
-/// `rounds(cfg)` rounds; at `c == 1` the native client without a pool too.
-pub async fn pair(cfg: &Config, c: usize) -> Result<Pair> {
+/// `rounds` rounds; at `c == 1` the native client without a pool too.
+pub async fn pair(cfg: &Config, c: usize, rounds: usize) -> Result<Pair> {
     let b = bounds(cfg, c);
-    let rounds = if cfg.quick { 1 } else { 3 };
+    let rounds = if cfg.quick { 1 } else { rounds };
     let (mut native, mut wasm, mut fresh) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
         native.push(provision_run(Mode::NativePooled, b).await?);
@@ -277,14 +279,14 @@ pub async fn run(cfg: &Config) -> Result<(Section, Vec<Pair>, Conns)> {
          each do provisions back to back (one unmeasured warm-up each, then until the round-trip budget or the \
          time limit is used up). Every run gets a fresh fake (an empty cloud) and a fresh client or host, so both \
          sides meet the same server counts; the fake runs on its own 2-thread runtime in the same process. \
-         The clients take turns, three runs each (one with `--quick`); percentiles and CPU per round trip are the \
-         medians over the runs, throughput is all round trips over all measured wall time. CPU per round trip is \
-         split by thread: the fake's threads, and everything else (the client side).",
+         The clients take turns, five runs each (one with `--quick`); percentiles, throughput and CPU per round \
+         trip are the medians over the runs (\"round trips\" counts all of them). CPU per round trip is split by \
+         thread: the fake's threads, and everything else (the client side).",
     );
     let mut pairs = Vec::new();
     for c in [1usize, 64, 512] {
         println!("  provision round trips at concurrency {c} …");
-        pairs.push(pair(cfg, c).await?);
+        pairs.push(pair(cfg, c, 5).await?);
     }
     sec.table("", table(&pairs));
     let mut t = Table::new(&[

@@ -175,7 +175,7 @@ pub async fn run(
             continue;
         }
         println!("  provision round trips at concurrency {c} …");
-        pairs.push(pair(cfg, c).await?);
+        pairs.push(pair(cfg, c, 3).await?);
     }
     let mut t = Table::new(&[
         "concurrency",

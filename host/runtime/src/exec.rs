@@ -16,6 +16,8 @@ use tokio::sync::Semaphore;
 use wasmprov_policy::ExecPolicy;
 
 use crate::bindings::exec::{Command, ExecError, Host, Output};
+use crate::intercept::{Denial, DenialKind, ExecFailure, ExecOutput, ExecRequest, RealExec};
+use crate::plugin::Hooks;
 use crate::state::{CallKind, CallState};
 
 /// Per-plugin exec state.
@@ -24,14 +26,16 @@ pub(crate) struct ExecRunner {
     policy: ExecPolicy,
     workdir: PathBuf,
     running: Arc<Semaphore>,
+    hooks: Hooks,
 }
 
 impl ExecRunner {
-    pub(crate) fn new(policy: ExecPolicy, workdir: PathBuf) -> Self {
+    pub(crate) fn new(policy: ExecPolicy, workdir: PathBuf, hooks: Hooks) -> Self {
         Self {
             running: Arc::new(Semaphore::new(policy.max_concurrent.max(1))),
             policy,
             workdir,
+            hooks,
         }
     }
 
@@ -40,24 +44,81 @@ impl ExecRunner {
             Ok(g) => g,
             Err(denial) => {
                 tracing::warn!(plugin, program = %cmd.program, args = ?cmd.args, %denial, "exec denied");
+                self.report_denial(plugin, &cmd.program, &denial.to_string());
                 return Err(ExecError::Denied(denial.to_string()));
             }
         };
         let Ok(_permit) = self.running.clone().try_acquire_owned() else {
             tracing::warn!(plugin, program = %cmd.program, "exec over the concurrency limit");
+            self.report_denial(plugin, &cmd.program, "over the concurrency limit");
             return Err(ExecError::Denied(format!(
                 "at most {} processes may run at once for this plugin",
                 self.policy.max_concurrent
             )));
         };
-        let timeout = cmd.timeout_ms.map_or(grant.timeout, |ms| {
-            grant.timeout.min(Duration::from_millis(u64::from(ms)))
-        });
-        let cap = grant.max_output_bytes;
-        std::fs::create_dir_all(&self.workdir)
-            .map_err(|e| ExecError::SpawnFailed(format!("creating working directory: {e}")))?;
+        let granted = Granted {
+            timeout: cmd.timeout_ms.map_or(grant.timeout, |ms| {
+                grant.timeout.min(Duration::from_millis(u64::from(ms)))
+            }),
+            max_output: grant.max_output_bytes,
+        };
+        let req = ExecRequest {
+            plugin: plugin.to_string(),
+            program: grant.program.clone(),
+            args: cmd.args,
+            env: cmd.env,
+            stdin: cmd.stdin,
+        };
+        let result = match &self.hooks.exec {
+            Some(interceptor) => {
+                let real = RealExec {
+                    runner: self,
+                    grant: &granted,
+                };
+                interceptor.run(req, real).await
+            }
+            None => self.run_granted(&granted, req).await,
+        };
+        result
+            .map(|o| Output {
+                exit_code: o.exit_code,
+                stdout: o.stdout,
+                stderr: o.stderr,
+            })
+            .map_err(|e| match e {
+                ExecFailure::Denied(m) => ExecError::Denied(m),
+                ExecFailure::SpawnFailed(m) => ExecError::SpawnFailed(m),
+                ExecFailure::Timeout(m) => ExecError::Timeout(m),
+                ExecFailure::OutputTooLarge(m) => ExecError::OutputTooLarge(m),
+                ExecFailure::Other(m) => ExecError::Other(m),
+            })
+    }
 
-        let mut child = tokio::process::Command::new(&grant.program)
+    fn report_denial(&self, plugin: &str, program: &str, reason: &str) {
+        if let Some(observer) = &self.hooks.observer {
+            observer.denied(&Denial {
+                plugin: plugin.to_string(),
+                kind: DenialKind::Exec,
+                target: program.to_string(),
+                reason: reason.to_string(),
+            });
+        }
+    }
+
+    /// Runs an allowed program for real.
+    pub(crate) async fn run_granted(
+        &self,
+        grant: &Granted,
+        cmd: ExecRequest,
+    ) -> Result<ExecOutput, ExecFailure> {
+        let plugin = cmd.plugin.as_str();
+        let program = cmd.program.as_str();
+        let timeout = grant.timeout;
+        let cap = grant.max_output;
+        std::fs::create_dir_all(&self.workdir)
+            .map_err(|e| ExecFailure::SpawnFailed(format!("creating working directory: {e}")))?;
+
+        let mut child = tokio::process::Command::new(program)
             .args(&cmd.args)
             .env_clear()
             .envs(cmd.env.iter().map(|(k, v)| (k, v)))
@@ -72,7 +133,7 @@ impl ExecRunner {
             .process_group(0)
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| ExecError::SpawnFailed(format!("{}: {e}", grant.program)))?;
+            .map_err(|e| ExecFailure::SpawnFailed(format!("{program}: {e}")))?;
         let pgid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
@@ -81,7 +142,7 @@ impl ExecRunner {
         // time limit, or because the call itself was cancelled (its deadline
         // passed, or the caller dropped it) while the program ran.
         let _group = GroupGuard(pgid);
-        tracing::info!(plugin, program = %grant.program, args = ?cmd.args, pid = ?pgid, "exec started");
+        tracing::info!(plugin, program, args = ?cmd.args, pid = ?pgid, "exec started");
 
         if let (Some(bytes), Some(mut stdin)) = (cmd.stdin, child.stdin.take()) {
             tokio::spawn(async move {
@@ -96,27 +157,31 @@ impl ExecRunner {
             let status = child
                 .wait()
                 .await
-                .map_err(|e| ExecError::Other(format!("waiting: {e}")))?;
-            Ok::<_, ExecError>((out, err, status))
+                .map_err(|e| ExecFailure::Other(format!("waiting: {e}")))?;
+            Ok::<_, ExecFailure>((out, err, status))
         };
         let result = tokio::time::timeout(timeout, work).await;
         match result {
             Err(_) => {
-                tracing::warn!(plugin, program = %grant.program, ?timeout, "exec timed out; process group killed");
-                Err(ExecError::Timeout(format!(
-                    "{} ran longer than {} ms and was killed",
-                    grant.program,
+                tracing::warn!(
+                    plugin,
+                    program,
+                    ?timeout,
+                    "exec timed out; process group killed"
+                );
+                Err(ExecFailure::Timeout(format!(
+                    "{program} ran longer than {} ms and was killed",
                     timeout.as_millis()
                 )))
             }
             Ok(Err(e)) => {
-                tracing::warn!(plugin, program = %grant.program, error = ?e, "exec failed");
+                tracing::warn!(plugin, program, error = ?e, "exec failed");
                 Err(e)
             }
             Ok(Ok((stdout, stderr, status))) => {
                 use std::os::unix::process::ExitStatusExt;
-                tracing::info!(plugin, program = %grant.program, code = ?status.code(), signal = ?status.signal(), "exec finished");
-                Ok(Output {
+                tracing::info!(plugin, program, code = ?status.code(), signal = ?status.signal(), "exec finished");
+                Ok(ExecOutput {
                     exit_code: status.code(),
                     stdout,
                     stderr,
@@ -124,6 +189,13 @@ impl ExecRunner {
             }
         }
     }
+}
+
+/// The limits of one allowed run.
+#[derive(Debug)]
+pub(crate) struct Granted {
+    pub(crate) timeout: Duration,
+    pub(crate) max_output: usize,
 }
 
 /// Kills a process group when dropped, so nothing a program started outlives
@@ -141,7 +213,7 @@ impl Drop for GroupGuard {
 async fn read_capped<R: AsyncRead + Unpin>(
     reader: Option<R>,
     cap: usize,
-) -> Result<Vec<u8>, ExecError> {
+) -> Result<Vec<u8>, ExecFailure> {
     let Some(reader) = reader else {
         return Ok(Vec::new());
     };
@@ -150,9 +222,9 @@ async fn read_capped<R: AsyncRead + Unpin>(
     limited
         .read_to_end(&mut buf)
         .await
-        .map_err(|e| ExecError::Other(format!("reading output: {e}")))?;
+        .map_err(|e| ExecFailure::Other(format!("reading output: {e}")))?;
     if buf.len() > cap {
-        return Err(ExecError::OutputTooLarge(format!(
+        return Err(ExecFailure::OutputTooLarge(format!(
             "output exceeded {cap} bytes; the process group was killed"
         )));
     }

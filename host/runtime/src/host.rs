@@ -12,8 +12,9 @@ use wasmtime::component::Linker;
 
 use crate::engine::{EngineSettings, SharedEngine};
 use crate::error::LoadError;
+use crate::intercept::{ExecInterceptor, HttpInterceptor, Observer};
 use crate::lock::{Lock, LockEntry, LockMode};
-use crate::plugin::{LoadInput, WasmPlugin};
+use crate::plugin::{Hooks, LoadInput, WasmPlugin};
 use crate::state::CallState;
 
 type SecretSource = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -42,6 +43,7 @@ pub struct HostBuilder {
     engine: EngineSettings,
     secrets: SecretSource,
     lock_mode: LockMode,
+    hooks: Hooks,
 }
 
 impl std::fmt::Debug for HostBuilder {
@@ -68,7 +70,32 @@ impl HostBuilder {
             },
             secrets: Arc::new(|name: &str| std::env::var(name).ok()),
             lock_mode: LockMode::default(),
+            hooks: Hooks::default(),
         }
+    }
+
+    /// Every HTTP request a plugin's grants allow goes through `interceptor`
+    /// (see [`crate::intercept`]): to send it elsewhere, record, replay or
+    /// fail it. Grants are checked before; an interceptor cannot widen them.
+    #[must_use]
+    pub fn http_interceptor(mut self, interceptor: Arc<dyn HttpInterceptor>) -> Self {
+        self.hooks.http = Some(interceptor);
+        self
+    }
+
+    /// Every program run a plugin's grants allow goes through `interceptor`
+    /// (see [`crate::intercept`]): to run it, or to answer it with a stub.
+    #[must_use]
+    pub fn exec_interceptor(mut self, interceptor: Arc<dyn ExecInterceptor>) -> Self {
+        self.hooks.exec = Some(interceptor);
+        self
+    }
+
+    /// Reports what plugins were refused (see [`crate::intercept::Observer`]).
+    #[must_use]
+    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.hooks.observer = Some(observer);
+        self
     }
 
     /// How `wasmprov.lock` is used (default: trust on first use).
@@ -134,6 +161,7 @@ impl HostBuilder {
         let plugin_dir = self.plugin_dir;
         let secrets = self.secrets;
         let lock_mode = self.lock_mode;
+        let hooks = self.hooks;
         let (plugins, errors) = tokio::task::spawn_blocking({
             let engines = engines.clone();
             let owner_id = owner_id.clone();
@@ -145,6 +173,7 @@ impl HostBuilder {
                     work_root: &work_root,
                     secret: &*secrets,
                     lock_mode,
+                    hooks: &hooks,
                 })
             }
         })
@@ -213,6 +242,7 @@ struct LoadAll<'a> {
     work_root: &'a Path,
     secret: &'a (dyn Fn(&str) -> Option<String> + Send + Sync),
     lock_mode: LockMode,
+    hooks: &'a Hooks,
 }
 
 /// The manifests of a plugin directory (`*.toml`, not hidden), sorted.
@@ -249,6 +279,7 @@ fn load_all(a: &LoadAll<'_>) -> Result<Loaded> {
             secret: a.secret,
             lock: &lock,
             lock_mode: a.lock_mode,
+            hooks: a.hooks,
         };
         match WasmPlugin::load(&input) {
             Ok(p) => {

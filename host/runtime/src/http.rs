@@ -33,7 +33,8 @@ use wasmprov_policy::limits::Limits;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::plugin::PluginShared;
+use crate::intercept::{Denial, DenialKind, HttpFailure, OutgoingRequest, Upstream};
+use crate::plugin::{Hooks, PluginShared};
 
 /// How long the host waits for a guest to finish writing the body of a
 /// request it is about to deny (so that the guest sees the denial rather
@@ -47,15 +48,31 @@ pub(crate) struct HttpGate {
     limits: Limits,
     in_flight: Arc<Semaphore>,
     pool: Arc<ConnPool>,
+    hooks: Hooks,
 }
 
+/// Largest request body an interceptor is handed (it is read into memory).
+const INTERCEPT_MAX_REQUEST: usize = 16 << 20;
+
 impl HttpGate {
-    pub(crate) fn new(policy: HttpPolicy, limits: Limits) -> Self {
+    pub(crate) fn new(policy: HttpPolicy, limits: Limits, hooks: Hooks) -> Self {
         Self {
             in_flight: Arc::new(Semaphore::new(limits.http_max_in_flight)),
             pool: Arc::new(ConnPool::default()),
             policy,
             limits,
+            hooks,
+        }
+    }
+
+    fn report_denial(&self, plugin: &str, uri: &http::Uri, reason: &str) {
+        if let Some(observer) = &self.hooks.observer {
+            observer.denied(&Denial {
+                plugin: plugin.to_string(),
+                kind: DenialKind::Http,
+                target: uri.to_string(),
+                reason: reason.to_string(),
+            });
         }
     }
 
@@ -69,20 +86,33 @@ impl HttpGate {
             Ok(checked) => checked,
             Err(reason) => {
                 tracing::warn!(plugin, uri = %req.uri(), %reason, "HTTP request denied");
+                self.report_denial(plugin, req.uri(), &reason);
                 drain(req.into_body()).await;
                 return Err(Error::HttpRequestDenied);
             }
         };
         let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
             tracing::warn!(plugin, uri = %req.uri(), limit = self.limits.http_max_in_flight, "HTTP request over the in-flight limit");
+            self.report_denial(plugin, req.uri(), "over the in-flight limit");
             drain(req.into_body()).await;
             return Err(Error::ConnectionLimitReached);
         };
         let deadline = Instant::now() + self.limits.http_timeout;
+        if let Some(interceptor) = &self.hooks.http {
+            let result = tokio::time::timeout_at(
+                deadline,
+                self.intercepted(plugin, interceptor.as_ref(), &checked, req, deadline),
+            )
+            .await
+            .map_err(|_| Error::ConnectionTimeout)?;
+            drop(permit);
+            return result;
+        }
         let addr = match tokio::time::timeout_at(deadline, self.resolve(&checked)).await {
             Err(_) => return Err(Error::DnsTimeout),
             Ok(Err(DenyOr::Deny(reason))) => {
                 tracing::warn!(plugin, uri = %req.uri(), %reason, "HTTP request denied after resolution");
+                self.report_denial(plugin, req.uri(), &reason);
                 drain(req.into_body()).await;
                 return Err(Error::HttpRequestDenied);
             }
@@ -116,11 +146,128 @@ impl HttpGate {
                 remaining: max,
                 max,
                 deadline: Box::pin(tokio::time::sleep_until(deadline)),
-                _permit: permit,
+                _permit: Some(permit),
                 reuse: Some((self.pool.clone(), key, sender)),
             }
             .boxed_unsync()
         }))
+    }
+
+    /// Hands an allowed request to the embedder's interceptor, its body read.
+    async fn intercepted(
+        &self,
+        plugin: &str,
+        interceptor: &dyn crate::intercept::HttpInterceptor,
+        checked: &Destination,
+        req: http::Request<WasiBody>,
+        deadline: Instant,
+    ) -> Result<http::Response<WasiBody>, Error> {
+        let (parts, body) = req.into_parts();
+        let body = read_limited(body, INTERCEPT_MAX_REQUEST as u64)
+            .await
+            .map_err(|e| match e {
+                ReadError::TooLarge => Error::HttpRequestBodySize(None),
+                ReadError::Failed(e) => e,
+            })?;
+        let mut headers = parts.headers;
+        if !headers.contains_key(HOST)
+            && let Some(authority) = parts.uri.authority()
+            && let Ok(value) = http::HeaderValue::from_str(authority.as_str())
+        {
+            headers.insert(HOST, value);
+        }
+        let outgoing = OutgoingRequest {
+            plugin: plugin.to_string(),
+            method: parts.method,
+            uri: parts.uri,
+            headers,
+            body,
+        };
+        let upstream = Upstream {
+            gate: self,
+            dest: checked,
+            deadline,
+        };
+        let response = interceptor
+            .exchange(outgoing, upstream)
+            .await
+            .map_err(HttpFailure::into_wasi)?;
+        let max = self.limits.http_max_response_bytes;
+        if response.body().len() as u64 > max {
+            tracing::warn!(plugin, max, "HTTP response body over the size limit");
+            return Err(Error::HttpResponseBodySize(Some(max)));
+        }
+        Ok(response.map(|b| {
+            http_body_util::Full::new(b)
+                .map_err(|never| match never {})
+                .boxed_unsync()
+        }))
+    }
+
+    /// Sends a whole request and reads the whole response, within the
+    /// plugin's limits: to `to` over plain HTTP when given, else to the
+    /// checked destination after resolution.
+    pub(crate) async fn send_buffered(
+        &self,
+        dest: &Destination,
+        to: Option<SocketAddr>,
+        req: OutgoingRequest,
+        deadline: Instant,
+    ) -> Result<http::Response<Bytes>, HttpFailure> {
+        let work = async {
+            let key = match to {
+                Some(addr) => PoolKey {
+                    https: false,
+                    host: format!("redirected:{dest}"),
+                    addr,
+                },
+                None => {
+                    let addr = self.resolve(dest).await.map_err(|e| match e {
+                        DenyOr::Deny(reason) => HttpFailure::Denied(reason),
+                        DenyOr::Fail(e) => HttpFailure::from_wasi(&e),
+                    })?;
+                    PoolKey {
+                        https: dest.scheme == wasmprov_policy::http::Scheme::Https,
+                        host: dest.to_string(),
+                        addr,
+                    }
+                }
+            };
+            let mut builder = http::Request::builder().method(req.method).uri(req.uri);
+            if let Some(h) = builder.headers_mut() {
+                *h = req.headers;
+            }
+            let request = builder
+                .body(
+                    http_body_util::Full::new(req.body)
+                        .map_err(|never| match never {})
+                        .boxed_unsync(),
+                )
+                .map_err(|e| HttpFailure::Other(format!("bad request: {e}")))?;
+            let (response, sender) = send_to(&self.pool, &key, dest, request)
+                .await
+                .map_err(|e| HttpFailure::from_wasi(&e))?;
+            let max = self.limits.http_max_response_bytes;
+            let (parts, incoming) = response.into_parts();
+            let limited = LimitedBody {
+                inner: incoming,
+                remaining: max,
+                max,
+                deadline: Box::pin(tokio::time::sleep_until(deadline)),
+                _permit: None,
+                reuse: Some((self.pool.clone(), key, sender)),
+            };
+            let body = read_limited(limited.boxed_unsync(), max)
+                .await
+                .map_err(|e| match e {
+                    ReadError::TooLarge => HttpFailure::ResponseTooLarge,
+                    ReadError::Failed(e) => HttpFailure::from_wasi(&e),
+                })?;
+            Ok(http::Response::from_parts(parts, body))
+        };
+        tokio::time::timeout_at(deadline, work)
+            .await
+            .map_err(|_| HttpFailure::Timeout)?
     }
 
     /// Policy checks that need no network.
@@ -279,8 +426,9 @@ impl ConnPool {
     }
 }
 
-/// Opens a new connection to the checked address.
-async fn connect(addr: SocketAddr, dest: &Destination) -> Result<Sender, Error> {
+/// Opens a new connection to the checked address; TLS (verified for the
+/// destination's name) when `https`.
+async fn connect(addr: SocketAddr, dest: &Destination, https: bool) -> Result<Sender, Error> {
     let tcp = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|e| match e.kind() {
@@ -288,9 +436,9 @@ async fn connect(addr: SocketAddr, dest: &Destination) -> Result<Sender, Error> 
             _ => Error::Connect(e),
         })?;
     let _ = tcp.set_nodelay(true);
-    let stream: Box<dyn Stream> = match dest.scheme {
-        wasmprov_policy::http::Scheme::Http => Box::new(tcp),
-        wasmprov_policy::http::Scheme::Https => {
+    let stream: Box<dyn Stream> = match https {
+        false => Box::new(tcp),
+        true => {
             let name = match &dest.host {
                 DestHost::Name(n) => rustls::pki_types::ServerName::try_from(n.clone())
                     .map_err(|_| Error::HttpRequestUriInvalid)?,
@@ -331,7 +479,7 @@ async fn send_to(
                     break s;
                 }
             }
-            None => break connect(key.addr, dest).await?,
+            None => break connect(key.addr, dest, key.https).await?,
         }
     };
     // On the wire the request line carries only the path; the authority was
@@ -356,7 +504,7 @@ struct LimitedBody {
     remaining: u64,
     max: u64,
     deadline: Pin<Box<Sleep>>,
-    _permit: OwnedSemaphorePermit,
+    _permit: Option<OwnedSemaphorePermit>,
     /// The connection, returned to the pool when the body ends cleanly.
     reuse: Option<(Arc<ConnPool>, PoolKey, Sender)>,
 }
@@ -439,4 +587,24 @@ impl WasiHttpHooks for HttpHooks {
             Ok((response, Box::new(async { Ok(()) }) as IoFuture))
         })
     }
+}
+
+enum ReadError {
+    TooLarge,
+    Failed(Error),
+}
+
+/// Reads a whole body, failing once it passes `max` bytes.
+async fn read_limited(mut body: WasiBody, max: u64) -> Result<Bytes, ReadError> {
+    let mut out = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(ReadError::Failed)?;
+        if let Some(data) = frame.data_ref() {
+            if (out.len() + data.len()) as u64 > max {
+                return Err(ReadError::TooLarge);
+            }
+            out.extend_from_slice(data);
+        }
+    }
+    Ok(out.freeze())
 }

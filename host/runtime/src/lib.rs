@@ -16,6 +16,7 @@ mod error;
 mod exec;
 mod host;
 mod http;
+pub mod intercept;
 pub mod lock;
 mod log;
 mod plugin;

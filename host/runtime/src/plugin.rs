@@ -128,6 +128,25 @@ pub(crate) struct LoadInput<'a> {
     pub(crate) secret: &'a (dyn Fn(&str) -> Option<String> + Send + Sync),
     pub(crate) lock: &'a crate::lock::Lock,
     pub(crate) lock_mode: crate::lock::LockMode,
+    pub(crate) hooks: &'a Hooks,
+}
+
+/// The embedder's interceptors and observer, shared by every plugin of a host.
+#[derive(Clone, Default)]
+pub(crate) struct Hooks {
+    pub(crate) http: Option<Arc<dyn crate::intercept::HttpInterceptor>>,
+    pub(crate) exec: Option<Arc<dyn crate::intercept::ExecInterceptor>>,
+    pub(crate) observer: Option<Arc<dyn crate::intercept::Observer>>,
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks")
+            .field("http", &self.http.is_some())
+            .field("exec", &self.exec.is_some())
+            .field("observer", &self.observer.is_some())
+            .finish()
+    }
 }
 
 impl WasmPlugin {
@@ -273,8 +292,16 @@ impl WasmPlugin {
             });
         }
         let shared = Arc::new(PluginShared {
-            http: HttpGate::new(manifest.http.clone(), manifest.limits.clone()),
-            exec: ExecRunner::new(manifest.exec.clone(), input.work_root.join(&name)),
+            http: HttpGate::new(
+                manifest.http.clone(),
+                manifest.limits.clone(),
+                input.hooks.clone(),
+            ),
+            exec: ExecRunner::new(
+                manifest.exec.clone(),
+                input.work_root.join(&name),
+                input.hooks.clone(),
+            ),
             config,
             secret_values,
             manifest,

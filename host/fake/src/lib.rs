@@ -9,8 +9,14 @@
 //! provider. Faults can be injected to exercise retry and error paths.
 //!
 //! Currently provided: [`hetzner`] (Hetzner Cloud API v1), whose items are
-//! also re-exported at the crate root.
+//! also re-exported at the crate root, and [`refcloud`] (the reference cloud
+//! that plugin authors start from and the conformance tests run against),
+//! whose main types are re-exported at the crate root.
 
 pub mod hetzner;
+pub mod refcloud;
+
+mod wire;
 
 pub use hetzner::*;
+pub use refcloud::{RefCloudFake, RefCloudFakeOptions, RefFault, RefNode};

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -22,6 +22,7 @@ use serde_json::{Map, Value, json};
 use super::catalog::{self, Image, LOCATIONS, Location, SERVER_TYPES, ServerType};
 use super::selector::LabelSelector;
 use super::{FakeServer, Fault, HetznerFakeOptions};
+use crate::wire::{self, Query, authorized, rfc3339_now, unix_now};
 
 /// Largest request body read; bigger ones are rejected as `invalid_input`.
 const MAX_BODY_BYTES: usize = 1 << 20;
@@ -35,9 +36,7 @@ const DEFAULT_PER_PAGE: usize = 25;
 /// Locks the state, shrugging off poisoning (a panicking test thread must
 /// not take the fake down with it).
 pub(crate) fn lock(state: &Mutex<FakeState>) -> MutexGuard<'_, FakeState> {
-    state
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    wire::lock(state)
 }
 
 /// The router: a single fallback handler for every method and path.
@@ -57,7 +56,7 @@ async fn entry(State(state): State<Arc<Mutex<FakeState>>>, req: Request) -> Resp
 
 /// An error in the Hetzner envelope.
 #[derive(Debug)]
-struct ApiError {
+pub(crate) struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
@@ -321,62 +320,6 @@ pub(crate) struct FakeState {
     rate: RateBucket,
 }
 
-/// Parsed query string, keeping repeated keys.
-struct Query(Vec<(String, String)>);
-
-impl Query {
-    fn parse(raw: Option<&str>) -> Self {
-        let pairs = raw
-            .unwrap_or("")
-            .split('&')
-            .filter(|p| !p.is_empty())
-            .map(|p| {
-                let (k, v) = p.split_once('=').unwrap_or((p, ""));
-                (percent_decode(k), percent_decode(v))
-            })
-            .collect();
-        Query(pairs)
-    }
-    fn all<'a>(&'a self, key: &str) -> impl Iterator<Item = &'a str> {
-        self.0
-            .iter()
-            .filter(move |(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-    fn get(&self, key: &str) -> Option<&str> {
-        self.all(key).last()
-    }
-}
-
-/// Decodes `%XX` escapes and `+` (form encoding); malformed escapes are kept
-/// literally and invalid UTF-8 is replaced.
-fn percent_decode(s: &str) -> String {
-    fn hex(b: u8) -> Option<u8> {
-        (b as char).to_digit(16).map(|d| d as u8)
-    }
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if b == b'+' {
-            out.push(b' ');
-        } else if b == b'%'
-            && let (Some(hi), Some(lo)) = (
-                bytes.get(i + 1).copied().and_then(hex),
-                bytes.get(i + 2).copied().and_then(hex),
-            )
-        {
-            out.push(hi * 16 + lo);
-            i += 2;
-        } else {
-            out.push(b);
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Which endpoint a request is for.
 enum Route<'a> {
     Locations,
@@ -408,20 +351,6 @@ fn route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         (&Method::DELETE, ["servers", id]) => Route::DeleteServer(id),
         (&Method::GET, ["actions", id]) => Route::Action(id),
         _ => Route::Unknown,
-    }
-}
-
-/// Whether the request carries `Authorization: Bearer <token>`.
-fn authorized(headers: &HeaderMap, token: &str) -> bool {
-    let Some(value) = headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return false;
-    };
-    match value.trim().split_once(' ') {
-        Some((scheme, given)) => scheme.eq_ignore_ascii_case("bearer") && given.trim() == token,
-        None => false,
     }
 }
 
@@ -698,7 +627,7 @@ impl FakeState {
         Ok(Reply::ok(json!({ "servers": items, "meta": meta })))
     }
 
-    fn create_server(&mut self, body: &[u8]) -> Result<Reply, ApiError> {
+    pub(crate) fn create_server(&mut self, body: &[u8]) -> Result<Reply, ApiError> {
         let value: Value = serde_json::from_slice(body)
             .map_err(|e| ApiError::json_error(format!("invalid JSON in request body: {e}")))?;
         let Value::Object(obj) = value else {
@@ -960,49 +889,9 @@ fn ip_for_index(index: u32) -> Option<Ipv4Addr> {
     ))
 }
 
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-fn rfc3339_now() -> String {
-    rfc3339(unix_now())
-}
-
-/// Formats a Unix timestamp as `YYYY-MM-DDTHH:MM:SS+00:00`, like the API.
-fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Civil-from-days (proleptic Gregorian), after Howard Hinnant.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}+00:00",
-        rem / 3_600,
-        rem % 3_600 / 60,
-        rem % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timestamps() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00+00:00");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00+00:00");
-        assert_eq!(rfc3339(1_735_689_599), "2024-12-31T23:59:59+00:00");
-    }
 
     #[test]
     fn ip_pool() {
@@ -1032,42 +921,5 @@ mod tests {
         assert!(!is_valid_label_key(""));
         assert!(is_valid_label_segment("v1.2_x-y"));
         assert!(!is_valid_label_segment("-x"));
-    }
-
-    #[test]
-    fn query_decoding() {
-        let q = Query::parse(Some(
-            "label_selector=env%3D%3Dprod%2Ctier+in+(a%2Cb)&status=running&status=off&bad=%zz",
-        ));
-        assert_eq!(q.get("label_selector"), Some("env==prod,tier in (a,b)"));
-        assert_eq!(q.all("status").collect::<Vec<_>>(), ["running", "off"]);
-        assert_eq!(q.get("bad"), Some("%zz"));
-        assert_eq!(q.get("missing"), None);
-    }
-
-    #[test]
-    fn auth_header_parsing() {
-        let mut h = HeaderMap::new();
-        assert!(!authorized(&h, "t"));
-        h.insert(
-            http::header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer t"),
-        );
-        assert!(authorized(&h, "t"));
-        h.insert(
-            http::header::AUTHORIZATION,
-            HeaderValue::from_static("bearer  t"),
-        );
-        assert!(authorized(&h, "t"));
-        h.insert(
-            http::header::AUTHORIZATION,
-            HeaderValue::from_static("Basic t"),
-        );
-        assert!(!authorized(&h, "t"));
-        h.insert(
-            http::header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer tt"),
-        );
-        assert!(!authorized(&h, "t"));
     }
 }

@@ -205,6 +205,32 @@ impl HetznerFake {
         api::lock(&self.state).snapshot()
     }
 
+    /// Creates a server directly, as someone else using the same project
+    /// would (not counted as a request); returns its id. For tests that
+    /// plant servers a plugin must not see or touch.
+    ///
+    /// # Errors
+    /// When the fake's API would refuse it (an invalid name or label, a
+    /// name already in use).
+    pub fn plant(&self, name: &str, labels: &BTreeMap<String, String>) -> anyhow::Result<u64> {
+        let body = serde_json::json!({
+            "name": name,
+            "server_type": "cx22",
+            "image": "ubuntu-24.04",
+            "labels": labels,
+        });
+        let mut state = api::lock(&self.state);
+        state
+            .create_server(body.to_string().as_bytes())
+            .map_err(|e| anyhow::anyhow!("fake hetzner: planting {name}: {e:?}"))?;
+        state
+            .snapshot()
+            .into_iter()
+            .find(|s| s.name == name)
+            .map(|s| s.id)
+            .context("fake hetzner: planted server missing")
+    }
+
     /// Total HTTP requests served so far, including rejected ones.
     pub fn request_count(&self) -> u64 {
         api::lock(&self.state).request_count

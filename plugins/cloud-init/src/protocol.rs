@@ -342,10 +342,17 @@ pub fn failure(what: &str, out: &Output) -> Error {
     } else {
         format!("{what} command {status}: {stderr}")
     };
-    stderr
+    let classified = stderr
         .lines()
-        .find_map(|line| classify_line(line, &message))
-        .unwrap_or(Error::Other(message))
+        .find_map(|line| classify_line(line, &message));
+    match classified {
+        Some(e) => e,
+        // A command killed before it could say anything finished nothing
+        // we know of: like a dropped connection, worth trying again (list
+        // finds a node a killed create made).
+        None if out.exit_code.is_none() => Error::Transport(message),
+        None => Error::Other(message),
+    }
 }
 
 /// Whether a finished command succeeded: it exited 0 and did not print the
@@ -622,8 +629,10 @@ mod tests {
         let err = failure("destroy", &out(None, "", "Killed"));
         assert_eq!(
             err,
-            Error::Other("destroy command was killed by a signal: Killed".into())
+            Error::Transport("destroy command was killed by a signal: Killed".into())
         );
+        let err = failure("create", &out(None, "", "quota exceeded"));
+        assert!(matches!(err, Error::Quota(_)), "{err:?}");
         let long = "e".repeat(5000);
         let err = failure("list", &out(Some(1), "", &long));
         assert!(err.to_string().len() < STDERR_BYTES + 100, "{err}");

@@ -21,6 +21,11 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "plugins/cloud-init",
     ),
     ("AWS_EC2", "wasmprov-plugin-aws-ec2", "plugins/aws-ec2"),
+    (
+        "BUGGY_REFCLOUD",
+        "wasmprov-test-buggy-refcloud",
+        "tests/guests/buggy-refcloud",
+    ),
 ];
 
 /// Hostile guests (`tests/guests/hostile-ATTACK`, package

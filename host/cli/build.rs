@@ -3,7 +3,15 @@
 
 use std::path::Path;
 
-const BUNDLED: &[(&str, &str, &str)] = &[("HETZNER", "wasmprov-plugin-hetzner", "plugins/hetzner")];
+const BUNDLED: &[(&str, &str, &str)] = &[
+    ("HETZNER", "wasmprov-plugin-hetzner", "plugins/hetzner"),
+    ("AWS_EC2", "wasmprov-plugin-aws-ec2", "plugins/aws-ec2"),
+    (
+        "CLOUD_INIT",
+        "wasmprov-plugin-cloud-init",
+        "plugins/cloud-init",
+    ),
+];
 
 fn main() {
     let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo");

@@ -54,17 +54,109 @@ call_timeout_ms = 60000
     ))
 }
 
+/// The AWS EC2 manifest, pinned to the bundled component's digest. The AMI
+/// is left for the operator to set (`provision` says so until it is).
+pub fn aws_ec2_manifest() -> String {
+    let digest = hex::encode(sha2::Sha256::digest(components::AWS_EC2));
+    format!(
+        r#"# AWS EC2 provider, bundled with wasmprov.
+name = "aws-ec2"
+component = "aws-ec2.wasm"
+sha256 = "{digest}"
+
+[config]
+region = "us-east-1"
+# image_id = "ami-..."        # required to provision: an AMI of the region
+
+[secrets]
+access_key_id = {{ env = "AWS_ACCESS_KEY_ID" }}
+secret_access_key = {{ env = "AWS_SECRET_ACCESS_KEY" }}
+session_token = {{ env = "AWS_SESSION_TOKEN" }}
+
+[http]
+allow = ["https://ec2.us-east-1.amazonaws.com"]
+
+[limits]
+memory_mib = 64
+call_timeout_ms = 60000
+"#
+    )
+}
+
+/// The program the bundled cloud-init manifest runs; the operator puts
+/// their own create/list/destroy command there (see the plugin's README).
+pub const CLOUD_INIT_COMMAND: &str = "/usr/local/bin/wasmprov-nodes";
+
+/// The cloud-init manifest, pinned to the bundled component's digest.
+pub fn cloud_init_manifest() -> String {
+    let digest = hex::encode(sha2::Sha256::digest(components::CLOUD_INIT));
+    let cmd = CLOUD_INIT_COMMAND;
+    format!(
+        r#"# Command-line backend provider (cloud-init), bundled with wasmprov.
+# {cmd} must implement the plugin's command protocol.
+name = "cloud-init"
+component = "cloud-init.wasm"
+sha256 = "{digest}"
+
+[config]
+create_command = "{cmd}"
+create_args = "create"
+list_command = "{cmd}"
+list_args = "list"
+destroy_command = "{cmd}"
+destroy_args = "destroy"
+join_command = "node-agent join --token {{token}} --labels {{labels}} --node {{request_id}}"
+capacity_types = "on-demand, spot"
+instance_types = '''[
+  {{"name": "small", "cpu": 2, "memory_gib": 4, "hourly_usd": 0.02, "spot_hourly_usd": 0.008}},
+  {{"name": "large", "cpu": 8, "memory_gib": 32, "hourly_usd": 0.16, "spot_hourly_usd": 0.06}},
+  {{"name": "xlarge", "cpu": 32, "memory_gib": 128, "hourly_usd": 0.64}}
+]'''
+
+[secrets]
+join_token = {{ env = "CLUSTER_JOIN_TOKEN" }}
+
+[[exec]]
+program = "{cmd}"
+args = ["create", "*"]
+env = ["WASMPROV_OWNER", "WASMPROV_REQUEST_ID", "WASMPROV_INSTANCE_TYPE", "WASMPROV_ZONE",
+       "WASMPROV_CAPACITY_TYPE", "WASMPROV_LABELS", "WASMPROV_LABELS_JSON"]
+
+[[exec]]
+program = "{cmd}"
+args = ["list"]
+
+[[exec]]
+program = "{cmd}"
+args = ["destroy", "*"]
+"#
+    )
+}
+
 /// Writes every bundled plugin into `dir`; returns their names.
 pub fn write(dir: &Path, hetzner_endpoint: Option<&str>) -> Result<Vec<String>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let manifest = hetzner_manifest(hetzner_endpoint.unwrap_or(HETZNER_ENDPOINT))?;
-    std::fs::write(dir.join("hetzner.wasm"), components::HETZNER)
-        .with_context(|| format!("writing {}", dir.join("hetzner.wasm").display()))?;
-    std::fs::write(dir.join("hetzner.toml"), manifest)
-        .with_context(|| format!("writing {}", dir.join("hetzner.toml").display()))?;
-    // Installing is the operator's act: record what was installed.
-    wasmprov_host::lock::record(dir, "hetzner", "hetzner.wasm", components::HETZNER)?;
-    Ok(vec!["hetzner".to_string()])
+    let plugins: [(&str, &[u8], String); 3] = [
+        (
+            "hetzner",
+            components::HETZNER,
+            hetzner_manifest(hetzner_endpoint.unwrap_or(HETZNER_ENDPOINT))?,
+        ),
+        ("aws-ec2", components::AWS_EC2, aws_ec2_manifest()),
+        ("cloud-init", components::CLOUD_INIT, cloud_init_manifest()),
+    ];
+    let mut names = Vec::new();
+    for (name, component, manifest) in plugins {
+        let wasm = format!("{name}.wasm");
+        std::fs::write(dir.join(&wasm), component)
+            .with_context(|| format!("writing {}", dir.join(&wasm).display()))?;
+        let toml = dir.join(format!("{name}.toml"));
+        std::fs::write(&toml, manifest).with_context(|| format!("writing {}", toml.display()))?;
+        // Installing is the operator's act: record what was installed.
+        wasmprov_host::lock::record(dir, name, &wasm, component)?;
+        names.push(name.to_string());
+    }
+    Ok(names)
 }
 
 #[cfg(test)]

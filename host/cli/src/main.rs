@@ -1,8 +1,10 @@
 //! `wasmprov`: load provisioner plugins under the sandbox and drive them.
 
 mod bundled;
+mod conformance;
 mod demo;
 mod output;
+mod scaffold;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -96,6 +98,44 @@ enum Command {
     },
     /// The whole path on an embedded fake cloud: price, provision, describe, terminate.
     Demo,
+    /// Run the conformance suite against a plugin of the directory, under the sandbox,
+    /// with its HTTP sent to a fake cloud (or a cassette) and its exec to stubs.
+    Test {
+        /// Plugin name.
+        plugin: String,
+        /// Fake cloud: hetzner, ec2, cloud-init or refcloud [default: the one that fits the plugin].
+        #[arg(long, conflicts_with_all = ["replay", "live"])]
+        fake: Option<String>,
+        /// Faults to inject: `default`, or kind=rate pairs (429, 5xx, timeout, reset,
+        /// malformed, slow, capacity, quota) and seed=N, e.g. `429=0.1,reset=0.05,seed=7`.
+        #[arg(long)]
+        faults: Option<String>,
+        /// Record the plugin's HTTP exchanges (secrets redacted) to this cassette file.
+        #[arg(long)]
+        record: Option<PathBuf>,
+        /// Answer the plugin's HTTP from this cassette; nothing leaves the machine.
+        #[arg(long, conflicts_with = "live")]
+        replay: Option<PathBuf>,
+        /// Send requests where the plugin addresses them, with secrets from the
+        /// environment: a real cloud, real nodes (terminated at the end).
+        #[arg(long)]
+        live: bool,
+    },
+    /// Create a plugin crate: the guest SDK wired, a manifest with minimal grants,
+    /// and a test running the conformance suite against the reference cloud fake.
+    New {
+        /// Plugin name: lowercase letters, digits and `-`.
+        name: String,
+        /// Directory to create [default: ./NAME].
+        #[arg(long)]
+        path: Option<PathBuf>,
+        /// The guest SDK crate [default: the one this wasmprov was built from].
+        #[arg(long)]
+        sdk: Option<PathBuf>,
+        /// The testkit crate [default: the one this wasmprov was built from].
+        #[arg(long)]
+        testkit: Option<PathBuf>,
+    },
     /// Check or update wasmprov.lock, the digests of the directory's components.
     Lock {
         /// Fail (exit 1) if any component differs from the lock, is not in it, or is gone.
@@ -113,6 +153,12 @@ enum FakeCloud {
     Hetzner {
         /// Loopback address to listen on.
         #[arg(long, default_value = "127.0.0.1:8787")]
+        listen: SocketAddr,
+    },
+    /// The reference cloud that `wasmprov new` plugins talk to.
+    Refcloud {
+        /// Loopback address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8788")]
         listen: SocketAddr,
     },
 }
@@ -250,7 +296,7 @@ impl std::error::Error for CallFailed {}
 /// A failure whose details were already printed (as JSON); only the one-line
 /// reason remains to be said.
 #[derive(Debug)]
-struct Reported(String);
+pub(crate) struct Reported(pub(crate) String);
 
 impl std::fmt::Display for Reported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -328,6 +374,56 @@ async fn run(cli: Cli) -> Result<()> {
             wasmprov_fake::run_standalone(*listen, wasmprov_fake::HetznerFakeOptions::default())
                 .await?;
         }
+        Command::Fake {
+            cloud: FakeCloud::Refcloud { listen },
+        } => {
+            wasmprov_fake::refcloud::run_standalone(
+                *listen,
+                wasmprov_fake::RefCloudFakeOptions::default(),
+            )
+            .await?;
+        }
+        Command::New {
+            name,
+            path,
+            sdk,
+            testkit,
+        } => {
+            let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .ancestors()
+                .nth(2)
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or_default();
+            let sdk = sdk.clone().unwrap_or_else(|| source.join("guest-sdk"));
+            let testkit = testkit
+                .clone()
+                .unwrap_or_else(|| source.join("host").join("testkit"));
+            if !testkit.join("Cargo.toml").is_file() {
+                bail!(
+                    "no testkit crate at {}: pass --sdk and --testkit (the guest-sdk and host/testkit directories of a wasmprov checkout)",
+                    testkit.display()
+                );
+            }
+            let dest = path.clone().unwrap_or_else(|| PathBuf::from(name));
+            let written = scaffold::scaffold(&scaffold::ScaffoldOptions {
+                name: name.clone(),
+                dest: dest.clone(),
+                sdk_path: sdk,
+                testkit_path: testkit,
+            })?;
+            if json {
+                println!("{}", serde_json::json!({ "dir": dest, "files": written }));
+            } else {
+                println!("created plugin {name} in {}:", dest.display());
+                for f in &written {
+                    println!("  {}", f.display());
+                }
+                println!(
+                    "next: cd {} && cargo test   (builds the component and runs the conformance suite)",
+                    dest.display()
+                );
+            }
+        }
         Command::Bundle {
             out,
             hetzner_endpoint,
@@ -340,6 +436,28 @@ async fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Demo => demo::run(json).await?,
+        Command::Test {
+            plugin,
+            fake,
+            faults,
+            record,
+            replay,
+            live,
+        } => {
+            conformance::run(conformance::TestArgs {
+                plugin_dir: cli.plugin_dir.clone(),
+                plugin: plugin.clone(),
+                owner: cli.owner.clone(),
+                fake: fake.clone(),
+                faults: faults.clone(),
+                record: record.clone(),
+                replay: replay.clone(),
+                live: *live,
+                no_cache: cli.no_cache,
+                json,
+            })
+            .await?;
+        }
         Command::Lock { check, .. } => {
             if *check {
                 let drift = wasmprov_host::lock::check(&cli.plugin_dir)?;

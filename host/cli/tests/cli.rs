@@ -56,7 +56,13 @@ async fn provision_describe_terminate_through_the_cli() {
     let token = Some(fake.token());
 
     let plugins = json(&wasmprov(d, token, &["--json", "plugins"]));
-    assert_eq!(plugins["plugins"][0]["name"], "hetzner");
+    let names: Vec<&str> = plugins["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(names, ["aws-ec2", "cloud-init", "hetzner"]);
     assert_eq!(plugins["errors"].as_array().unwrap().len(), 0);
 
     let info = json(&wasmprov(d, token, &["--json", "inspect", "hetzner"]));
@@ -227,4 +233,155 @@ fn demo_runs_to_the_end() {
     assert!(stdout.contains("demo finished"), "{stdout}");
     assert!(stdout.contains("demo-1 -> server"), "{stdout}");
     assert!(stdout.contains("not found, as it should be"), "{stdout}");
+}
+
+fn moto_available() -> bool {
+    Command::new("python3")
+        .args(["-c", "import moto, moto.server"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `wasmprov test` against each bundled plugin, with and without faults:
+/// the acceptance bar for a plugin, as CI runs it.
+#[test]
+fn every_bundled_plugin_passes_wasmprov_test_with_and_without_faults() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmprov"))
+        .args(["bundle", "--out"])
+        .arg(d)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut plugins = vec!["hetzner", "cloud-init"];
+    if moto_available() {
+        plugins.push("aws-ec2");
+    } else {
+        eprintln!("moto is not installed (pip install 'moto[server]'): aws-ec2 is not tested here");
+    }
+    for plugin in plugins {
+        for faults in [
+            None,
+            Some("default"),
+            Some("429=0.2,reset=0.2,capacity=0.1,quota=0.1,seed=11"),
+        ] {
+            let mut args = vec!["test", plugin];
+            if let Some(f) = faults {
+                args.extend(["--faults", f]);
+            }
+            let out = wasmprov(d, None, &args);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "wasmprov test {plugin} (faults {faults:?}) failed\nstdout: {stdout}\nstderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(stdout.contains("PASSED"), "{stdout}");
+            if faults.is_some() {
+                assert!(stdout.contains("faults injected:"), "{stdout}");
+            }
+        }
+    }
+    // The JSON report names every rule.
+    let report = json(&wasmprov(d, None, &["--json", "test", "hetzner"]));
+    assert_eq!(report["passed"], true);
+    let rules: Vec<&str> = report["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["rule"].as_str())
+        .collect();
+    for rule in [
+        "provision.idempotent",
+        "describe.no-foreign",
+        "leak.none",
+        "grants.inside",
+    ] {
+        assert!(rules.contains(&rule), "{rules:?}");
+    }
+}
+
+#[test]
+fn wasmprov_test_names_what_is_wrong_with_its_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmprov"))
+        .args(["bundle", "--out"])
+        .arg(d)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    for (args, says) in [
+        (vec!["test", "nope"], "no plugin \"nope\""),
+        (
+            vec!["test", "hetzner", "--fake", "azure"],
+            "unknown fake \"azure\"",
+        ),
+        (
+            vec!["test", "hetzner", "--faults", "teapot=1"],
+            "unknown fault \"teapot\"",
+        ),
+        (
+            vec!["test", "hetzner", "--replay", "/nonexistent/c.json"],
+            "reading cassette",
+        ),
+    ] {
+        let out = wasmprov(d, None, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
+
+/// `wasmprov new` makes a crate that builds and passes its own conformance
+/// test unchanged (against the reference cloud fake, with and without
+/// faults). It shares this workspace's lock file and target directory, so
+/// only the new crate and its test compile.
+#[test]
+fn a_scaffolded_plugin_builds_and_passes_its_test_unchanged() {
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf();
+    let dir = tempfile::tempdir().unwrap();
+    let crate_dir = dir.path().join("acme-cloud");
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmprov"))
+        .args(["new", "acme-cloud", "--path"])
+        .arg(&crate_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::copy(workspace.join("Cargo.lock"), crate_dir.join("Cargo.lock")).unwrap();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace.join("target"), std::path::PathBuf::from);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .arg("test")
+        .current_dir(&crate_dir)
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "cargo test of the new crate failed\nstdout: {stdout}\nstderr: {stderr}"
+    );
+    assert!(
+        stdout.contains("passes_the_conformance_suite ... ok"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("passes_under_faults ... ok"), "{stdout}");
 }

@@ -1,0 +1,75 @@
+//! `wasmprov test`: the conformance suite against a plugin of the directory.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use wasmprov_testkit::{Fake, FaultSpec, Suite, Unavailable};
+
+use crate::Reported;
+
+/// What `wasmprov test` was asked.
+#[derive(Debug)]
+pub struct TestArgs {
+    pub plugin_dir: PathBuf,
+    pub plugin: String,
+    pub owner: Option<String>,
+    pub fake: Option<String>,
+    pub faults: Option<String>,
+    pub record: Option<PathBuf>,
+    pub replay: Option<PathBuf>,
+    pub live: bool,
+    pub no_cache: bool,
+    pub json: bool,
+}
+
+/// Runs the suite and prints its report; a failed rule is an error.
+pub async fn run(args: TestArgs) -> Result<()> {
+    let mut suite = Suite::from_dir(&args.plugin_dir, &args.plugin);
+    if let Some(name) = &args.fake {
+        suite = suite.fake(Fake::parse(name)?);
+    }
+    if let Some(path) = &args.replay {
+        suite = suite.replay(path);
+    }
+    if args.live {
+        suite = suite.live();
+    }
+    if let Some(path) = &args.record {
+        suite = suite.record(path);
+    }
+    if let Some(spec) = &args.faults {
+        suite = suite.faults(FaultSpec::parse(spec)?);
+    }
+    if let Some(owner) = &args.owner {
+        suite = suite.owner(owner);
+    }
+    if args.no_cache {
+        suite = suite.cache_dir(None);
+    }
+    let report = match suite.run().await {
+        Ok(report) => report,
+        Err(e) if e.downcast_ref::<Unavailable>().is_some() => {
+            return Err(anyhow::anyhow!(
+                "cannot run here: {e:#}; the suite did not run"
+            ));
+        }
+        Err(e) => return Err(e),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("{report}");
+    }
+    if report.passed() {
+        Ok(())
+    } else {
+        let rules: Vec<&str> = report.failures().map(|r| r.rule).collect();
+        Err(Reported(format!(
+            "plugin {} failed {} rule(s): {}",
+            report.plugin,
+            rules.len(),
+            rules.join(", ")
+        ))
+        .into())
+    }
+}

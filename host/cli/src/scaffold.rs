@@ -1,0 +1,574 @@
+//! `wasmprov new NAME`: writes a new plugin crate for the reference cloud,
+//! from the templates in `templates/new/` (compiled into the binary).
+//!
+//! The generated crate is a complete, correct plugin (the clean version of
+//! the `buggy-refcloud` test guest with its bugs switched off) with its
+//! manifest, a README and the conformance tests, and builds on its own,
+//! outside any workspace. Templates use `{{placeholder}}`s, replaced here:
+//! `name`, `crate_name` (with `_` for `-`), `type_name` (the provider type),
+//! `sdk_path` and `testkit_path` (escaped for a TOML string).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+
+/// What to generate, and where.
+#[derive(Clone, Debug)]
+pub struct ScaffoldOptions {
+    /// The plugin's name: lowercase letters, digits and `-`, starting with
+    /// a letter, at most [`MAX_NAME_LEN`] characters. It names the package,
+    /// the manifest (`NAME.toml`) and the component (`NAME.wasm`).
+    pub name: String,
+    /// The directory of the new crate. Created when missing; an existing
+    /// directory must be empty.
+    pub dest: PathBuf,
+    /// The guest SDK crate (the `guest-sdk` directory of a wasmprov
+    /// checkout). A relative path is taken from the current directory; the
+    /// generated `Cargo.toml` gets the absolute path.
+    pub sdk_path: PathBuf,
+    /// The testkit crate (`host/testkit` of a wasmprov checkout), a
+    /// dev-dependency of the conformance tests. Taken like `sdk_path`, but
+    /// not checked: only `cargo test` needs it.
+    pub testkit_path: PathBuf,
+}
+
+/// Longest plugin name accepted.
+pub const MAX_NAME_LEN: usize = 40;
+
+/// Names that cannot be a crate's: Rust keywords, the standard crates, the
+/// generated crate's own dependencies, and names Windows reserves for devices.
+const RESERVED_NAMES: &[&str] = &[
+    "abstract",
+    "as",
+    "async",
+    "await",
+    "become",
+    "box",
+    "break",
+    "const",
+    "continue",
+    "crate",
+    "do",
+    "dyn",
+    "else",
+    "enum",
+    "extern",
+    "false",
+    "final",
+    "fn",
+    "for",
+    "gen",
+    "if",
+    "impl",
+    "in",
+    "let",
+    "loop",
+    "macro",
+    "match",
+    "mod",
+    "move",
+    "mut",
+    "override",
+    "priv",
+    "pub",
+    "ref",
+    "return",
+    "self",
+    "static",
+    "struct",
+    "super",
+    "trait",
+    "true",
+    "try",
+    "type",
+    "typeof",
+    "unsafe",
+    "unsized",
+    "use",
+    "virtual",
+    "where",
+    "while",
+    "yield",
+    "alloc",
+    "core",
+    "std",
+    "test",
+    "serde",
+    "tokio",
+    "wasmprov-guest",
+    "wasmprov-testkit",
+    "aux",
+    "con",
+    "nul",
+    "prn",
+];
+
+/// One generated file: its path in the crate (placeholders allowed) and
+/// its template.
+struct Template {
+    path: &'static str,
+    text: &'static str,
+}
+
+const TEMPLATES: &[Template] = &[
+    Template {
+        path: "Cargo.toml",
+        text: include_str!("../templates/new/Cargo.toml.tmpl"),
+    },
+    Template {
+        path: "src/lib.rs",
+        text: include_str!("../templates/new/lib.rs.tmpl"),
+    },
+    Template {
+        path: "{{name}}.toml",
+        text: include_str!("../templates/new/manifest.toml.tmpl"),
+    },
+    Template {
+        path: "README.md",
+        text: include_str!("../templates/new/README.md.tmpl"),
+    },
+    Template {
+        path: ".gitignore",
+        text: include_str!("../templates/new/gitignore.tmpl"),
+    },
+    Template {
+        path: "tests/conformance.rs",
+        text: include_str!("../templates/new/conformance.rs.tmpl"),
+    },
+];
+
+/// Writes the new plugin crate described by `opts` and returns the paths of
+/// the files written, in the order written.
+///
+/// # Errors
+/// An invalid name (saying what is accepted), a `dest` that exists and is
+/// not an empty directory, no guest SDK at `sdk_path`, a path that is not
+/// UTF-8, or an I/O error naming the file.
+pub fn scaffold(opts: &ScaffoldOptions) -> anyhow::Result<Vec<PathBuf>> {
+    validate_name(&opts.name)?;
+    check_dest(&opts.dest)?;
+    let sdk_path = absolute(&opts.sdk_path, "the guest SDK path")?;
+    if !sdk_path.join("Cargo.toml").is_file() {
+        bail!(
+            "no guest SDK at {}: expected the `guest-sdk` directory of a wasmprov checkout (with its Cargo.toml)",
+            sdk_path.display()
+        );
+    }
+    let testkit_path = absolute(&opts.testkit_path, "the testkit path")?;
+
+    let vars = [
+        ("{{name}}", opts.name.clone()),
+        ("{{crate_name}}", opts.name.replace('-', "_")),
+        ("{{type_name}}", type_name(&opts.name)),
+        ("{{sdk_path}}", toml_escape(&utf8(&sdk_path)?)),
+        ("{{testkit_path}}", toml_escape(&utf8(&testkit_path)?)),
+    ];
+    let render = |text: &str| {
+        vars.iter().fold(text.to_string(), |text, (key, value)| {
+            text.replace(key, value)
+        })
+    };
+
+    std::fs::create_dir_all(&opts.dest)
+        .with_context(|| format!("creating {}", opts.dest.display()))?;
+    let mut written = Vec::with_capacity(TEMPLATES.len());
+    for template in TEMPLATES {
+        let path = opts.dest.join(render(template.path));
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::write(&path, render(template.text))
+            .with_context(|| format!("writing {}", path.display()))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// Checks a plugin name: lowercase letters, digits and `-`, starting with a
+/// letter, at most [`MAX_NAME_LEN`] characters, not reserved.
+fn validate_name(name: &str) -> anyhow::Result<()> {
+    let why = if name.is_empty() {
+        Some("it is empty".to_string())
+    } else if name.len() > MAX_NAME_LEN {
+        Some(format!(
+            "it is {} characters long; at most {MAX_NAME_LEN} are accepted",
+            name.len()
+        ))
+    } else if !name.starts_with(|c: char| c.is_ascii_lowercase()) {
+        Some("it must start with a lowercase letter".to_string())
+    } else if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
+    {
+        Some(format!(
+            "{c:?} is not accepted; use lowercase letters, digits and `-`"
+        ))
+    } else if name.ends_with('-') || name.contains("--") {
+        Some("`-` must separate words: not at the end, not doubled".to_string())
+    } else if RESERVED_NAMES.contains(&name) {
+        Some("it is reserved (a Rust keyword or a crate the plugin depends on)".to_string())
+    } else {
+        None
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => bail!(
+            "{name:?} is not a valid plugin name: {why}; use lowercase letters, digits and `-`, starting with a letter, such as \"acme-cloud\""
+        ),
+    }
+}
+
+/// Refuses a `dest` that exists and is anything but an empty directory.
+fn check_dest(dest: &Path) -> anyhow::Result<()> {
+    match std::fs::symlink_metadata(dest) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("looking at {}", dest.display())),
+        Ok(meta) if meta.is_dir() => {
+            let mut entries = std::fs::read_dir(dest)
+                .with_context(|| format!("reading directory {}", dest.display()))?;
+            if entries.next().is_some() {
+                bail!(
+                    "refusing to write into {}: it exists and is not empty; choose a new directory",
+                    dest.display()
+                );
+            }
+            Ok(())
+        }
+        Ok(_) => bail!(
+            "refusing to write into {}: it exists and is not a directory",
+            dest.display()
+        ),
+    }
+}
+
+/// `path` made absolute against the current directory (without touching
+/// the file system), so the generated crate does not depend on where
+/// `wasmprov new` ran.
+fn absolute(path: &Path, what: &str) -> anyhow::Result<PathBuf> {
+    std::path::absolute(path).with_context(|| format!("making {what} {} absolute", path.display()))
+}
+
+fn utf8(path: &Path) -> anyhow::Result<String> {
+    path.to_str().map(str::to_string).with_context(|| {
+        format!(
+            "{} is not valid UTF-8, which Cargo.toml cannot hold",
+            path.display()
+        )
+    })
+}
+
+/// `s` escaped for the inside of a TOML basic string (`"..."`).
+fn toml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The provider's type name: the name in CamelCase plus `Provider`
+/// (`acme-cloud` → `AcmeCloudProvider`), which cannot clash with the SDK's
+/// names the template imports.
+fn type_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 8);
+    for word in name.split('-') {
+        let mut chars = word.chars();
+        if let Some(first) = chars.next() {
+            out.push(first.to_ascii_uppercase());
+            out.extend(chars);
+        }
+    }
+    out.push_str("Provider");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An options value writing into `dir/name`, with a stand-in SDK crate.
+    fn options(dir: &Path, name: &str) -> ScaffoldOptions {
+        let sdk = dir.join("sdk");
+        std::fs::create_dir_all(&sdk).unwrap();
+        std::fs::write(sdk.join("Cargo.toml"), "[package]\n").unwrap();
+        ScaffoldOptions {
+            name: name.to_string(),
+            dest: dir.join(name),
+            sdk_path: sdk,
+            testkit_path: dir.join("testkit \"quoted\""),
+        }
+    }
+
+    fn read(path: &Path) -> String {
+        std::fs::read_to_string(path).unwrap()
+    }
+
+    #[test]
+    fn writes_a_complete_crate() {
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = options(tmp.path(), "acme-cloud");
+        let written = scaffold(&opts).unwrap();
+        let dest = &opts.dest;
+        let rel: Vec<String> = written
+            .iter()
+            .map(|p| {
+                p.strip_prefix(dest)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/")
+            })
+            .collect();
+        assert_eq!(
+            rel,
+            [
+                "Cargo.toml",
+                "src/lib.rs",
+                "acme-cloud.toml",
+                "README.md",
+                ".gitignore",
+                "tests/conformance.rs"
+            ]
+        );
+        for path in &written {
+            let text = read(path);
+            assert!(
+                !text.contains("{{"),
+                "{} has a placeholder left",
+                path.display()
+            );
+            assert!(!text.is_empty());
+        }
+
+        // Cargo.toml: the package, paths to the SDK and testkit, its own workspace.
+        let cargo: toml::Table = toml::from_str(&read(&dest.join("Cargo.toml"))).unwrap();
+        assert_eq!(cargo["package"]["name"].as_str(), Some("acme-cloud"));
+        assert_eq!(
+            cargo["lib"]["crate-type"],
+            toml::Value::from(vec!["cdylib", "rlib"])
+        );
+        assert_eq!(
+            cargo["dependencies"]["wasmprov-guest"]["path"].as_str(),
+            Some(opts.sdk_path.to_str().unwrap())
+        );
+        assert_eq!(
+            cargo["dev-dependencies"]["wasmprov-testkit"]["path"].as_str(),
+            Some(opts.testkit_path.to_str().unwrap())
+        );
+        assert!(cargo["dev-dependencies"]["tokio"]["features"].is_array());
+        assert!(cargo["workspace"].as_table().unwrap().is_empty());
+        assert_eq!(cargo["profile"]["release"]["opt-level"].as_str(), Some("s"));
+
+        // The manifest is one the host accepts, with minimal grants.
+        let manifest = wasmprov_policy::Manifest::parse(
+            "acme-cloud.toml",
+            &read(&dest.join("acme-cloud.toml")),
+        )
+        .unwrap();
+        assert_eq!(manifest.name, "acme-cloud");
+        assert_eq!(manifest.component, "acme-cloud.wasm");
+        assert!(manifest.config.is_empty());
+        assert_eq!(manifest.secrets["token"].env, "REFCLOUD_TOKEN");
+        assert!(manifest.exec.grants().is_empty());
+        assert_eq!(manifest.http.grants().len(), 1);
+        let to = |scheme: &str, authority: &str| {
+            wasmprov_policy::Destination::from_parts(scheme, authority).unwrap()
+        };
+        assert!(
+            manifest
+                .http
+                .check(&to("https", "api.refcloud.example"))
+                .is_ok()
+        );
+        assert!(
+            manifest
+                .http
+                .check(&to("http", "api.refcloud.example"))
+                .is_err()
+        );
+
+        let lib = read(&dest.join("src/lib.rs"));
+        assert!(lib.contains("pub struct AcmeCloudProvider {"));
+        assert!(lib.contains("const NAME: &'static str = \"acme-cloud\";"));
+        assert!(lib.contains("export_provider!(AcmeCloudProvider);"));
+
+        let conformance = read(&dest.join("tests/conformance.rs"));
+        assert!(conformance.contains(
+            r#"Suite::from_component("acme-cloud", &wasm, include_str!("../acme-cloud.toml"))"#
+        ));
+        assert!(conformance.contains(".faults(FaultSpec::default_mix())"));
+        assert!(conformance.contains(".fake(Fake::RefCloud)"));
+
+        let readme = read(&dest.join("README.md"));
+        assert!(readme.contains("target/wasm32-wasip2/release/acme_cloud.wasm"));
+        assert_eq!(read(&dest.join(".gitignore")), "target/\n");
+    }
+
+    #[test]
+    fn template_catalogue_matches_the_fake() {
+        let lib = TEMPLATES
+            .iter()
+            .find(|t| t.path == "src/lib.rs")
+            .unwrap()
+            .text;
+        for t in &wasmprov_fake::refcloud::NODE_TYPES {
+            let entry = format!("name: {:?},", t.name);
+            let at = lib
+                .find(&entry)
+                .unwrap_or_else(|| panic!("{} missing", t.name));
+            let block = &lib[at..at + lib[at..].find('}').unwrap()];
+            assert!(
+                block.contains(&format!("vcpu: {:.1},", f64::from(t.vcpu))),
+                "{block}"
+            );
+            assert!(
+                block.contains(&format!("memory_gib: {},", t.memory_gib)),
+                "{block}"
+            );
+            assert!(block.contains(&format!("gpu: {},", t.gpu)), "{block}");
+            assert!(
+                block.contains(&format!("hourly_usd: {:.3},", t.hourly_usd)),
+                "{block}"
+            );
+            let spot = match t.spot_hourly_usd {
+                Some(p) => format!("spot_hourly_usd: Some({p:.3}),"),
+                None => "spot_hourly_usd: None,".to_string(),
+            };
+            assert!(block.contains(&spot), "{block}");
+        }
+        assert!(lib.contains(r#"pub const ZONES: [&str; 2] = ["zone-a", "zone-b"];"#));
+    }
+
+    #[test]
+    fn refuses_a_non_empty_destination() {
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = options(tmp.path(), "acme");
+        std::fs::create_dir_all(&opts.dest).unwrap();
+        std::fs::write(opts.dest.join("keep.txt"), "mine").unwrap();
+        let err = scaffold(&opts).unwrap_err().to_string();
+        assert!(err.contains("not empty"), "{err}");
+        assert_eq!(read(&opts.dest.join("keep.txt")), "mine");
+        assert_eq!(std::fs::read_dir(&opts.dest).unwrap().count(), 1);
+
+        // A file in the way is refused too; an empty directory is fine.
+        let file = ScaffoldOptions {
+            dest: tmp.path().join("sdk/Cargo.toml"),
+            ..opts.clone()
+        };
+        assert!(
+            scaffold(&file)
+                .unwrap_err()
+                .to_string()
+                .contains("not a directory")
+        );
+        let empty = ScaffoldOptions {
+            dest: tmp.path().join("empty"),
+            ..opts.clone()
+        };
+        std::fs::create_dir(&empty.dest).unwrap();
+        assert_eq!(scaffold(&empty).unwrap().len(), TEMPLATES.len());
+    }
+
+    #[test]
+    fn refuses_a_missing_sdk() {
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = ScaffoldOptions {
+            sdk_path: tmp.path().join("nowhere"),
+            ..options(tmp.path(), "acme")
+        };
+        let err = scaffold(&opts).unwrap_err().to_string();
+        assert!(err.contains("no guest SDK"), "{err}");
+        assert!(!opts.dest.exists());
+    }
+
+    #[test]
+    fn names() {
+        for ok in [
+            "a",
+            "acme",
+            "acme-cloud",
+            "x9",
+            "cloud-2-go",
+            &"a".repeat(40),
+        ] {
+            assert!(validate_name(ok).is_ok(), "{ok}");
+        }
+        for (bad, why) in [
+            ("", "empty"),
+            (&"a".repeat(41) as &str, "at most 40"),
+            ("9cloud", "start with a lowercase letter"),
+            ("-cloud", "start with a lowercase letter"),
+            ("Acme", "start with a lowercase letter"),
+            ("acme_cloud", "'_' is not accepted"),
+            ("acme.cloud", "'.' is not accepted"),
+            ("acme cloud", "' ' is not accepted"),
+            ("acmé", "'é' is not accepted"),
+            ("acme-", "not at the end"),
+            ("acme--cloud", "not doubled"),
+            ("fn", "reserved"),
+            ("std", "reserved"),
+            ("wasmprov-guest", "reserved"),
+        ] {
+            let err = validate_name(bad).unwrap_err().to_string();
+            assert!(err.contains(why), "{bad:?}: {err}");
+            assert!(err.contains("such as \"acme-cloud\""), "{err}");
+        }
+        assert_eq!(type_name("acme-cloud"), "AcmeCloudProvider");
+        assert_eq!(type_name("x9-2"), "X92Provider");
+        assert_eq!(toml_escape(r#"C:\a "b""#), r#"C:\\a \"b\""#);
+    }
+
+    /// Generates a crate and builds it for wasm32-wasip2 (slow; needs the
+    /// target and the registry):
+    /// `cargo test -p wasmprov scaffold -- --ignored`. The nested cargo uses
+    /// `target/wasm-guests`, as the guest builds do, so it never waits on
+    /// the outer cargo's lock and reuses their wasm dependencies.
+    #[test]
+    #[ignore = "builds a generated crate for wasm32-wasip2: slow, needs the target and the registry"]
+    fn generated_crate_builds_for_wasm() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let tmp = tempfile::tempdir().unwrap();
+        let testkit = root.join("host/testkit");
+        // Cargo resolves dev-dependencies even for a library build, so the
+        // testkit must exist as a crate; stand one in while it does not.
+        let testkit = if testkit.join("src/lib.rs").is_file() {
+            testkit
+        } else {
+            let stub = tmp.path().join("testkit-stub");
+            std::fs::create_dir_all(stub.join("src")).unwrap();
+            std::fs::write(
+                stub.join("Cargo.toml"),
+                "[package]\nname = \"wasmprov-testkit\"\nversion = \"0.1.0\"\nedition = \"2024\"\n",
+            )
+            .unwrap();
+            std::fs::write(stub.join("src/lib.rs"), "").unwrap();
+            stub
+        };
+        let opts = ScaffoldOptions {
+            name: "acme-cloud".into(),
+            dest: tmp.path().join("acme-cloud"),
+            sdk_path: root.join("guest-sdk"),
+            testkit_path: testkit,
+        };
+        scaffold(&opts).unwrap();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .current_dir(&opts.dest)
+            .args(["build", "--target", "wasm32-wasip2", "--release", "--lib"])
+            .env("CARGO_TARGET_DIR", root.join("target/wasm-guests"))
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .status()
+            .unwrap();
+        assert!(status.success());
+        assert!(
+            root.join("target/wasm-guests/wasm32-wasip2/release/acme_cloud.wasm")
+                .is_file()
+        );
+    }
+}

@@ -1,0 +1,174 @@
+//! Fake clouds the suite points a plugin at, and what the suite needs of
+//! each: where to send the plugin's HTTP or which stub answers its exec,
+//! credentials, the ground truth of which nodes exist, planting nodes the
+//! plugin must not see, and this cloud's way of saying "no capacity" or
+//! "over quota" when a fault asks for it.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use wasmprov_host::intercept::{ExecFailure, ExecOutput, ExecRequest, OutgoingRequest};
+
+use crate::faults::FaultKind;
+
+/// A node as the fake cloud knows it, whatever the plugin says.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TruthNode {
+    /// The id the plugin should report as `provider_id`.
+    pub id: String,
+    /// Labels or tags on the node.
+    pub labels: BTreeMap<String, String>,
+    /// False once the node is terminated but still listed (EC2 keeps
+    /// terminated instances visible for a while).
+    pub alive: bool,
+}
+
+/// A stand-in for a cloud, on 127.0.0.1 or in-process.
+#[async_trait::async_trait]
+pub trait FakeCloud: Send + Sync + 'static {
+    /// What this fake is, for reports ("hetzner fake at http://127.0.0.1:41234").
+    fn describe(&self) -> String;
+
+    /// Where every allowed HTTP request of the plugin goes instead of where
+    /// it was addressed; `None` for a cloud the plugin reaches by exec.
+    fn http_target(&self) -> Option<SocketAddr>;
+
+    /// Answers a program run of the plugin, for a cloud reached by exec.
+    /// `None` (the default) lets HTTP-only fakes refuse every run.
+    async fn exec(&self, req: &ExecRequest) -> Option<Result<ExecOutput, ExecFailure>> {
+        let _ = req;
+        None
+    }
+
+    /// The value of the plugin's secret that the manifest reads from the
+    /// environment variable `env`: credentials this fake accepts.
+    fn secret(&self, env: &str) -> Option<String>;
+
+    /// Configuration values the suite sets for the plugin on top of its
+    /// manifest (for example an image id the fake knows).
+    fn config(&self) -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
+
+    /// Every node that exists, with its labels.
+    async fn nodes(&self) -> anyhow::Result<Vec<TruthNode>>;
+
+    /// Creates a node behind the plugin's back, with these labels; returns
+    /// its id, or `None` when this fake cannot plant nodes.
+    async fn plant(&self, labels: BTreeMap<String, String>) -> anyhow::Result<Option<String>>;
+
+    /// Whether `req` asks the cloud to create a node (capacity and quota
+    /// faults apply only to those).
+    fn is_create(&self, req: &OutgoingRequest) -> bool;
+
+    /// The response this cloud gives a create request when it has no
+    /// capacity, is over quota, or rate-limits it.
+    fn fault_response(&self, kind: FaultKind, req: &OutgoingRequest) -> http::Response<Bytes>;
+
+    /// For a cloud reached by exec: whether `req` creates a node, and the
+    /// output of a command that fails with `kind`.
+    fn exec_fault(
+        &self,
+        kind: FaultKind,
+        req: &ExecRequest,
+    ) -> Option<Result<ExecOutput, ExecFailure>> {
+        let _ = (kind, req);
+        None
+    }
+
+    /// Whether `req` (a program run) creates a node.
+    fn exec_is_create(&self, req: &ExecRequest) -> bool {
+        let _ = req;
+        false
+    }
+}
+
+/// The fakes the suite can start by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fake {
+    /// The Hetzner Cloud API v1 fake ([`wasmprov_fake::HetznerFake`]).
+    Hetzner,
+    /// EC2 as served by moto (`python3 -m moto.server`), when installed.
+    Ec2,
+    /// Stateful stubs for the cloud-init plugin's create/list/destroy commands.
+    CloudInit,
+    /// The reference cloud ([`wasmprov_fake::refcloud`]), which `wasmprov new`
+    /// plugins start from.
+    RefCloud,
+}
+
+impl Fake {
+    /// Every fake, with the name `--fake` takes.
+    pub const ALL: [(&'static str, Fake); 4] = [
+        ("hetzner", Fake::Hetzner),
+        ("ec2", Fake::Ec2),
+        ("cloud-init", Fake::CloudInit),
+        ("refcloud", Fake::RefCloud),
+    ];
+
+    /// The fake for a `--fake` name.
+    ///
+    /// # Errors
+    /// An unknown name, listing the known ones.
+    pub fn parse(name: &str) -> anyhow::Result<Self> {
+        Self::ALL
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, f)| f.clone())
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "unknown fake {name:?}; known: {}",
+                    Self::ALL.map(|(n, _)| n).join(", ")
+                )
+            })
+    }
+
+    /// The fake that fits a bundled plugin, by the plugin's name.
+    #[must_use]
+    pub fn for_plugin(plugin: &str) -> Option<Self> {
+        match plugin {
+            "hetzner" => Some(Self::Hetzner),
+            "aws-ec2" | "ec2" => Some(Self::Ec2),
+            "cloud-init" => Some(Self::CloudInit),
+            "refcloud" => Some(Self::RefCloud),
+            _ => None,
+        }
+    }
+
+    /// Starts the fake. `manifest_config` is the plugin's `[config]`
+    /// (the cloud-init stubs read their command paths from it).
+    ///
+    /// # Errors
+    /// When it cannot start; for EC2 when moto is not installed
+    /// ([`crate::Unavailable`]).
+    pub async fn start(
+        &self,
+        manifest_config: &BTreeMap<String, String>,
+    ) -> anyhow::Result<Arc<dyn FakeCloud>> {
+        Ok(match self {
+            Self::Hetzner => Arc::new(crate::fakes::hetzner::Hetzner::start().await?),
+            Self::RefCloud => Arc::new(crate::fakes::refcloud::RefCloud::start().await?),
+            Self::Ec2 => Arc::new(crate::fakes::ec2::Ec2::start().await?),
+            Self::CloudInit => Arc::new(crate::fakes::cloud_init::CloudInitStub::new(
+                manifest_config,
+            )?),
+        })
+    }
+}
+
+/// A plain JSON response, for fakes rendering errors.
+#[must_use]
+pub fn json_response(status: u16, headers: &[(&str, &str)], body: &str) -> http::Response<Bytes> {
+    let mut builder = http::Response::builder()
+        .status(status)
+        .header(http::header::CONTENT_TYPE, "application/json");
+    for (k, v) in headers {
+        builder = builder.header(*k, *v);
+    }
+    builder
+        .body(Bytes::from(body.to_string()))
+        .unwrap_or_else(|_| http::Response::new(Bytes::new()))
+}

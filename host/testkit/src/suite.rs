@@ -1,0 +1,1277 @@
+//! The conformance suite: a plugin loaded by the real host under its real
+//! grants, driven through the provisioner trait, checked from outside.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use wasmprov_testkit::{Fake, FaultSpec, Suite};
+//! let report = Suite::from_dir("plugins.d", "hetzner")
+//!     .fake(Fake::Hetzner)
+//!     .faults(FaultSpec::default_mix())
+//!     .run()
+//!     .await?;
+//! println!("{report}");
+//! report.assert_passed();
+//! # Ok(()) }
+//! ```
+//!
+//! The steps, in order: identity and price hints (no I/O); nodes planted
+//! behind the plugin's back (one by a second host with another owner id
+//! through the plugin itself, and, when the fake can, untagged and
+//! foreign-tagged ones made directly in the fake); provision, describe,
+//! re-provision with the same request id; a second node in the first one's
+//! zone; four more provisions (the ones faults hit most); foreign nodes
+//! checked in describe and refused by terminate; terminate, describe,
+//! terminate again; an impossible shape; then clean-up (without faults)
+//! and the leak check against the fake's own record of what exists.
+//!
+//! With faults, every call that fails while a fault was injected is checked
+//! against the fault (`errors.classified`) and tried again, up to
+//! [`MAX_ATTEMPTS`] times, as an orchestrator would.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use wasmprov_api::{
+    CapacityType, CloudProvisioner, JoinState, NodeHandle, NodeShape, ProvisionRequest,
+    ProvisionerError,
+};
+use wasmprov_host::{HostBuilder, LockMode, WasmPlugin};
+
+use crate::cassette::{Cassette, Recorder, Redactor, Replayer};
+use crate::fake::{Fake, FakeCloud, TruthNode};
+use crate::faults::{FaultSpec, Injector};
+use crate::harness::{Denials, Harness, Target};
+use crate::report::{Checks, Report};
+
+/// Label carrying the owner id (as the guest SDK writes it).
+pub const OWNER_LABEL: &str = "wasmprov-owner";
+/// Label carrying the request id.
+pub const REQUEST_LABEL: &str = "wasmprov-request";
+/// Tries of one call under faults before the suite gives up on it.
+pub const MAX_ATTEMPTS: u32 = 20;
+/// Longest the suite waits between tries (a fault's `Retry-After` is
+/// honoured up to this).
+const RETRY_PAUSE_MAX: Duration = Duration::from_millis(20);
+/// The whole run must finish within this.
+const RUN_LIMIT: Duration = Duration::from_secs(300);
+
+const GIB: u64 = 1 << 30;
+
+/// Where the plugin comes from.
+#[derive(Clone, Debug)]
+enum Source {
+    Dir(PathBuf),
+    Component { wasm: PathBuf, manifest: String },
+}
+
+/// What the plugin's requests go to.
+#[derive(Clone, Debug)]
+enum Mode {
+    /// The fake that fits the plugin's name.
+    Auto,
+    Fake(Fake),
+    Replay(PathBuf),
+    Live,
+}
+
+/// A conformance run, configured with the builder methods and started
+/// with [`Suite::run`].
+#[derive(Clone, Debug)]
+pub struct Suite {
+    plugin: String,
+    source: Source,
+    mode: Mode,
+    faults: FaultSpec,
+    record: Option<PathBuf>,
+    owner: String,
+    cache_dir: Option<PathBuf>,
+}
+
+impl Suite {
+    fn new(plugin: &str, source: Source) -> Self {
+        Self {
+            plugin: plugin.to_string(),
+            source,
+            mode: Mode::Auto,
+            faults: FaultSpec::none(),
+            record: None,
+            owner: "wasmprov-conformance".into(),
+            cache_dir: default_cache_dir(),
+        }
+    }
+
+    /// Tests plugin `plugin` of a plugin directory (its manifest is the one
+    /// whose `name` is `plugin`).
+    #[must_use]
+    pub fn from_dir(plugin_dir: impl Into<PathBuf>, plugin: &str) -> Self {
+        Self::new(plugin, Source::Dir(plugin_dir.into()))
+    }
+
+    /// Tests a component with the manifest `manifest` (TOML text; its
+    /// `component` is replaced by `wasm`).
+    #[must_use]
+    pub fn from_component(plugin: &str, wasm: &Path, manifest: &str) -> Self {
+        Self::new(
+            plugin,
+            Source::Component {
+                wasm: wasm.to_path_buf(),
+                manifest: manifest.to_string(),
+            },
+        )
+    }
+
+    /// Sends the plugin's HTTP to `fake` (or its exec to `fake`'s stubs).
+    /// Without a target, the fake that fits the plugin's name is used.
+    #[must_use]
+    pub fn fake(mut self, fake: Fake) -> Self {
+        self.mode = Mode::Fake(fake);
+        self
+    }
+
+    /// Answers the plugin's HTTP from a cassette; nothing leaves the process.
+    #[must_use]
+    pub fn replay(mut self, cassette: impl Into<PathBuf>) -> Self {
+        self.mode = Mode::Replay(cassette.into());
+        self
+    }
+
+    /// Lets the plugin's requests go where it addresses them, with secrets
+    /// from the environment: a real cloud (to record a cassette, say).
+    /// Nodes are created for real and terminated at the end.
+    #[must_use]
+    pub fn live(mut self) -> Self {
+        self.mode = Mode::Live;
+        self
+    }
+
+    /// Records every HTTP exchange to this cassette file.
+    #[must_use]
+    pub fn record(mut self, cassette: impl Into<PathBuf>) -> Self {
+        self.record = Some(cassette.into());
+        self
+    }
+
+    /// Injects faults (with a fake target only).
+    #[must_use]
+    pub fn faults(mut self, spec: FaultSpec) -> Self {
+        self.faults = spec;
+        self
+    }
+
+    /// The owner id of the run (default `wasmprov-conformance`; the foreign
+    /// owner is this with `-foreign`).
+    #[must_use]
+    pub fn owner(mut self, owner: &str) -> Self {
+        self.owner = owner.to_string();
+        self
+    }
+
+    /// Where compiled components are cached (default: the user's cache;
+    /// `None`: a cache that lasts as long as the run).
+    #[must_use]
+    pub fn cache_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.cache_dir = dir;
+        self
+    }
+
+    /// Runs the suite.
+    ///
+    /// # Errors
+    /// When the run cannot start: the plugin is not found or does not load,
+    /// the fake cannot start ([`crate::Unavailable`] when it cannot run
+    /// here), the cassette cannot be read or written. Rule failures are
+    /// not errors: they are in the report.
+    pub async fn run(self) -> anyhow::Result<Report> {
+        let started = Instant::now();
+        let plugin = PreparedPlugin::prepare(&self.plugin, &self.source)?;
+        let mode = match self.mode.clone() {
+            Mode::Auto => Mode::Fake(Fake::for_plugin(&self.plugin).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "no fake fits plugin {:?}: choose one ({}), a cassette to replay, or a live run",
+                    self.plugin,
+                    Fake::ALL.map(|(n, _)| n).join(", ")
+                )
+            })?),
+            m => m,
+        };
+        if self.faults.is_active() && !matches!(mode, Mode::Fake(_)) {
+            anyhow::bail!(
+                "faults need a fake cloud: a replayed cassette holds one answer per request, and a live cloud should not be faulted"
+            );
+        }
+        let (target, fake, secret_source, target_name): (Target, _, SecretFn, String) = match &mode
+        {
+            Mode::Fake(kind) => {
+                let fake = kind.start(&plugin.config).await?;
+                plugin.add_config(&self.plugin, &fake.config())?;
+                let for_secrets = fake.clone();
+                (
+                    Target::Fake(fake.clone()),
+                    Some(fake.clone()),
+                    Arc::new(move |env: &str| for_secrets.secret(env)),
+                    fake.describe(),
+                )
+            }
+            Mode::Replay(path) => {
+                let cassette = Cassette::load(path)?;
+                let redact = plugin.redactor(&|env| Some(replay_secret(env)));
+                (
+                    Target::Replay(Arc::new(Replayer::new(cassette, redact))),
+                    None,
+                    Arc::new(|env: &str| Some(replay_secret(env))),
+                    format!("cassette {}", path.display()),
+                )
+            }
+            Mode::Live => (
+                Target::Live,
+                None,
+                Arc::new(|env: &str| std::env::var(env).ok()),
+                "the endpoints the plugin addresses (live)".into(),
+            ),
+            Mode::Auto => unreachable!("resolved above"),
+        };
+        let recorder = self.record.as_ref().map(|_| {
+            Arc::new(Recorder::new(
+                &self.plugin,
+                &target_name,
+                plugin.redactor(&*secret_source),
+            ))
+        });
+        let injector = Arc::new(Injector::new(self.faults.clone()));
+        let harness = Arc::new(Harness {
+            target: target.clone(),
+            recorder: recorder.clone(),
+            injector: injector.clone(),
+        });
+        let denials = Arc::new(Denials::default());
+        // Without a cache, the run still compiles the component once: the
+        // second host loads it from a cache that lives as long as the run.
+        let cache_dir = match &self.cache_dir {
+            Some(dir) => dir.clone(),
+            None => plugin.dir.path().join(".cache"),
+        };
+        let foreign_owner = format!("{}-foreign", self.owner);
+        let load = |owner: &str| {
+            let secrets = secret_source.clone();
+            HostBuilder::new(plugin.dir.path())
+                .owner_id(owner)
+                .cache_dir(Some(cache_dir.clone()))
+                .work_dir(plugin.dir.path().join(".work"))
+                .lock_mode(LockMode::Off)
+                .secret_source(move |env| secrets(env))
+                .http_interceptor(harness.clone())
+                .exec_interceptor(harness.clone())
+                .observer(denials.clone())
+                .build()
+        };
+        let host = load(&self.owner).await?;
+        let foreign_host = load(&foreign_owner).await?;
+        if let Some(err) = host.errors().first() {
+            anyhow::bail!("plugin {} did not load: {err}", self.plugin);
+        }
+        let (Some(wasm), Some(foreign)) = (
+            host.wasm_plugin(&self.plugin),
+            foreign_host.wasm_plugin(&self.plugin),
+        ) else {
+            anyhow::bail!(
+                "the manifest of {:?} loaded under another name",
+                self.plugin
+            );
+        };
+
+        let mut run = Run {
+            plugin: wasm.clone(),
+            foreign: foreign.clone(),
+            fake: fake.clone(),
+            injector: injector.clone(),
+            checks: Checks::new(),
+            owner: self.owner.clone(),
+            foreign_owner,
+            calls: 0,
+            requests: Vec::new(),
+        };
+        let outcome = tokio::time::timeout(RUN_LIMIT, run.steps()).await;
+        let mut notes = Vec::new();
+        if outcome.is_err() {
+            run.checks.fail(
+                "errors.no-fault",
+                format!(
+                    "the suite did not finish within {} s; the plugin's calls hang",
+                    RUN_LIMIT.as_secs()
+                ),
+            );
+        }
+
+        if outcome.is_ok() {
+            // Every call went through `Run::call`, which fails this rule on
+            // any plugin fault.
+            run.checks.pass("errors.no-fault");
+        }
+        let denials = denials.0.lock().map(|d| d.clone()).unwrap_or_default();
+        if denials.is_empty() {
+            run.checks.pass("grants.inside");
+        }
+        for d in &denials {
+            run.checks.fail(
+                "grants.inside",
+                format!(
+                    "the host denied {} {} of owner's plugin: {}",
+                    match d.kind {
+                        wasmprov_host::intercept::DenialKind::Http => "HTTP request",
+                        wasmprov_host::intercept::DenialKind::Exec => "program run",
+                    },
+                    d.target,
+                    d.reason
+                ),
+            );
+        }
+        let mut unrecorded = Vec::new();
+        match &target {
+            Target::Replay(replayer) => {
+                unrecorded = replayer.unrecorded();
+                if unrecorded.is_empty() {
+                    run.checks.pass("replay.recorded");
+                }
+                for u in &unrecorded {
+                    run.checks.fail(
+                        "replay.recorded",
+                        format!(
+                            "{} is not in the cassette:\n{}",
+                            u.request,
+                            u.diff.trim_end()
+                        ),
+                    );
+                }
+                let unused = replayer.unused();
+                if unused > 0 {
+                    notes.push(format!(
+                        "{unused} recorded interactions were not asked for (the plugin made fewer requests than when recorded)"
+                    ));
+                }
+            }
+            _ => run.checks.skip("replay.recorded", "not a replay"),
+        }
+        if let (Some(path), Some(recorder)) = (&self.record, &recorder) {
+            let cassette = recorder.cassette();
+            cassette.save(path)?;
+            notes.push(format!(
+                "recorded {} interactions to {}",
+                cassette.interactions.len(),
+                path.display()
+            ));
+        }
+        let rules = run.checks.finish();
+        let passed = rules
+            .iter()
+            .all(|r| r.status != crate::report::Status::Fail);
+        Ok(Report {
+            plugin: self.plugin.clone(),
+            target: target_name,
+            faults: self.faults.to_string(),
+            passed,
+            rules,
+            injected: injector.log(),
+            denials,
+            unrecorded,
+            calls: run.calls,
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            notes,
+        })
+    }
+}
+
+type SecretFn = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// The value a replay gives secret `env`: any value works, since secrets are
+/// redacted to their names before requests are compared.
+fn replay_secret(env: &str) -> String {
+    format!("replayed-secret-{env}")
+}
+
+fn default_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .map(|d| d.join("wasmprov"))
+}
+
+/// The plugin copied alone into a directory of its own, its manifest's
+/// `[config]` extended with the fake's values.
+struct PreparedPlugin {
+    dir: tempfile::TempDir,
+    config: BTreeMap<String, String>,
+    /// Secret name → environment variable.
+    secrets: BTreeMap<String, String>,
+}
+
+impl PreparedPlugin {
+    fn prepare(plugin: &str, source: &Source) -> anyhow::Result<Self> {
+        let (mut manifest, wasm) = match source {
+            Source::Component { wasm, manifest } => {
+                let table: toml::Table = toml::from_str(manifest)
+                    .with_context(|| format!("the manifest of {plugin} is not TOML"))?;
+                (table, wasm.clone())
+            }
+            Source::Dir(dir) => find_manifest(dir, plugin)?,
+        };
+        let name = manifest.get("name").and_then(|v| v.as_str());
+        if name != Some(plugin) {
+            anyhow::bail!("the manifest names plugin {name:?}, not {plugin:?}");
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("wasmprov-test-")
+            .tempdir()
+            .context("creating a plugin directory")?;
+        let file = format!("{plugin}.wasm");
+        std::fs::copy(&wasm, dir.path().join(&file))
+            .with_context(|| format!("copying the component {}", wasm.display()))?;
+        manifest.insert("component".into(), toml::Value::String(file));
+        let config: BTreeMap<String, String> = manifest
+            .get("config")
+            .and_then(|c| c.as_table())
+            .map(|t| {
+                t.iter()
+                    .map(|(k, v)| {
+                        let v = v
+                            .as_str()
+                            .map_or_else(|| v.to_string(), ToString::to_string);
+                        (k.clone(), v)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let secrets = manifest
+            .get("secrets")
+            .and_then(|s| s.as_table())
+            .map(|t| {
+                t.iter()
+                    .filter_map(|(k, v)| {
+                        let env = v.get("env")?.as_str()?;
+                        Some((k.clone(), env.to_string()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        std::fs::write(
+            dir.path().join(format!("{plugin}.toml")),
+            toml::to_string(&manifest).context("writing the manifest")?,
+        )
+        .context("writing the manifest")?;
+        Ok(Self {
+            dir,
+            config,
+            secrets,
+        })
+    }
+
+    /// Adds `extra` to the manifest's `[config]` (for a fake's values).
+    fn add_config(&self, plugin: &str, extra: &BTreeMap<String, String>) -> anyhow::Result<()> {
+        if extra.is_empty() {
+            return Ok(());
+        }
+        let path = self.dir.path().join(format!("{plugin}.toml"));
+        let mut manifest: toml::Table = toml::from_str(&std::fs::read_to_string(&path)?)?;
+        let config = manifest
+            .entry("config")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if let Some(table) = config.as_table_mut() {
+            for (k, v) in extra {
+                table.insert(k.clone(), toml::Value::String(v.clone()));
+            }
+        }
+        std::fs::write(&path, toml::to_string(&manifest)?)?;
+        Ok(())
+    }
+
+    /// A redactor of this plugin's secrets, valued by `source`.
+    fn redactor(&self, source: &dyn Fn(&str) -> Option<String>) -> Redactor {
+        Redactor::new(
+            self.secrets
+                .iter()
+                .filter_map(|(name, env)| Some((name.clone(), source(env)?))),
+        )
+    }
+}
+
+/// Finds the manifest named `plugin` in a plugin directory.
+fn find_manifest(dir: &Path, plugin: &str) -> anyhow::Result<(toml::Table, PathBuf)> {
+    let entries = std::fs::read_dir(dir)
+        .with_context(|| format!("reading plugin directory {}", dir.display()))?;
+    let mut names = Vec::new();
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let Ok(table) = toml::from_str::<toml::Table>(&text) else {
+            continue;
+        };
+        let name = table.get("name").and_then(|v| v.as_str()).unwrap_or("");
+        if name == plugin {
+            let component = table
+                .get("component")
+                .and_then(|v| v.as_str())
+                .with_context(|| format!("{} names no component", path.display()))?;
+            return Ok((table.clone(), dir.join(component)));
+        }
+        names.push(name.to_string());
+    }
+    names.sort();
+    anyhow::bail!(
+        "no plugin {plugin:?} in {} (plugins there: {})",
+        dir.display(),
+        if names.is_empty() {
+            "none".into()
+        } else {
+            names.join(", ")
+        }
+    )
+}
+
+/// One run's state.
+struct Run {
+    plugin: Arc<WasmPlugin>,
+    foreign: Arc<WasmPlugin>,
+    fake: Option<Arc<dyn FakeCloud>>,
+    injector: Arc<Injector>,
+    checks: Checks,
+    owner: String,
+    foreign_owner: String,
+    calls: u32,
+    /// Request ids this owner provisioned.
+    requests: Vec<String>,
+}
+
+type CallResult<T> = Result<T, ProvisionerError>;
+
+impl Run {
+    /// Runs `call` until it succeeds, or fails with no injected fault to
+    /// explain it; checks each fault-explained error against its fault.
+    async fn call<T, F, Fut>(&mut self, what: &str, mut call: F) -> CallResult<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = CallResult<T>>,
+    {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            self.calls += 1;
+            let mark = self.injector.mark();
+            let err = match call().await {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            if let ProvisionerError::Plugin { fault, message, .. } = &err {
+                self.checks.fail(
+                    "errors.no-fault",
+                    format!("{what}: the plugin {fault}: {message}"),
+                );
+            }
+            let injected = self.injector.since(mark);
+            let Some(last) = injected.last() else {
+                return Err(err);
+            };
+            if last.kind.accepts(&err) {
+                self.checks.pass("errors.classified");
+            } else {
+                self.checks.fail(
+                    "errors.classified",
+                    format!(
+                        "{what}: after an injected {} on {}, the plugin answered {} ({err}); expected {}",
+                        last.kind,
+                        last.target,
+                        err.kind(),
+                        last.kind.expected_kinds().unwrap_or(&[]).join(" or ")
+                    ),
+                );
+            }
+            if attempt >= MAX_ATTEMPTS {
+                self.checks.fail(
+                    "errors.classified",
+                    format!("{what}: still failing after {attempt} tries: {err}"),
+                );
+                return Err(err);
+            }
+            let pause = err
+                .retry_after()
+                .unwrap_or(Duration::ZERO)
+                .min(RETRY_PAUSE_MAX);
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    async fn provision(&mut self, request_id: &str, shape: &NodeShape) -> CallResult<NodeHandle> {
+        let plugin = self.plugin.clone();
+        let req = ProvisionRequest {
+            request_id: request_id.to_string(),
+            shape: shape.clone(),
+        };
+        if !self.requests.iter().any(|r| r == request_id) {
+            self.requests.push(request_id.to_string());
+        }
+        self.call(&format!("provision {request_id}"), || {
+            let plugin = plugin.clone();
+            let req = req.clone();
+            async move { plugin.provision_request(&req).await }
+        })
+        .await
+    }
+
+    async fn describe(&mut self) -> CallResult<Vec<NodeHandle>> {
+        let plugin = self.plugin.clone();
+        self.call("describe", || {
+            let plugin = plugin.clone();
+            async move { plugin.describe().await }
+        })
+        .await
+    }
+
+    async fn terminate(&mut self, id: &str) -> CallResult<()> {
+        let plugin = self.plugin.clone();
+        let id = id.to_string();
+        let injector = self.injector.clone();
+        let mark = injector.mark();
+        let result = self
+            .call(&format!("terminate {id}"), || {
+                let plugin = plugin.clone();
+                let id = id.clone();
+                async move { plugin.terminate(&id).await }
+            })
+            .await;
+        // A retried terminate whose first try took effect finds the node gone.
+        let earlier_fault = !injector.since(mark).is_empty();
+        match result {
+            Err(ProvisionerError::NotFound(_)) if earlier_fault => Ok(()),
+            other => other,
+        }
+    }
+
+    async fn truth(&self) -> Option<Vec<TruthNode>> {
+        let fake = self.fake.as_ref()?;
+        match fake.nodes().await {
+            Ok(nodes) => Some(nodes),
+            Err(e) => {
+                tracing::warn!("reading the fake's nodes: {e:#}");
+                None
+            }
+        }
+    }
+
+    /// Live nodes of this owner for `request_id`, by the fake's record.
+    fn made_for<'a>(&self, truth: &'a [TruthNode], request_id: &str) -> Vec<&'a TruthNode> {
+        truth
+            .iter()
+            .filter(|n| {
+                n.alive
+                    && n.labels.get(OWNER_LABEL).map(String::as_str) == Some(self.owner.as_str())
+                    && n.labels.get(REQUEST_LABEL).map(String::as_str) == Some(request_id)
+            })
+            .collect()
+    }
+
+    async fn steps(&mut self) {
+        self.identity();
+        self.prices();
+        let planted = self.plant().await;
+
+        let small = NodeShape::new(1.0, GIB);
+        let a = self.step_first_node(&small).await;
+        let zone = a.as_ref().and_then(|a| a.zone.clone());
+        self.step_second_node(&small, zone).await;
+        for i in 1..=4 {
+            let id = format!("conformance-retry-{i}");
+            if let Err(e) = self.provision(&id, &small).await {
+                self.checks
+                    .fail("provision.handle", format!("provision {id} failed: {e}"));
+            }
+        }
+        self.check_single_nodes().await;
+        self.step_foreign(&planted).await;
+        if let Some(a) = &a {
+            self.step_terminate(a).await;
+        }
+        self.step_unsatisfiable().await;
+        self.cleanup().await;
+    }
+
+    fn identity(&mut self) {
+        let (a, b) = (self.plugin.info(), self.foreign.info());
+        let rule = "identity.stable";
+        self.checks.check(
+            rule,
+            if a.backend_name.is_empty() {
+                Err("the plugin's name() is empty".into())
+            } else if a.backend_name != b.backend_name {
+                Err(format!(
+                    "name() said {:?}, then {:?} in another instance",
+                    a.backend_name, b.backend_name
+                ))
+            } else {
+                Ok(())
+            },
+        );
+        self.checks.check(
+            rule,
+            if self.plugin.capacity_types().is_empty() {
+                Err("capacity_types() is empty".into())
+            } else if self.plugin.capacity_types() != self.foreign.capacity_types() {
+                Err(format!(
+                    "capacity_types() said {:?}, then {:?} in another instance",
+                    self.plugin.capacity_types(),
+                    self.foreign.capacity_types()
+                ))
+            } else {
+                Ok(())
+            },
+        );
+    }
+
+    fn price(&mut self, shape: &NodeShape, label: &str) -> Option<wasmprov_api::PriceHint> {
+        self.calls += 1;
+        match self.plugin.try_price_hint(shape) {
+            Ok(None) => None,
+            Ok(Some(hint)) => {
+                let outcome = if !(hint.hourly_usd.is_finite() && hint.hourly_usd > 0.0) {
+                    Err(format!(
+                        "{label}: hourly price {} is not a positive number",
+                        hint.hourly_usd
+                    ))
+                } else if hint.instance_type.trim().is_empty() {
+                    Err(format!("{label}: the hint names no instance type"))
+                } else if hint.capacity_type != shape.capacity_type {
+                    Err(format!(
+                        "{label}: asked for {}, priced as {}",
+                        shape.capacity_type, hint.capacity_type
+                    ))
+                } else {
+                    Ok(())
+                };
+                self.checks.check("price.valid", outcome);
+                Some(hint)
+            }
+            Err(e) => {
+                if matches!(e, ProvisionerError::Plugin { .. }) {
+                    self.checks
+                        .fail("errors.no-fault", format!("price hint for {label}: {e}"));
+                }
+                None
+            }
+        }
+    }
+
+    fn prices(&mut self) {
+        let shapes = [
+            ("1 vCPU, 1 GiB", NodeShape::new(1.0, GIB)),
+            ("4 vCPU, 16 GiB", NodeShape::new(4.0, 16 * GIB)),
+            ("16 vCPU, 64 GiB", NodeShape::new(16.0, 64 * GIB)),
+        ];
+        let mut priced: Vec<(String, f64)> = Vec::new();
+        for (label, shape) in &shapes {
+            if let Some(hint) = self.price(shape, label) {
+                priced.push(((*label).to_string(), hint.hourly_usd));
+            }
+        }
+        for pair in priced.windows(2) {
+            let ((small, p), (large, q)) = (&pair[0], &pair[1]);
+            self.checks.check(
+                "price.monotonic",
+                if q + 1e-9 < *p {
+                    Err(format!(
+                        "{large} costs {q} $/h, less than {small} at {p} $/h"
+                    ))
+                } else {
+                    Ok(())
+                },
+            );
+        }
+        if let Some(hint) = self.price(&shapes[0].1, "1 vCPU, 1 GiB") {
+            let shape = NodeShape {
+                instance_type: Some(hint.instance_type.clone()),
+                ..NodeShape::new(1.0, GIB)
+            };
+            let label = format!("instance type {}", hint.instance_type);
+            let again = self.price(&shape, &label);
+            self.checks.check(
+                "price.explicit-type",
+                match again {
+                    Some(h) if h.instance_type == hint.instance_type => Ok(()),
+                    Some(h) => Err(format!(
+                        "asked for instance type {}, priced {}",
+                        hint.instance_type, h.instance_type
+                    )),
+                    None => Err(format!(
+                        "no price for instance type {}, which it had just named",
+                        hint.instance_type
+                    )),
+                },
+            );
+        }
+        if self.plugin.capacity_types().contains(&CapacityType::Spot) {
+            let shape = NodeShape {
+                capacity_type: CapacityType::Spot,
+                ..NodeShape::new(1.0, GIB)
+            };
+            self.price(&shape, "1 vCPU, 1 GiB, spot");
+        }
+        self.calls += 1;
+        let huge = NodeShape::new(4096.0, 64 * 1024 * GIB);
+        let outcome = match self.plugin.try_price_hint(&huge) {
+            Ok(None)
+            | Err(ProvisionerError::Unsupported(_) | ProvisionerError::Capacity { .. }) => Ok(()),
+            Ok(Some(h)) => Err(format!(
+                "4096 vCPU, 64 TiB priced as {} at {} $/h",
+                h.instance_type, h.hourly_usd
+            )),
+            Err(e) => Err(format!("4096 vCPU, 64 TiB: {} ({e})", e.kind())),
+        };
+        self.checks.check("price.unsatisfiable", outcome);
+    }
+
+    /// Plants nodes the plugin must not see: returns (id, how it was made).
+    async fn plant(&mut self) -> Vec<(String, String)> {
+        let mut planted = Vec::new();
+        let foreign = self.foreign.clone();
+        let req = ProvisionRequest {
+            request_id: "conformance-foreign".into(),
+            shape: NodeShape::new(1.0, GIB),
+        };
+        // The foreign owner's node goes through the plugin, so this works
+        // against cassettes and live clouds too.
+        self.calls += 1;
+        let mut made = None;
+        for _ in 0..MAX_ATTEMPTS {
+            match foreign.provision_request(&req).await {
+                Ok(h) => {
+                    made = Some(h);
+                    break;
+                }
+                Err(e) if e.is_retryable() => {}
+                Err(e) => {
+                    tracing::warn!("planting a node of another owner: {e}");
+                    break;
+                }
+            }
+        }
+        if let Some(h) = made {
+            planted.push((
+                h.provider_id,
+                format!(
+                    "provisioned by this plugin for owner {:?}",
+                    self.foreign_owner
+                ),
+            ));
+        }
+        if let Some(fake) = &self.fake {
+            let sets = [
+                (
+                    BTreeMap::from([
+                        (OWNER_LABEL.to_string(), "someone-else".to_string()),
+                        (REQUEST_LABEL.to_string(), "conformance-a".to_string()),
+                    ]),
+                    "planted in the cloud for owner \"someone-else\" with this run's request id",
+                ),
+                (
+                    BTreeMap::from([("team".to_string(), "databases".to_string())]),
+                    "planted in the cloud without an owner tag",
+                ),
+            ];
+            for (labels, how) in sets {
+                match fake.plant(labels).await {
+                    Ok(Some(id)) => planted.push((id, how.to_string())),
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!("planting a node in the fake: {e:#}"),
+                }
+            }
+        }
+        planted
+    }
+
+    async fn step_first_node(&mut self, shape: &NodeShape) -> Option<NodeHandle> {
+        let request = "conformance-a";
+        let a = match self.provision(request, shape).await {
+            Ok(a) => a,
+            Err(e) => {
+                self.checks.fail(
+                    "provision.handle",
+                    format!("provision {request} failed: {} ({e})", e.kind()),
+                );
+                return None;
+            }
+        };
+        self.check_handle(request, shape, &a);
+        match self.describe().await {
+            Ok(nodes) => {
+                let found = nodes.iter().find(|n| n.provider_id == a.provider_id);
+                self.checks.check(
+                    "describe.lists-own",
+                    match found {
+                        None => Err(format!(
+                            "describe does not list {} (provisioned for {request}); it listed {:?}",
+                            a.provider_id,
+                            nodes.iter().map(|n| &n.provider_id).collect::<Vec<_>>()
+                        )),
+                        Some(n) if n.labels.get(OWNER_LABEL) != Some(&self.owner) => Err(format!(
+                            "describe lists {} with owner tag {:?}, not {:?}",
+                            n.provider_id,
+                            n.labels.get(OWNER_LABEL),
+                            self.owner
+                        )),
+                        Some(_) => Ok(()),
+                    },
+                );
+            }
+            Err(e) => self
+                .checks
+                .fail("describe.lists-own", format!("describe failed: {e}")),
+        }
+        match self.provision(request, shape).await {
+            Ok(again) => self.checks.check(
+                "provision.idempotent",
+                if again.provider_id == a.provider_id {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "provision {request} returned {}, then {} for the same request id",
+                        a.provider_id, again.provider_id
+                    ))
+                },
+            ),
+            Err(e) => self.checks.fail(
+                "provision.idempotent",
+                format!("provision {request} again failed: {e}"),
+            ),
+        }
+        Some(a)
+    }
+
+    fn check_handle(&mut self, request: &str, shape: &NodeShape, h: &NodeHandle) {
+        let mut problems = Vec::new();
+        if h.provider_id.trim().is_empty() {
+            problems.push("the node id is empty".to_string());
+        }
+        if h.join_state == JoinState::Failed {
+            problems.push("the node is in state failed".to_string());
+        }
+        match (&h.zone, &shape.zone) {
+            (None, _) => problems.push("the handle has no zone".to_string()),
+            (Some(z), _) if z.trim().is_empty() => {
+                problems.push("the handle's zone is empty".to_string());
+            }
+            (Some(z), Some(want)) if z != want => {
+                problems.push(format!("asked for zone {want}, got {z}"));
+            }
+            _ => {}
+        }
+        if h.capacity_type != shape.capacity_type {
+            problems.push(format!(
+                "asked for {}, got {}",
+                shape.capacity_type, h.capacity_type
+            ));
+        }
+        self.checks.check(
+            "provision.handle",
+            if problems.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "provision {request} → {}: {}",
+                    h.provider_id,
+                    problems.join("; ")
+                ))
+            },
+        );
+        let mut missing = Vec::new();
+        if h.labels.get(OWNER_LABEL) != Some(&self.owner) {
+            missing.push(format!(
+                "{OWNER_LABEL}={} (has {:?})",
+                self.owner,
+                h.labels.get(OWNER_LABEL)
+            ));
+        }
+        if h.labels.get(REQUEST_LABEL).map(String::as_str) != Some(request) {
+            missing.push(format!(
+                "{REQUEST_LABEL}={request} (has {:?})",
+                h.labels.get(REQUEST_LABEL)
+            ));
+        }
+        for (k, v) in &shape.labels {
+            if h.labels.get(k) != Some(v) {
+                missing.push(format!("the shape's label {k}={v}"));
+            }
+        }
+        self.checks.check(
+            "provision.tags",
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "provision {request} → {} lacks {}",
+                    h.provider_id,
+                    missing.join(", ")
+                ))
+            },
+        );
+    }
+
+    async fn step_second_node(&mut self, base: &NodeShape, zone: Option<String>) {
+        let request = "conformance-b";
+        let shape = NodeShape {
+            zone,
+            labels: BTreeMap::from([("conformance-role".to_string(), "second".to_string())]),
+            capacity_type: self
+                .plugin
+                .capacity_types()
+                .last()
+                .copied()
+                .unwrap_or_default(),
+            ..base.clone()
+        };
+        match self.provision(request, &shape).await {
+            Ok(b) => self.check_handle(request, &shape, &b),
+            Err(e) => self.checks.fail(
+                "provision.handle",
+                format!(
+                    "provision {request} ({} in zone {:?}) failed: {e}",
+                    shape.capacity_type, shape.zone
+                ),
+            ),
+        }
+    }
+
+    async fn check_single_nodes(&mut self) {
+        let Some(truth) = self.truth().await else {
+            self.checks
+                .skip("provision.single-node", "no fake cloud to count nodes in");
+            return;
+        };
+        for request in self.requests.clone() {
+            let made = self.made_for(&truth, &request);
+            self.checks.check(
+                "provision.single-node",
+                if made.len() <= 1 {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "request {request} made {} nodes in the cloud: {}",
+                        made.len(),
+                        made.iter()
+                            .map(|n| n.id.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                },
+            );
+        }
+    }
+
+    async fn step_foreign(&mut self, planted: &[(String, String)]) {
+        match self.describe().await {
+            Ok(nodes) => {
+                for n in &nodes {
+                    let problem = if let Some((_, how)) =
+                        planted.iter().find(|(id, _)| *id == n.provider_id)
+                    {
+                        Some(format!("describe returned {} ({how})", n.provider_id))
+                    } else if n.labels.get(OWNER_LABEL) != Some(&self.owner) {
+                        Some(format!(
+                            "describe returned {} with owner tag {:?}",
+                            n.provider_id,
+                            n.labels.get(OWNER_LABEL)
+                        ))
+                    } else {
+                        None
+                    };
+                    match problem {
+                        Some(p) => self.checks.fail("describe.no-foreign", p),
+                        None => self.checks.pass("describe.no-foreign"),
+                    }
+                }
+            }
+            Err(e) => self
+                .checks
+                .fail("describe.no-foreign", format!("describe failed: {e}")),
+        }
+        for (id, how) in planted {
+            let result = self.terminate_expecting_refusal(id).await;
+            let still_there = match self.truth().await {
+                Some(truth) => truth.iter().any(|n| n.id == *id && n.alive),
+                None => true,
+            };
+            if matches!(result, Err(ProvisionerError::NotFound(_))) {
+                self.checks.pass("errors.classified");
+            }
+            let outcome = match result {
+                Err(ProvisionerError::NotFound(_)) if still_there => Ok(()),
+                Err(ProvisionerError::NotFound(_)) => Err(format!(
+                    "terminate {id} ({how}) said not-found, but the node is gone from the cloud"
+                )),
+                Ok(()) => Err(format!("terminate {id} ({how}) succeeded")),
+                Err(e) => {
+                    self.checks.fail(
+                        "errors.classified",
+                        format!(
+                            "terminate of a node this owner does not own ({id}) answered {} ({e}); expected not_found",
+                            e.kind()
+                        ),
+                    );
+                    Err(format!(
+                        "terminate {id} ({how}) answered {} ({e})",
+                        e.kind()
+                    ))
+                }
+            };
+            self.checks.check("terminate.foreign-refused", outcome);
+        }
+    }
+
+    /// Terminate that expects not-found: retried only for injected faults.
+    async fn terminate_expecting_refusal(&mut self, id: &str) -> CallResult<()> {
+        let plugin = self.plugin.clone();
+        let id = id.to_string();
+        self.call(&format!("terminate {id}"), || {
+            let plugin = plugin.clone();
+            let id = id.clone();
+            async move { plugin.terminate(&id).await }
+        })
+        .await
+    }
+
+    async fn step_terminate(&mut self, a: &NodeHandle) {
+        let id = a.provider_id.clone();
+        if let Err(e) = self.terminate(&id).await {
+            self.checks.fail(
+                "terminate.removes",
+                format!("terminate {id} failed: {} ({e})", e.kind()),
+            );
+            return;
+        }
+        match self.describe().await {
+            Ok(nodes) => self.checks.check(
+                "terminate.removes",
+                if nodes.iter().any(|n| n.provider_id == id) {
+                    Err(format!("describe still lists {id} after terminate"))
+                } else {
+                    Ok(())
+                },
+            ),
+            Err(e) => self.checks.fail(
+                "terminate.removes",
+                format!("describe after terminate failed: {e}"),
+            ),
+        }
+        if let Some(truth) = self.truth().await {
+            self.checks.check(
+                "terminate.removes",
+                if truth.iter().any(|n| n.id == id && n.alive) {
+                    Err(format!(
+                        "terminate {id} succeeded, but the node still exists in the cloud"
+                    ))
+                } else {
+                    Ok(())
+                },
+            );
+        }
+        self.calls += 1;
+        let outcome = match self.plugin.terminate(&id).await {
+            Ok(()) | Err(ProvisionerError::NotFound(_)) => Ok(()),
+            Err(e) if self.injector.spec().is_active() && e.is_retryable() => Ok(()),
+            Err(e) => {
+                self.checks.fail(
+                    "errors.classified",
+                    format!(
+                        "terminate of a terminated node ({id}) answered {} ({e}); expected not_found or success",
+                        e.kind()
+                    ),
+                );
+                Err(format!("terminate {id} again answered {} ({e})", e.kind()))
+            }
+        };
+        self.checks.check("terminate.repeat", outcome);
+    }
+
+    async fn step_unsatisfiable(&mut self) {
+        let request = "conformance-impossible";
+        let shape = NodeShape::new(4096.0, 64 * 1024 * GIB);
+        let outcome = match self.provision(request, &shape).await {
+            Err(ProvisionerError::Unsupported(_) | ProvisionerError::Capacity { .. }) => Ok(()),
+            Ok(h) => Err(format!(
+                "provision of 4096 vCPU, 64 TiB returned node {} ({:?})",
+                h.provider_id, h.instance_type
+            )),
+            Err(e) => Err(format!(
+                "provision of 4096 vCPU, 64 TiB answered {} ({e})",
+                e.kind()
+            )),
+        };
+        self.checks.check("provision.unsatisfiable", outcome);
+        if let Some(truth) = self.truth().await {
+            let made = self.made_for(&truth, request);
+            self.checks.check(
+                "provision.unsatisfiable",
+                if made.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "the refused provision created {} in the cloud",
+                        made.iter()
+                            .map(|n| n.id.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                },
+            );
+        }
+    }
+
+    /// Terminates what describe lists, for both owners, without faults;
+    /// then every node of this owner left in the cloud is a leak.
+    async fn cleanup(&mut self) {
+        self.injector.pause(true);
+        for plugin in [self.plugin.clone(), self.foreign.clone()] {
+            self.calls += 1;
+            match plugin.describe().await {
+                Ok(nodes) => {
+                    for n in nodes {
+                        self.calls += 1;
+                        if let Err(e) = plugin.terminate(&n.provider_id).await
+                            && !matches!(e, ProvisionerError::NotFound(_))
+                        {
+                            tracing::warn!("clean-up: terminate {}: {e}", n.provider_id);
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!("clean-up: describe: {e}"),
+            }
+        }
+        let Some(truth) = self.truth().await else {
+            self.checks
+                .skip("leak.none", "no fake cloud to look for leaked nodes in");
+            return;
+        };
+        let leaked: Vec<&TruthNode> = truth
+            .iter()
+            .filter(|n| {
+                n.alive && n.labels.get(OWNER_LABEL).map(String::as_str) == Some(&self.owner)
+            })
+            .collect();
+        if leaked.is_empty() {
+            self.checks.pass("leak.none");
+        }
+        for n in leaked {
+            self.checks.fail(
+                "leak.none",
+                format!(
+                    "node {} (request {:?}) is still in the cloud after every node describe listed was terminated",
+                    n.id,
+                    n.labels.get(REQUEST_LABEL)
+                ),
+            );
+        }
+    }
+}

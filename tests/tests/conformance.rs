@@ -1,0 +1,196 @@
+//! The conformance suite (`wasmprov-testkit`) against the bundled plugins,
+//! with and without faults, and against a plugin with planted bugs.
+
+use std::time::Duration;
+
+use wasmprov_testkit::{Fake, FaultSpec, Report, Suite};
+use wasmprov_tests::guests;
+
+/// Every run is over well within this.
+const LIMIT: Duration = Duration::from_secs(120);
+
+const HETZNER_MANIFEST: &str = r#"
+name = "hetzner"
+component = "hetzner.wasm"
+
+[secrets]
+token = { env = "HCLOUD_TOKEN" }
+
+[http]
+allow = ["https://api.hetzner.cloud"]
+"#;
+
+async fn run(suite: Suite) -> Report {
+    let report = tokio::time::timeout(LIMIT, suite.run())
+        .await
+        .expect("the suite finished in time")
+        .expect("the suite ran");
+    eprintln!("{report}");
+    report
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hetzner_passes() {
+    let report = run(
+        Suite::from_component("hetzner", guests::HETZNER.as_ref(), HETZNER_MANIFEST)
+            .fake(Fake::Hetzner),
+    )
+    .await;
+    report.assert_passed();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hetzner_passes_under_faults() {
+    let report = run(
+        Suite::from_component("hetzner", guests::HETZNER.as_ref(), HETZNER_MANIFEST)
+            .fake(Fake::Hetzner)
+            .faults(FaultSpec::default_mix()),
+    )
+    .await;
+    report.assert_passed();
+    assert!(!report.injected.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_recorded_session_replays_offline_and_an_unrecorded_request_fails_with_a_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    let cassette = dir.path().join("hetzner.cassette.json");
+    let recorded =
+        run(
+            Suite::from_component("hetzner", guests::HETZNER.as_ref(), HETZNER_MANIFEST)
+                .fake(Fake::Hetzner)
+                .record(&cassette),
+        )
+        .await;
+    recorded.assert_passed();
+    let text = std::fs::read_to_string(&cassette).unwrap();
+    assert!(!text.contains("fake-hetzner-token"), "the token leaked");
+    assert!(!text.to_lowercase().contains("\"authorization\""));
+    assert!(text.contains("/v1/servers"));
+
+    // Offline: the cassette answers everything.
+    let replayed =
+        run(
+            Suite::from_component("hetzner", guests::HETZNER.as_ref(), HETZNER_MANIFEST)
+                .replay(&cassette),
+        )
+        .await;
+    replayed.assert_passed();
+    assert!(replayed.target.starts_with("cassette "));
+    assert_eq!(
+        replayed.rule("replay.recorded").unwrap().status,
+        wasmprov_testkit::Status::Pass
+    );
+
+    // A plugin configured differently asks for another server type: the
+    // replay fails naming the request, with a diff against the recording.
+    let other = HETZNER_MANIFEST.replace("[secrets]", "[config]\nlocation = \"nbg1\"\n\n[secrets]");
+    let failed =
+        run(Suite::from_component("hetzner", guests::HETZNER.as_ref(), &other).replay(&cassette))
+            .await;
+    assert!(!failed.passed());
+    let rule = failed.rule("replay.recorded").unwrap();
+    assert_eq!(rule.status, wasmprov_testkit::Status::Fail);
+    let first = &rule.failures[0];
+    assert!(first.contains("is not in the cassette"), "{first}");
+    assert!(first.contains("-  \"location\": \"fsn1\""), "{first}");
+    assert!(first.contains("+  \"location\": \"nbg1\""), "{first}");
+    assert!(!failed.unrecorded.is_empty());
+}
+
+fn buggy(bug: &str) -> Suite {
+    let manifest = format!(
+        r#"
+name = "buggy"
+component = "buggy.wasm"
+
+[config]
+bug = "{bug}"
+
+[secrets]
+token = {{ env = "REFCLOUD_TOKEN" }}
+
+[http]
+allow = ["https://api.refcloud.example"]
+"#
+    );
+    Suite::from_component("buggy", guests::BUGGY_REFCLOUD.as_ref(), &manifest).fake(Fake::RefCloud)
+}
+
+/// The rules a report failed.
+fn failed(report: &Report) -> Vec<&'static str> {
+    report.failures().map(|r| r.rule).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_reference_plugin_without_bugs_passes_with_and_without_faults() {
+    run(buggy("none")).await.assert_passed();
+    let report = run(buggy("none").faults(FaultSpec::default_mix())).await;
+    report.assert_passed();
+    assert!(!report.injected.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_duplicate_on_retry_fails_idempotency_and_single_node() {
+    let report = run(buggy("duplicate-on-retry")).await;
+    let failed = failed(&report);
+    assert!(failed.contains(&"provision.idempotent"), "{report}");
+    assert!(failed.contains(&"provision.single-node"), "{report}");
+    let seen = &report.rule("provision.single-node").unwrap().failures[0];
+    assert!(
+        seen.contains("request conformance-a made 2 nodes"),
+        "{seen}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_foreign_node_in_describe_fails_no_foreign() {
+    let report = run(buggy("foreign-in-describe")).await;
+    assert_eq!(failed(&report), ["describe.no-foreign"], "{report}");
+    let seen = report
+        .rule("describe.no-foreign")
+        .unwrap()
+        .failures
+        .join("\n");
+    assert!(
+        seen.contains("provisioned by this plugin for owner \"wasmprov-conformance-foreign\""),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("planted in the cloud without an owner tag"),
+        "{seen}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wrong_error_variant_fails_classification() {
+    let report = run(buggy("wrong-error-variant")).await;
+    let failed = failed(&report);
+    assert!(failed.contains(&"errors.classified"), "{report}");
+    assert!(failed.contains(&"terminate.repeat"), "{report}");
+    let seen = &report.rule("errors.classified").unwrap().failures[0];
+    assert!(seen.contains("answered other"), "{seen}");
+    assert!(seen.contains("expected not_found or success"), "{seen}");
+    // Under faults, injected errors are misclassified too.
+    let report =
+        run(buggy("wrong-error-variant")
+            .faults(FaultSpec::parse("429=0.3,quota=0.3,seed=4").unwrap()))
+        .await;
+    let seen = report
+        .rule("errors.classified")
+        .unwrap()
+        .failures
+        .join("\n");
+    assert!(seen.contains("after an injected 429"), "{seen}");
+    assert!(seen.contains("expected rate_limited"), "{seen}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leaked_node_fails_terminate_and_leak_checks() {
+    let report = run(buggy("leak-node")).await;
+    let failed = failed(&report);
+    assert!(failed.contains(&"terminate.removes"), "{report}");
+    assert!(failed.contains(&"leak.none"), "{report}");
+    let seen = &report.rule("leak.none").unwrap().failures[0];
+    assert!(seen.contains("is still in the cloud"), "{seen}");
+}

@@ -995,3 +995,56 @@ mod hetzner {
         assert_eq!(foreign.describe().await.unwrap().len(), 1);
     }
 }
+
+mod ranking {
+    use super::*;
+
+    /// Every plugin's price hint for one shape, cheapest first, with the
+    /// plugins that cannot run it and why.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn plugins_are_ranked_by_price_with_reasons_for_the_rest() {
+        let dir = PluginDir::new();
+        dir.add("hetzner", guests::HETZNER, "");
+        dir.add(
+            "aws-ec2",
+            guests::AWS_EC2,
+            "[config]\nregion = \"us-east-1\"\n",
+        );
+        let catalogue = |price: f64| {
+            format!(
+                "[config]\ninstance_types = '''[{{\"name\": \"box\", \"cpu\": 4, \"memory_gib\": 16, \"hourly_usd\": {price}}}]'''\n"
+            )
+        };
+        dir.add("cheap", guests::CLOUD_INIT, &catalogue(0.001));
+        dir.add("dear", guests::CLOUD_INIT, &catalogue(99.0));
+        dir.add("tied", guests::CLOUD_INIT, &catalogue(0.001));
+        let host = host(&dir).await;
+        assert!(host.errors().is_empty(), "{:?}", host.errors());
+
+        let ranking = host.rank(&NodeShape::new(4.0, 16 << 30));
+        let order: Vec<&str> = ranking.offers.iter().map(|o| o.plugin.as_str()).collect();
+        assert_eq!(order.len(), 5, "{ranking:?}");
+        // Ties go to the name that sorts first; the dearest comes last.
+        assert_eq!(&order[..2], ["cheap", "tied"]);
+        assert_eq!(order[4], "dear");
+        for pair in ranking.offers.windows(2) {
+            assert!(pair[0].hint.hourly_usd <= pair[1].hint.hourly_usd);
+        }
+        assert_eq!(ranking.best().unwrap().hint.instance_type, "box");
+        assert!(ranking.none.is_empty());
+
+        // A shape only the clouds can hold: the catalogues say why not.
+        let big = host.rank(&NodeShape::new(16.0, 64 << 30));
+        let offered: Vec<&str> = big.offers.iter().map(|o| o.plugin.as_str()).collect();
+        assert_eq!(offered.len(), 2, "{big:?}");
+        assert!(
+            offered.contains(&"aws-ec2") && offered.contains(&"hetzner"),
+            "{big:?}"
+        );
+        let refused: Vec<&str> = big.none.iter().map(|n| n.plugin.as_str()).collect();
+        assert_eq!(refused, ["cheap", "dear", "tied"], "{big:?}");
+        for n in &big.none {
+            assert!(!n.reason.is_empty());
+        }
+    }
+}

@@ -57,6 +57,11 @@ enum Command {
         #[command(flatten)]
         shape: ShapeArgs,
     },
+    /// Ask every plugin what a shape costs, and rank them cheapest first.
+    Rank {
+        #[command(flatten)]
+        shape: ShapeArgs,
+    },
     /// Create a node (idempotent per request id).
     Provision {
         /// Plugin name.
@@ -334,6 +339,14 @@ async fn run(cli: Cli) -> Result<()> {
             match p.try_price_hint(&shape).map_err(CallFailed)? {
                 Some(hint) => output::price(&hint, json)?,
                 None => bail!("plugin {name} cannot price this shape"),
+            }
+        }
+        Command::Rank { shape } => {
+            let host = load(&cli).await?;
+            let ranking = host.rank(&shape.shape(&[]));
+            output::ranking(&ranking, json)?;
+            if ranking.offers.is_empty() {
+                bail!("no plugin can run this shape");
             }
         }
         Command::Provision {

@@ -164,6 +164,34 @@ pub fn price(hint: &PriceHint, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// Every plugin's offer for a shape, cheapest first, then those without one.
+pub fn ranking(r: &wasmprov_host::Ranking, json: bool) -> Result<()> {
+    if json {
+        return print_json(r);
+    }
+    let mut t = table(&["rank", "plugin", "instance type", "capacity", "$/hour"]);
+    for (i, o) in r.offers.iter().enumerate() {
+        t.add_row(vec![
+            (i + 1).to_string(),
+            o.plugin.clone(),
+            o.hint.instance_type.clone(),
+            o.hint.capacity_type.to_string(),
+            format!("{:.4}", o.hint.hourly_usd),
+        ]);
+    }
+    for n in &r.none {
+        t.add_row(vec![
+            "-".to_string(),
+            n.plugin.clone(),
+            n.reason.clone(),
+            String::new(),
+            String::new(),
+        ]);
+    }
+    println!("{t}");
+    Ok(())
+}
+
 pub fn node_table(nodes: &[NodeHandle]) -> Table {
     let mut t = table(&[
         "provider id",

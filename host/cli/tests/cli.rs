@@ -287,6 +287,19 @@ fn every_bundled_plugin_passes_wasmprov_test_with_and_without_faults() {
             }
         }
     }
+    // Every bundled plugin's price for one shape, cheapest first.
+    let ranking = json(&wasmprov(
+        d,
+        None,
+        &["--json", "rank", "--cpu", "2", "--memory", "4GiB"],
+    ));
+    let offers = ranking["offers"].as_array().unwrap();
+    assert_eq!(offers.len(), 3, "{ranking}");
+    let prices: Vec<f64> = offers
+        .iter()
+        .map(|o| o["hint"]["hourly_usd"].as_f64().unwrap())
+        .collect();
+    assert!(prices.windows(2).all(|w| w[0] <= w[1]), "{prices:?}");
     // The JSON report names every rule.
     let report = json(&wasmprov(d, None, &["--json", "test", "hetzner"]));
     assert_eq!(report["passed"], true);

@@ -20,6 +20,7 @@ pub mod intercept;
 pub mod lock;
 mod log;
 mod plugin;
+mod rank;
 mod state;
 
 pub use engine::{EPOCH_TICK, EngineSettings};
@@ -27,5 +28,6 @@ pub use error::LoadError;
 pub use host::{Host, HostBuilder, default_owner_id};
 pub use lock::LockMode;
 pub use plugin::{CONTRACT_VERSION, LimitsInfo, PluginInfo, WasmPlugin};
+pub use rank::{NoOffer, Offer, Ranking};
 pub use wasmprov_api as api;
 pub use wasmprov_policy as policy;

@@ -167,3 +167,82 @@ mod tests {
         assert!(!authorized(&h, "t"));
     }
 }
+
+/// A fake's HTTP server task on a loopback address: started by
+/// [`Server::start`], stopped gracefully by [`Server::shutdown`] or at once
+/// when dropped, so a fake never outlives its test.
+#[derive(Debug)]
+pub(crate) struct Server {
+    addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Server {
+    /// Binds `addr` (loopback only: a fake must never be reachable from the
+    /// network) and serves `router` on it; `name` is for messages.
+    pub(crate) async fn start(
+        name: &str,
+        addr: std::net::SocketAddr,
+        router: axum::Router,
+    ) -> anyhow::Result<Self> {
+        use anyhow::Context as _;
+        if !addr.ip().is_loopback() {
+            anyhow::bail!("fake {name}: refusing to listen on non-loopback address {addr}");
+        }
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("fake {name}: binding {addr}"))?;
+        let addr = listener
+            .local_addr()
+            .with_context(|| format!("fake {name}: local address"))?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let label = name.to_string();
+        let task = tokio::spawn(async move {
+            let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
+                // Either an explicit stop or the sender being dropped.
+                let _ = stopped.await;
+            });
+            if let Err(err) = serve.await {
+                tracing::warn!(%err, "fake {label} server failed");
+            }
+        });
+        tracing::debug!(%addr, "fake {name} started");
+        Ok(Self {
+            addr,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// The address actually bound.
+    pub(crate) fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting connections, lets in-flight requests finish (for at
+    /// most 5 seconds) and waits for the task to end.
+    pub(crate) async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(mut task) = self.task.take()
+            && tokio::time::timeout(std::time::Duration::from_secs(5), &mut task)
+                .await
+                .is_err()
+        {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}

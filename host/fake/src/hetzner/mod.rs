@@ -48,11 +48,8 @@ mod selector;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 /// How the fake behaves; `Default` gives values fit for most tests.
 #[derive(Clone, Debug)]
@@ -136,11 +133,9 @@ pub enum Fault {
 /// gracefully and waits for it.
 #[derive(Debug)]
 pub struct HetznerFake {
-    addr: SocketAddr,
     token: String,
     state: Arc<Mutex<api::FakeState>>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    server: crate::wire::Server,
 }
 
 impl HetznerFake {
@@ -148,50 +143,29 @@ impl HetznerFake {
     /// port). Only loopback addresses are accepted, so a fake can never be
     /// reachable from the network; anything else is an error.
     pub async fn start(addr: SocketAddr, opts: HetznerFakeOptions) -> anyhow::Result<HetznerFake> {
-        if !addr.ip().is_loopback() {
-            bail!("fake hetzner: refusing to listen on non-loopback address {addr}");
-        }
         if opts.page_size_max == 0 {
             bail!("fake hetzner: page_size_max must be at least 1");
         }
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("fake hetzner: binding {addr}"))?;
-        let addr = listener
-            .local_addr()
-            .context("fake hetzner: local address")?;
         let token = opts.token.clone();
         let state = Arc::new(Mutex::new(api::FakeState::new(opts)));
-        let router = api::router(Arc::clone(&state));
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
-                // Either an explicit stop or the sender being dropped.
-                let _ = stopped.await;
-            });
-            if let Err(err) = serve.await {
-                tracing::warn!(%err, "fake hetzner server failed");
-            }
-        });
-        tracing::debug!(%addr, "fake hetzner started");
+        let server =
+            crate::wire::Server::start("hetzner", addr, api::router(Arc::clone(&state))).await?;
         Ok(HetznerFake {
-            addr,
             token,
             state,
-            stop: Some(stop),
-            task: Some(task),
+            server,
         })
     }
 
     /// Base URL including the `/v1` prefix, e.g. `http://127.0.0.1:41234/v1`,
     /// to configure a client with in place of `https://api.hetzner.cloud/v1`.
     pub fn url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        format!("http://{}/v1", self.server.addr())
     }
 
     /// The address actually bound (with the real port when started on 0).
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// The bearer token the fake accepts.
@@ -244,30 +218,8 @@ impl HetznerFake {
 
     /// Stop accepting connections, let in-flight requests finish (for at
     /// most 5 seconds) and wait for the server task to end.
-    pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(mut task) = self.task.take()
-            && tokio::time::timeout(Duration::from_secs(5), &mut task)
-                .await
-                .is_err()
-        {
-            task.abort();
-        }
-    }
-}
-
-impl Drop for HetznerFake {
-    /// Signals the server to stop and aborts its accept loop, so a fake
-    /// dropped at the end of a test never outlives it.
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
+    pub async fn shutdown(self) {
+        self.server.shutdown().await;
     }
 }
 

@@ -91,11 +91,8 @@ mod errors;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use crate::wire::lock;
 
@@ -179,11 +176,9 @@ pub enum RefFault {
 /// gracefully and waits for it.
 #[derive(Debug)]
 pub struct RefCloudFake {
-    addr: SocketAddr,
     token: String,
     state: Arc<Mutex<api::FakeState>>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    server: crate::wire::Server,
 }
 
 impl RefCloudFake {
@@ -192,50 +187,29 @@ impl RefCloudFake {
     /// reachable from the network; anything else is an error, as is an
     /// empty token.
     pub async fn start(addr: SocketAddr, opts: RefCloudFakeOptions) -> anyhow::Result<Self> {
-        if !addr.ip().is_loopback() {
-            bail!("fake refcloud: refusing to listen on non-loopback address {addr}");
-        }
         if opts.token.trim().is_empty() || opts.token.contains(char::is_whitespace) {
             bail!("fake refcloud: the token must be non-empty and contain no whitespace");
         }
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("fake refcloud: binding {addr}"))?;
-        let addr = listener
-            .local_addr()
-            .context("fake refcloud: local address")?;
         let token = opts.token.clone();
         let state = Arc::new(Mutex::new(api::FakeState::new(opts)));
-        let router = api::router(Arc::clone(&state));
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
-                // Either an explicit stop or the sender being dropped.
-                let _ = stopped.await;
-            });
-            if let Err(err) = serve.await {
-                tracing::warn!(%err, "fake refcloud server failed");
-            }
-        });
-        tracing::debug!(%addr, "fake refcloud started");
+        let server =
+            crate::wire::Server::start("refcloud", addr, api::router(Arc::clone(&state))).await?;
         Ok(Self {
-            addr,
             token,
             state,
-            stop: Some(stop),
-            task: Some(task),
+            server,
         })
     }
 
     /// Base URL including the `/v1` prefix, e.g. `http://127.0.0.1:41234/v1`,
     /// to configure a plugin's `endpoint` with.
     pub fn url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        format!("http://{}/v1", self.server.addr())
     }
 
     /// The address actually bound (with the real port when started on 0).
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// The bearer token the fake accepts.
@@ -270,30 +244,8 @@ impl RefCloudFake {
 
     /// Stop accepting connections, let in-flight requests finish (for at
     /// most 5 seconds) and wait for the server task to end.
-    pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(mut task) = self.task.take()
-            && tokio::time::timeout(Duration::from_secs(5), &mut task)
-                .await
-                .is_err()
-        {
-            task.abort();
-        }
-    }
-}
-
-impl Drop for RefCloudFake {
-    /// Signals the server to stop and aborts its accept loop, so a fake
-    /// dropped at the end of a test never outlives it.
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
+    pub async fn shutdown(self) {
+        self.server.shutdown().await;
     }
 }
 

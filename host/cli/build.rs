@@ -1,5 +1,8 @@
 //! Builds the bundled plugins from source and embeds them in the binary, so
-//! `wasmprov demo` and `wasmprov bundle` work from one self-contained file.
+//! `wasmprov demo` and `wasmprov bundle` work from one self-contained file;
+//! and generates the gRPC code of `wasmprov serve` from
+//! `proto/wasmprov.proto` with protox, a protobuf compiler in Rust (no
+//! `protoc` needed).
 
 use std::path::Path;
 
@@ -31,4 +34,25 @@ fn main() {
     }
     let out = Path::new(&std::env::var("OUT_DIR").expect("set by cargo")).join("bundled.rs");
     std::fs::write(out, code).expect("writing bundled.rs");
+    generate_grpc();
+}
+
+/// Writes `wasmprov.v1.rs` (messages, server and client) to `OUT_DIR`. The
+/// client has no transport of its own, so the binary needs only tonic's
+/// server side; the tests hand it a channel.
+fn generate_grpc() {
+    const PROTO: &str = "proto/wasmprov.proto";
+    println!("cargo:rerun-if-changed={PROTO}");
+    let fds = match protox::compile([PROTO], ["proto"]) {
+        Ok(fds) => fds,
+        Err(e) => panic!("{PROTO}: {e}"),
+    };
+    if let Err(e) = tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .build_transport(false)
+        .compile_fds(fds)
+    {
+        panic!("generating gRPC code from {PROTO}: {e}");
+    }
 }

@@ -690,7 +690,7 @@ mod loading {
             ),
         );
         let host = host(&dir).await;
-        assert_eq!(host.plugins().count(), 0);
+        assert_eq!(host.plugins().len(), 0);
         let errors = error_texts(&host);
         assert_eq!(errors.len(), 3, "{errors:#?}");
         for name in ["up.toml", "link.toml"] {
@@ -726,7 +726,7 @@ mod loading {
         assert!(host.plugin("wrongpin").is_none());
         let err = host
             .errors()
-            .iter()
+            .into_iter()
             .find(|e| matches!(e, LoadError::Digest { .. }))
             .expect("digest error");
         let text = err.to_string();
@@ -781,7 +781,7 @@ mod loading {
             .unwrap();
         assert!(frozen.plugin("probe").is_some());
         assert!(
-            matches!(frozen.errors(), [LoadError::NotLocked { plugin }] if plugin == "newcomer")
+            matches!(&frozen.errors()[..], [LoadError::NotLocked { plugin }] if plugin == "newcomer")
         );
         let lock = std::fs::read_to_string(dir.path().join("wasmprov.lock")).unwrap();
         assert!(!lock.contains("newcomer"));
@@ -797,7 +797,7 @@ mod loading {
             "name = \"garbage\"\ncomponent = \"garbage.wasm\"\n",
         );
         let host = host(&dir).await;
-        assert_eq!(host.plugins().count(), 0);
+        assert_eq!(host.plugins().len(), 0);
         let errors = error_texts(&host);
         assert!(
             errors

@@ -32,7 +32,8 @@ async fn main() -> Result<()> {
     }
     let backends: Vec<Arc<dyn CloudProvisioner>> = host
         .plugins()
-        .map(|p| p.clone() as Arc<dyn CloudProvisioner>)
+        .into_iter()
+        .map(|p| p as Arc<dyn CloudProvisioner>)
         .collect();
     if backends.is_empty() {
         bail!("no plugins in {dir}; write the bundled ones with `wasmprov bundle --out {dir}`");

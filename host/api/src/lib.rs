@@ -45,6 +45,8 @@
 //! assert_eq!(hint.instance_type, "virtual");
 //! ```
 
+#![warn(missing_docs)]
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -3,8 +3,10 @@
 mod bundled;
 mod conformance;
 mod demo;
+mod fleet;
 mod output;
 mod scaffold;
+mod serve;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -37,6 +39,10 @@ struct Cli {
     /// Do not use the on-disk compile cache.
     #[arg(long, global = true)]
     no_cache: bool,
+    /// Directory of the intent journal (`scale`, `reconcile`; `provision` and
+    /// `terminate` journal too when it is given).
+    #[arg(long, global = true, env = "WASMPROV_STATE_DIR")]
+    state_dir: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -86,6 +92,42 @@ enum Command {
         plugin: String,
         /// The node's provider id.
         id: String,
+    },
+    /// Settle the journal against every plugin's describe: confirm or resume
+    /// interrupted provisions, finish terminations, end expired leases, find leaks.
+    Reconcile {
+        /// Terminate leaked nodes (owned, but wanted by no intent) instead of only listing them.
+        #[arg(long)]
+        terminate_leaks: bool,
+        /// Forget interrupted provisions whose node is not found instead of asking again.
+        #[arg(long)]
+        no_resume: bool,
+    },
+    /// Scale a capacity group to a desired size on the cheapest plugins with room
+    /// (after settling what an earlier run left half done).
+    Scale {
+        /// Group name (part of each member's request id).
+        group: String,
+        /// Members wanted (brought within --min..--max).
+        #[arg(long)]
+        desired: u32,
+        #[command(flatten)]
+        shape: ShapeArgs,
+        /// Fewest members.
+        #[arg(long, default_value_t = 0)]
+        min: u32,
+        /// Most members.
+        #[arg(long, default_value_t = 100)]
+        max: u32,
+        /// A plugin the group may use (repeatable) [default: every plugin].
+        #[arg(long = "plugin")]
+        plugins: Vec<String>,
+        /// Lease per member in seconds; reconcile terminates members older than this.
+        #[arg(long)]
+        lease_secs: Option<u64>,
+        /// Terminate leaked nodes found on the way.
+        #[arg(long)]
+        terminate_leaks: bool,
     },
     /// Run a fake cloud API on loopback for trying plugins without an account.
     Fake {
@@ -141,6 +183,9 @@ enum Command {
         #[arg(long)]
         testkit: Option<PathBuf>,
     },
+    /// Serve the plugins over gRPC (wasmprov.v1.Provisioner, bearer-token auth) and
+    /// their metrics over HTTP (GET /metrics), hot-reloading the plugin directory.
+    Serve(serve::ServeArgs),
     /// Check or update wasmprov.lock, the digests of the directory's components.
     Lock {
         /// Fail (exit 1) if any component differs from the lock, is not in it, or is gone.
@@ -275,7 +320,7 @@ fn plugin(host: &Host, name: &str) -> Result<std::sync::Arc<wasmprov_host::WasmP
     if let Some(err) = host.errors().iter().find(|e| e.to_string().contains(name)) {
         bail!("plugin {name:?} did not load: {err}");
     }
-    let known: Vec<&str> = host.plugins().map(|p| p.info().name.as_str()).collect();
+    let known = host.plugin_names();
     bail!(
         "no plugin {name:?} in the plugin directory (loaded: {})",
         if known.is_empty() {
@@ -288,7 +333,7 @@ fn plugin(host: &Host, name: &str) -> Result<std::sync::Arc<wasmprov_host::WasmP
 
 /// A provisioner error, kept typed for JSON output.
 #[derive(Debug)]
-struct CallFailed(ProvisionerError);
+pub(crate) struct CallFailed(pub(crate) ProvisionerError);
 
 impl std::fmt::Display for CallFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -361,7 +406,10 @@ async fn run(cli: Cli) -> Result<()> {
                 request_id: request_id.clone().unwrap_or_else(new_request_id),
                 shape: shape.shape(labels),
             };
-            let node = p.provision_request(&request).await.map_err(CallFailed)?;
+            let node = match &cli.state_dir {
+                Some(state) => fleet::provision(host, state, name, request).await?,
+                None => p.provision_request(&request).await.map_err(CallFailed)?,
+            };
             output::nodes(std::slice::from_ref(&node), json, true)?;
         }
         Command::Describe { plugin: name } => {
@@ -371,10 +419,11 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Terminate { plugin: name, id } => {
             let host = load(&cli).await?;
-            plugin(&host, name)?
-                .terminate(id)
-                .await
-                .map_err(CallFailed)?;
+            let p = plugin(&host, name)?;
+            match &cli.state_dir {
+                Some(state) => fleet::terminate(host, state, name, id).await?,
+                None => p.terminate(id).await.map_err(CallFailed)?,
+            }
             if json {
                 println!("{}", serde_json::json!({ "terminated": id }));
             } else {
@@ -448,7 +497,52 @@ async fn run(cli: Cli) -> Result<()> {
                 println!("wrote {} to {}", written.join(", "), out.display());
             }
         }
+        Command::Reconcile {
+            terminate_leaks,
+            no_resume,
+        } => {
+            let host = load(&cli).await?;
+            let policy = wasmprov_host::ReconcilePolicy {
+                leaks: if *terminate_leaks {
+                    wasmprov_host::LeakPolicy::Terminate
+                } else {
+                    wasmprov_host::LeakPolicy::Report
+                },
+                resume_pending: !*no_resume,
+            };
+            fleet::reconcile(host, &state_dir(&cli), policy, json).await?;
+        }
+        Command::Scale {
+            group,
+            desired,
+            shape,
+            min,
+            max,
+            plugins,
+            lease_secs,
+            terminate_leaks,
+        } => {
+            let host = load(&cli).await?;
+            let group = wasmprov_host::CapacityGroup {
+                name: group.clone(),
+                shape: shape.shape(&[]),
+                min: *min,
+                max: *max,
+                plugins: plugins.clone(),
+                lease: lease_secs.map(std::time::Duration::from_secs),
+            };
+            fleet::scale(
+                host,
+                &state_dir(&cli),
+                &group,
+                *desired,
+                *terminate_leaks,
+                json,
+            )
+            .await?;
+        }
         Command::Demo => demo::run(json).await?,
+        Command::Serve(args) => serve::run(&cli, args).await?,
         Command::Test {
             plugin,
             fake,
@@ -507,6 +601,13 @@ async fn run(cli: Cli) -> Result<()> {
     Ok(())
 }
 
+/// The state directory: `--state-dir`, else `./wasmprov-state`.
+fn state_dir(cli: &Cli) -> PathBuf {
+    cli.state_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("wasmprov-state"))
+}
+
 fn new_request_id() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -518,7 +619,15 @@ fn new_request_id() -> String {
 async fn main() -> ExitCode {
     // The runtime's own debug output echoes raw guest I/O (secrets included),
     // so it stays at info unless the operator names those targets explicitly.
-    let mut filter = std::env::var("WASMPROV_LOG").unwrap_or_else(|_| "error".into());
+    let cli = Cli::parse();
+    // A daemon reports what it does (reloads, reconciles) by default; a
+    // one-shot command only its errors.
+    let default = if matches!(cli.command, Command::Serve(_)) {
+        "error,wasmprov=info,wasmprov_host=info"
+    } else {
+        "error"
+    };
+    let mut filter = std::env::var("WASMPROV_LOG").unwrap_or_else(|_| default.into());
     if !filter.contains("wasmtime") {
         filter.push_str(
             ",wasmtime=info,wasmtime_wasi=info,wasmtime_wasi_io=info,wasmtime_wasi_http=info",
@@ -527,8 +636,8 @@ async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
     let json = cli.json;
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,

@@ -13,14 +13,15 @@ fn table(header: &[&str]) -> Table {
     t
 }
 
-fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
+pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 
 pub fn plugins(host: &Host, json: bool) -> Result<()> {
     if json {
-        let plugins: Vec<&PluginInfo> = host.plugins().map(|p| p.info()).collect();
+        let loaded = host.plugins();
+        let plugins: Vec<&PluginInfo> = loaded.iter().map(|p| p.info()).collect();
         let errors: Vec<String> = host.errors().iter().map(ToString::to_string).collect();
         return print_json(&serde_json::json!({ "plugins": plugins, "errors": errors }));
     }

@@ -7,6 +7,8 @@
 //! - [`limits`]: memory, time and concurrency limits and their defaults;
 //! - [`manifest`]: the operator's `NAME.toml`, which holds all of the above.
 
+#![warn(missing_docs)]
+
 pub mod exec;
 pub mod http;
 pub mod limits;

@@ -26,6 +26,25 @@ pub struct LimitsSpec {
     pub stack_kib: Option<u64>,
 }
 
+impl LimitsSpec {
+    /// Each limit of `self`, or of `fallback` where `self` has none.
+    #[must_use]
+    pub fn or(&self, fallback: &Self) -> Self {
+        Self {
+            memory_mib: self.memory_mib.or(fallback.memory_mib),
+            call_timeout_ms: self.call_timeout_ms.or(fallback.call_timeout_ms),
+            cpu_time_ms: self.cpu_time_ms.or(fallback.cpu_time_ms),
+            http_max_in_flight: self.http_max_in_flight.or(fallback.http_max_in_flight),
+            http_timeout_ms: self.http_timeout_ms.or(fallback.http_timeout_ms),
+            http_max_response_bytes: self
+                .http_max_response_bytes
+                .or(fallback.http_max_response_bytes),
+            exec_max_concurrent: self.exec_max_concurrent.or(fallback.exec_max_concurrent),
+            stack_kib: self.stack_kib.or(fallback.stack_kib),
+        }
+    }
+}
+
 /// Checked limits.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {

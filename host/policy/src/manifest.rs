@@ -104,6 +104,19 @@ impl Manifest {
     /// # Errors
     /// A [`ManifestError`] naming the file, the field and what is accepted.
     pub fn parse(file: &str, text: &str) -> Result<Self, ManifestError> {
+        Self::parse_with_defaults(file, text, &LimitsSpec::default())
+    }
+
+    /// Parses and checks a manifest; a limit the manifest leaves unset takes
+    /// its value from `defaults` (the operator's), then the built-in default.
+    ///
+    /// # Errors
+    /// A [`ManifestError`] naming the file, the field and what is accepted.
+    pub fn parse_with_defaults(
+        file: &str,
+        text: &str,
+        defaults: &LimitsSpec,
+    ) -> Result<Self, ManifestError> {
         let err = |field: &str, message: String| ManifestError {
             file: file.to_string(),
             field: field.to_string(),
@@ -217,11 +230,11 @@ impl Manifest {
         }
         let http = HttpPolicy::parse(&raw.http.map(|h| h.allow).unwrap_or_default())
             .map_err(|e| err("http.allow", e.to_string()))?;
-        let limits = Limits::from_spec(&raw.limits).map_err(|(field, m)| err(&field, m))?;
+        let spec = raw.limits.or(defaults);
+        let limits = Limits::from_spec(&spec).map_err(|(field, m)| err(&field, m))?;
         let exec = ExecPolicy::from_specs(
             &raw.exec,
-            raw.limits
-                .exec_max_concurrent
+            spec.exec_max_concurrent
                 .unwrap_or(DEFAULT_EXEC_MAX_CONCURRENT),
         )
         .map_err(|m| err("exec", m))?;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 /// A plugin that could not be loaded.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoadError {
     /// The manifest is malformed.

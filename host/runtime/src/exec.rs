@@ -95,6 +95,7 @@ impl ExecRunner {
     }
 
     fn report_denial(&self, plugin: &str, program: &str, reason: &str) {
+        self.hooks.metrics.denied(plugin, DenialKind::Exec);
         if let Some(observer) = &self.hooks.observer {
             observer.denied(&Denial {
                 plugin: plugin.to_string(),
@@ -235,6 +236,11 @@ impl Host for CallState {
     async fn run(&mut self, cmd: Command) -> wasmtime::Result<Result<Output, ExecError>> {
         if self.kind == CallKind::Pure {
             tracing::warn!(plugin = %self.plugin.manifest.name, program = %cmd.program, "exec denied: price-hint must not do I/O");
+            self.plugin
+                .exec
+                .hooks
+                .metrics
+                .denied(&self.plugin.manifest.name, DenialKind::Exec);
             return Ok(Err(ExecError::Denied("price-hint must not do I/O".into())));
         }
         let plugin = self.plugin.clone();

@@ -16,6 +16,7 @@ use crate::intercept::{ExecInterceptor, HttpInterceptor, Observer};
 use crate::lock::{Lock, LockEntry, LockMode};
 use crate::plugin::{Hooks, LoadInput, WasmPlugin};
 use crate::state::CallState;
+use wasmprov_policy::limits::LimitsSpec;
 
 type SecretSource = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
@@ -44,6 +45,7 @@ pub struct HostBuilder {
     secrets: SecretSource,
     lock_mode: LockMode,
     hooks: Hooks,
+    default_limits: LimitsSpec,
 }
 
 impl std::fmt::Debug for HostBuilder {
@@ -71,7 +73,28 @@ impl HostBuilder {
             secrets: Arc::new(|name: &str| std::env::var(name).ok()),
             lock_mode: LockMode::default(),
             hooks: Hooks::default(),
+            default_limits: LimitsSpec::default(),
         }
+    }
+
+    /// Limits for plugins whose manifest leaves them unset (a manifest's own
+    /// `[limits]` win; what neither sets takes the built-in default). The
+    /// engine-wide ceilings are in [`engine_settings`](Self::engine_settings).
+    ///
+    /// ```
+    /// use wasmprov_host::policy::limits::LimitsSpec;
+    ///
+    /// let builder = wasmprov_host::HostBuilder::new("./plugins.d").default_limits(LimitsSpec {
+    ///     call_timeout_ms: Some(10_000),
+    ///     http_max_in_flight: Some(64),
+    ///     ..LimitsSpec::default()
+    /// });
+    /// # let _ = builder;
+    /// ```
+    #[must_use]
+    pub fn default_limits(mut self, limits: LimitsSpec) -> Self {
+        self.default_limits = limits;
+        self
     }
 
     /// Every HTTP request a plugin's grants allow goes through `interceptor`
@@ -158,33 +181,22 @@ impl HostBuilder {
             settings: self.engine,
             by_stack: std::sync::Mutex::new(BTreeMap::new()),
         });
-        let plugin_dir = self.plugin_dir;
-        let secrets = self.secrets;
-        let lock_mode = self.lock_mode;
-        let hooks = self.hooks;
-        let (plugins, errors) = tokio::task::spawn_blocking({
-            let engines = engines.clone();
-            let owner_id = owner_id.clone();
-            move || {
-                load_all(&LoadAll {
-                    dir_path: &plugin_dir,
-                    engines: &engines,
-                    owner_id: &owner_id,
-                    work_root: &work_root,
-                    secret: &*secrets,
-                    lock_mode,
-                    hooks: &hooks,
-                })
-            }
-        })
-        .await
-        .context("plugin loading panicked")??;
-        Ok(Host {
+        let (reloads, _) = tokio::sync::broadcast::channel(16);
+        let host = Host {
             owner_id,
-            plugins,
-            errors,
-            _engines: engines,
-        })
+            plugin_dir: self.plugin_dir,
+            work_root,
+            secrets: self.secrets,
+            lock_mode: self.lock_mode,
+            hooks: self.hooks,
+            default_limits: self.default_limits,
+            engines,
+            registry: std::sync::RwLock::new(Arc::new(Registry::default())),
+            reloading: tokio::sync::Mutex::new(()),
+            reloads,
+        };
+        host.reload().await?;
+        Ok(host)
     }
 }
 
@@ -232,17 +244,102 @@ fn build_linker(engine: &wasmtime::Engine) -> Result<Linker<CallState>> {
     Ok(linker)
 }
 
-/// Plugins that loaded, by name, and the failures.
-type Loaded = (BTreeMap<String, Arc<WasmPlugin>>, Vec<LoadError>);
+/// What identifies one version of a plugin on disk: its manifest's bytes and
+/// its component file's size and modification time. An unchanged fingerprint
+/// means a reload keeps the loaded plugin as it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Fingerprint {
+    manifest_sha256: String,
+    component: Option<(u64, Option<std::time::SystemTime>)>,
+}
 
-struct LoadAll<'a> {
-    dir_path: &'a Path,
-    engines: &'a Engines,
-    owner_id: &'a str,
-    work_root: &'a Path,
-    secret: &'a (dyn Fn(&str) -> Option<String> + Send + Sync),
-    lock_mode: LockMode,
-    hooks: &'a Hooks,
+impl Fingerprint {
+    fn of(dir: &cap_std::fs::Dir, manifest_file: &str) -> Option<Self> {
+        let text = dir.read_to_string(manifest_file).ok()?;
+        let component = wasmprov_policy::Manifest::parse(manifest_file, &text)
+            .ok()
+            .and_then(|m| dir.metadata(&m.component).ok())
+            .map(|meta| {
+                (
+                    meta.len(),
+                    meta.modified()
+                        .ok()
+                        .map(cap_std::time::SystemTime::into_std),
+                )
+            });
+        Some(Self {
+            manifest_sha256: crate::lock::sha256_hex(text.as_bytes()),
+            component,
+        })
+    }
+}
+
+/// One loaded version of a plugin and what it was loaded from.
+#[derive(Clone)]
+struct Entry {
+    plugin: Arc<WasmPlugin>,
+    file: String,
+    fingerprint: Option<Fingerprint>,
+}
+
+/// The plugins of a host at one moment. Replaced as a whole on reload, so a
+/// reader sees either the old set or the new one.
+#[derive(Clone, Default)]
+struct Registry {
+    plugins: BTreeMap<String, Entry>,
+    errors: Vec<LoadError>,
+}
+
+/// What one [`Host::reload`] changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReloadReport {
+    /// Plugins loaded for the first time.
+    pub added: Vec<String>,
+    /// Plugins whose new version replaced the old one.
+    pub replaced: Vec<String>,
+    /// Plugins whose manifest went away; they are no longer served.
+    pub removed: Vec<String>,
+    /// Plugins whose new version failed to load: the old version keeps
+    /// serving, and the reason is in [`failed`](Self::failed).
+    pub kept_old: Vec<String>,
+    /// Every manifest that did not load in this pass, and why.
+    pub failed: Vec<String>,
+}
+
+impl ReloadReport {
+    /// Whether the pass changed which plugin versions are served.
+    #[must_use]
+    pub fn changed(&self) -> bool {
+        !(self.added.is_empty() && self.replaced.is_empty() && self.removed.is_empty())
+    }
+}
+
+impl std::fmt::Display for ReloadReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        for (what, names) in [
+            ("added", &self.added),
+            ("replaced", &self.replaced),
+            ("removed", &self.removed),
+            ("kept old version of", &self.kept_old),
+        ] {
+            if !names.is_empty() {
+                parts.push(format!("{what} {}", names.join(", ")));
+            }
+        }
+        if !self.failed.is_empty() {
+            parts.push(format!(
+                "{} failed: {}",
+                self.failed.len(),
+                self.failed.join("; ")
+            ));
+        }
+        if parts.is_empty() {
+            f.write_str("no change")
+        } else {
+            f.write_str(&parts.join("; "))
+        }
+    }
 }
 
 /// The manifests of a plugin directory (`*.toml`, not hidden), sorted.
@@ -258,122 +355,311 @@ pub(crate) fn manifest_files(dir: &cap_std::fs::Dir) -> Result<Vec<String>> {
     Ok(manifests)
 }
 
-fn load_all(a: &LoadAll<'_>) -> Result<Loaded> {
-    let dir = cap_std::fs::Dir::open_ambient_dir(a.dir_path, ambient_authority())
-        .with_context(|| format!("opening plugin directory {}", a.dir_path.display()))?;
-    let mut lock = match a.lock_mode {
-        LockMode::Off => Lock::default(),
-        _ => Lock::read(&dir).with_context(|| format!("in {}", a.dir_path.display()))?,
-    };
-    let mut plugins = BTreeMap::new();
-    let mut errors = Vec::new();
-    let mut recorded = Vec::new();
-    for file in &manifest_files(&dir)? {
-        let input = LoadInput {
-            dir: &dir,
-            dir_path: a.dir_path,
-            manifest_file: file,
-            engines: a.engines,
-            owner_id: a.owner_id,
-            work_root: a.work_root,
-            secret: a.secret,
-            lock: &lock,
-            lock_mode: a.lock_mode,
-            hooks: a.hooks,
-        };
-        match WasmPlugin::load(&input) {
-            Ok(p) => {
-                let name = p.info().name.clone();
-                if plugins.contains_key(&name) {
-                    errors.push(LoadError::Duplicate {
-                        file: file.clone(),
-                        name,
-                    });
-                    continue;
-                }
-                for w in &p.info().warnings {
-                    tracing::warn!(plugin = %name, "{w}");
-                }
-                tracing::info!(plugin = %name, sha256 = %p.info().sha256, "plugin loaded");
-                if !lock.plugins.contains_key(&name) {
-                    recorded.push((
-                        name.clone(),
-                        LockEntry {
-                            component: p.info().component.clone(),
-                            sha256: p.info().sha256.clone(),
-                        },
-                    ));
-                }
-                plugins.insert(name, Arc::new(p));
-            }
-            Err(e) => {
-                tracing::error!("{e}");
-                errors.push(e);
-            }
-        }
-    }
-    if a.lock_mode == LockMode::TrustOnFirstUse && !recorded.is_empty() {
-        for (name, entry) in recorded {
-            tracing::info!(plugin = %name, sha256 = %entry.sha256, "recorded in {}", crate::lock::LOCK_FILE);
-            lock.plugins.insert(name, entry);
-        }
-        if let Err(e) = lock.write(&dir) {
-            tracing::warn!(
-                "could not record digests in {}: {e:#}",
-                crate::lock::LOCK_FILE
-            );
-        }
-    }
-    Ok((plugins, errors))
-}
-
-/// A set of loaded plugins.
+/// A set of loaded plugins, reloadable while in use.
+///
+/// Lookups ([`plugin`](Self::plugin), [`plugins`](Self::plugins)) hand out
+/// `Arc`s of the version loaded at that moment; a [`reload`](Self::reload)
+/// swaps the whole set at once, and a call that already holds a plugin
+/// finishes on that version.
+///
+/// ```no_run
+/// # async fn demo() -> anyhow::Result<()> {
+/// use wasmprov_host::HostBuilder;
+///
+/// let host = HostBuilder::new("./plugins.d").build().await?;
+/// let before = host.plugin("hetzner");
+/// // ... an operator copies a new hetzner.wasm + hetzner.toml in ...
+/// let report = host.reload().await?;
+/// if report.kept_old.contains(&"hetzner".to_string()) {
+///     eprintln!("new version refused: {}", report.failed.join("; "));
+/// }
+/// // `before` still works: it is the version it was when taken.
+/// if let Some(old) = before {
+///     old.describe().await?;
+/// }
+/// # Ok(()) }
+/// ```
 pub struct Host {
     owner_id: String,
-    plugins: BTreeMap<String, Arc<WasmPlugin>>,
-    errors: Vec<LoadError>,
-    _engines: Arc<Engines>,
+    plugin_dir: PathBuf,
+    work_root: PathBuf,
+    secrets: SecretSource,
+    lock_mode: LockMode,
+    hooks: Hooks,
+    default_limits: LimitsSpec,
+    engines: Arc<Engines>,
+    registry: std::sync::RwLock<Arc<Registry>>,
+    reloading: tokio::sync::Mutex<()>,
+    reloads: tokio::sync::broadcast::Sender<Arc<ReloadReport>>,
 }
 
 impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Host")
             .field("owner_id", &self.owner_id)
-            .field("plugins", &self.plugins.keys().collect::<Vec<_>>())
+            .field("plugin_dir", &self.plugin_dir)
+            .field(
+                "plugins",
+                &self.snapshot().plugins.keys().collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
 
 impl Host {
+    fn snapshot(&self) -> Arc<Registry> {
+        match self.registry.read() {
+            Ok(r) => r.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
     /// The plugin `name` through the provisioner trait.
     #[must_use]
     pub fn plugin(&self, name: &str) -> Option<Arc<dyn CloudProvisioner>> {
-        self.plugins
-            .get(name)
-            .map(|p| p.clone() as Arc<dyn CloudProvisioner>)
+        self.wasm_plugin(name)
+            .map(|p| p as Arc<dyn CloudProvisioner>)
     }
 
     /// The plugin `name` with its wasm-specific extras (inspect, errors from price hints).
     #[must_use]
     pub fn wasm_plugin(&self, name: &str) -> Option<Arc<WasmPlugin>> {
-        self.plugins.get(name).cloned()
+        self.snapshot().plugins.get(name).map(|e| e.plugin.clone())
     }
 
-    /// Every loaded plugin, by name.
-    pub fn plugins(&self) -> impl Iterator<Item = &Arc<WasmPlugin>> {
-        self.plugins.values()
-    }
-
-    /// Plugins that did not load, and why.
+    /// Every loaded plugin, sorted by name.
     #[must_use]
-    pub fn errors(&self) -> &[LoadError] {
-        &self.errors
+    pub fn plugins(&self) -> Vec<Arc<WasmPlugin>> {
+        self.snapshot()
+            .plugins
+            .values()
+            .map(|e| e.plugin.clone())
+            .collect()
+    }
+
+    /// The names of the loaded plugins, sorted.
+    #[must_use]
+    pub fn plugin_names(&self) -> Vec<String> {
+        self.snapshot().plugins.keys().cloned().collect()
+    }
+
+    /// Manifests that did not load in the last (re)load, and why. A plugin
+    /// whose new version failed while its old one still serves is listed
+    /// here too.
+    #[must_use]
+    pub fn errors(&self) -> Vec<LoadError> {
+        self.snapshot().errors.clone()
     }
 
     /// The owner id nodes are tagged with.
     #[must_use]
     pub fn owner_id(&self) -> &str {
         &self.owner_id
+    }
+
+    /// The directory plugins are loaded from.
+    #[must_use]
+    pub fn plugin_dir(&self) -> &Path {
+        &self.plugin_dir
+    }
+
+    /// Calls, latency, errors, denials, traps and instances of every plugin.
+    #[must_use]
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.hooks.metrics
+    }
+
+    /// Reports of every later reload, as they happen (from
+    /// [`reload`](Self::reload) and from a [`watch`](Self::watch)er).
+    #[must_use]
+    pub fn subscribe_reloads(&self) -> tokio::sync::broadcast::Receiver<Arc<ReloadReport>> {
+        self.reloads.subscribe()
+    }
+
+    /// Reads the plugin directory again and swaps in what changed: a new
+    /// manifest is loaded, a changed one (manifest text, or the component's
+    /// size or modification time) is loaded and replaces the old version, a
+    /// removed one is dropped. A new version that fails to load leaves the
+    /// old one serving; the reason is in the report and in
+    /// [`errors`](Self::errors). The lock file is read again each time, so
+    /// after `wasmprov lock --update` a refused new version is picked up.
+    ///
+    /// One reload runs at a time; calls keep being served during it.
+    ///
+    /// # Errors
+    /// When the directory cannot be opened or listed (nothing is changed).
+    pub async fn reload(&self) -> Result<ReloadReport> {
+        let _one_at_a_time = self.reloading.lock().await;
+        let before = self.snapshot();
+        let input = ReloadInput {
+            dir_path: self.plugin_dir.clone(),
+            engines: self.engines.clone(),
+            owner_id: self.owner_id.clone(),
+            work_root: self.work_root.clone(),
+            secrets: self.secrets.clone(),
+            lock_mode: self.lock_mode,
+            hooks: self.hooks.clone(),
+            default_limits: self.default_limits.clone(),
+        };
+        let (registry, report) = tokio::task::spawn_blocking(move || input.run(&before))
+            .await
+            .context("plugin loading panicked")??;
+        match self.registry.write() {
+            Ok(mut r) => *r = Arc::new(registry),
+            Err(poisoned) => *poisoned.into_inner() = Arc::new(registry),
+        }
+        if report.changed() || !report.failed.is_empty() {
+            tracing::info!(dir = %self.plugin_dir.display(), "plugins reloaded: {report}");
+        }
+        let report = Arc::new(report);
+        let _ = self.reloads.send(report.clone());
+        Ok(Arc::unwrap_or_clone(report))
+    }
+}
+
+/// What a reload needs, owned so it can run on a blocking thread.
+struct ReloadInput {
+    dir_path: PathBuf,
+    engines: Arc<Engines>,
+    owner_id: String,
+    work_root: PathBuf,
+    secrets: SecretSource,
+    lock_mode: LockMode,
+    hooks: Hooks,
+    default_limits: LimitsSpec,
+}
+
+impl ReloadInput {
+    fn run(&self, before: &Registry) -> Result<(Registry, ReloadReport)> {
+        let dir = cap_std::fs::Dir::open_ambient_dir(&self.dir_path, ambient_authority())
+            .with_context(|| format!("opening plugin directory {}", self.dir_path.display()))?;
+        let mut lock = match self.lock_mode {
+            LockMode::Off => Lock::default(),
+            _ => Lock::read(&dir).with_context(|| format!("in {}", self.dir_path.display()))?,
+        };
+        let old_by_file: BTreeMap<&str, &Entry> = before
+            .plugins
+            .values()
+            .map(|e| (e.file.as_str(), e))
+            .collect();
+        let mut next = Registry::default();
+        let mut report = ReloadReport::default();
+        let mut recorded = Vec::new();
+        for file in &manifest_files(&dir)? {
+            let fingerprint = Fingerprint::of(&dir, file);
+            let old = old_by_file.get(file.as_str()).copied();
+            if let Some(old) = old
+                && fingerprint.is_some()
+                && old.fingerprint == fingerprint
+                && self.lock_allows(&lock, &old.plugin)
+            {
+                next.plugins
+                    .insert(old.plugin.info().name.clone(), old.clone());
+                continue;
+            }
+            match self.load_one(&dir, file, &lock) {
+                Ok(p) => {
+                    let name = p.info().name.clone();
+                    if next.plugins.contains_key(&name) {
+                        let e = LoadError::Duplicate {
+                            file: file.clone(),
+                            name,
+                        };
+                        report.failed.push(e.to_string());
+                        next.errors.push(e);
+                        continue;
+                    }
+                    for w in &p.info().warnings {
+                        tracing::warn!(plugin = %name, "{w}");
+                    }
+                    tracing::info!(plugin = %name, sha256 = %p.info().sha256, "plugin loaded");
+                    if !lock.plugins.contains_key(&name) {
+                        recorded.push((
+                            name.clone(),
+                            LockEntry {
+                                component: p.info().component.clone(),
+                                sha256: p.info().sha256.clone(),
+                            },
+                        ));
+                    }
+                    match before.plugins.get(&name) {
+                        Some(_) => report.replaced.push(name.clone()),
+                        None => report.added.push(name.clone()),
+                    }
+                    next.plugins.insert(
+                        name,
+                        Entry {
+                            plugin: Arc::new(p),
+                            file: file.clone(),
+                            fingerprint,
+                        },
+                    );
+                }
+                Err(e) => {
+                    tracing::error!("{e}");
+                    report.failed.push(e.to_string());
+                    if let Some(old) = old
+                        && !next.plugins.contains_key(&old.plugin.info().name)
+                    {
+                        // The new version is broken: keep serving the old one.
+                        let name = old.plugin.info().name.clone();
+                        tracing::warn!(plugin = %name, "new version failed to load; the old one keeps serving");
+                        report.kept_old.push(name.clone());
+                        next.plugins.insert(name, old.clone());
+                    }
+                    next.errors.push(e);
+                }
+            }
+        }
+        report.removed = before
+            .plugins
+            .keys()
+            .filter(|name| !next.plugins.contains_key(*name))
+            .cloned()
+            .collect();
+        if self.lock_mode == LockMode::TrustOnFirstUse && !recorded.is_empty() {
+            for (name, entry) in recorded {
+                tracing::info!(plugin = %name, sha256 = %entry.sha256, "recorded in {}", crate::lock::LOCK_FILE);
+                lock.plugins.insert(name, entry);
+            }
+            if let Err(e) = lock.write(&dir) {
+                tracing::warn!(
+                    "could not record digests in {}: {e:#}",
+                    crate::lock::LOCK_FILE
+                );
+            }
+        }
+        Ok((next, report))
+    }
+
+    /// Whether the lock (read again for this pass) still accepts a loaded plugin.
+    fn lock_allows(&self, lock: &Lock, plugin: &WasmPlugin) -> bool {
+        match (self.lock_mode, lock.plugins.get(&plugin.info().name)) {
+            (LockMode::Off, _) | (LockMode::TrustOnFirstUse, None) => true,
+            (_, Some(entry)) => entry.sha256 == plugin.info().sha256,
+            (LockMode::Frozen, None) => false,
+        }
+    }
+
+    fn load_one(
+        &self,
+        dir: &cap_std::fs::Dir,
+        file: &str,
+        lock: &Lock,
+    ) -> std::result::Result<WasmPlugin, LoadError> {
+        WasmPlugin::load(&LoadInput {
+            dir,
+            dir_path: &self.dir_path,
+            manifest_file: file,
+            engines: &self.engines,
+            owner_id: &self.owner_id,
+            work_root: &self.work_root,
+            secret: &*self.secrets,
+            lock,
+            lock_mode: self.lock_mode,
+            hooks: &self.hooks,
+            default_limits: &self.default_limits,
+        })
     }
 }
 

@@ -66,6 +66,7 @@ impl HttpGate {
     }
 
     fn report_denial(&self, plugin: &str, uri: &http::Uri, reason: &str) {
+        self.hooks.metrics.denied(plugin, DenialKind::Http);
         if let Some(observer) = &self.hooks.observer {
             observer.denied(&Denial {
                 plugin: plugin.to_string(),

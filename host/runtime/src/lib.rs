@@ -1,33 +1,105 @@
 //! Runs wasmprov provisioner plugins, WebAssembly components, under a
-//! sandbox that grants nothing by default.
+//! sandbox that grants nothing by default, and gives an orchestrator what it
+//! needs around them.
 //!
-//! - [`HostBuilder`] / [`Host`]: load a plugin directory, get each plugin as
-//!   an `Arc<dyn CloudProvisioner>`;
-//! - where HTTP is decided: `http.rs` (the one send-request hook);
-//! - where exec is decided: `exec.rs`;
-//! - guest logging: `log.rs`; per-call limits and store: `state.rs`, `plugin.rs`.
+//! # Loading plugins
 //!
+//! A plugin directory holds `NAME.wasm` + `NAME.toml` pairs (see the
+//! manifest format in `wasmprov-policy`). [`HostBuilder`] sets the owner id
+//! every node is tagged with, the compile cache, engine limits, where
+//! secrets come from and the HTTP/exec policy hooks ([`intercept`]); the
+//! [`Host`] it builds is a registry of plugins by name, each an
+//! `Arc<dyn CloudProvisioner>`:
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use wasmprov_host::HostBuilder;
+//! use wasmprov_host::api::NodeShape;
+//!
+//! let host = HostBuilder::new("./plugins.d").owner_id("scaler-eu-1").build().await?;
+//! for name in host.plugin_names() {
+//!     let plugin = host.plugin(&name).expect("just listed");
+//!     println!("{name}: {:?}", plugin.price_hint(&NodeShape::new(2.0, 4 << 30)));
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Hot reload
+//!
+//! [`Host::reload`] swaps in what changed in the directory, all at once;
+//! [`Host::watch`] does it whenever the directory changes. A call in flight
+//! finishes on the version it started with; a broken new version leaves the
+//! old one serving ([`ReloadReport::kept_old`]).
+//!
+//! ```no_run
+//! # async fn demo(host: wasmprov_host::Host) -> anyhow::Result<()> {
+//! let host = std::sync::Arc::new(host);
+//! let _watcher = host.watch(wasmprov_host::DEFAULT_DEBOUNCE)?;
+//! let mut reloads = host.subscribe_reloads();
+//! while let Ok(report) = reloads.recv().await {
+//!     println!("plugins reloaded: {report}");
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Provisioning that survives crashes
+//!
+//! A [`Fleet`] journals every intent ([`journal`]) before it asks a cloud,
+//! and [`Fleet::reconcile`] settles what a crash left behind: interrupted
+//! provisions are confirmed or resumed under their request id, interrupted
+//! terminations finished, expired leases ([`ProvisionOptions::lease`])
+//! terminated, and nodes no intent wants reported or terminated
+//! ([`LeakPolicy`]).
+//!
+//! # Price and capacity groups
+//!
+//! [`Host::rank`] asks every plugin what a shape costs. A [`CapacityGroup`]
+//! (an instance type or a CPU/memory/GPU profile, min and max) is scaled by
+//! [`Fleet::scale`] on the cheapest plugin that has room.
+//!
+//! # Metrics
+//!
+//! [`Host::metrics`] counts calls, latency, errors by variant, denials,
+//! traps and instances per plugin, in the Prometheus text format.
+//!
+//! # Where things are decided
+//!
+//! HTTP: `http.rs` (the one send-request hook); exec: `exec.rs`; guest
+//! logging: `log.rs`; per-call limits and store: `state.rs`, `plugin.rs`.
 //! The policy itself (grant patterns, manifest) is in `wasmprov-policy`,
 //! which has no WebAssembly runtime in it.
+
+#![warn(missing_docs)]
 
 mod bindings;
 mod engine;
 mod error;
 mod exec;
+mod fleet;
+mod group;
 mod host;
 mod http;
 pub mod intercept;
+pub mod journal;
 pub mod lock;
 mod log;
+pub mod metrics;
 mod plugin;
 mod rank;
 mod state;
+mod watch;
 
 pub use engine::{EPOCH_TICK, EngineSettings};
 pub use error::LoadError;
-pub use host::{Host, HostBuilder, default_owner_id};
+pub use fleet::{
+    Fleet, FleetError, GROUP_LABEL, Leak, LeakPolicy, ProvisionOptions, REQUEST_LABEL,
+    ReconcilePolicy, ReconcileReport,
+};
+pub use group::{CapacityGroup, Member, ScaleReport};
+pub use host::{Host, HostBuilder, ReloadReport, default_owner_id};
 pub use lock::LockMode;
 pub use plugin::{CONTRACT_VERSION, LimitsInfo, PluginInfo, WasmPlugin};
 pub use rank::{NoOffer, Offer, Ranking};
 pub use wasmprov_api as api;
 pub use wasmprov_policy as policy;
+pub use watch::{DEFAULT_DEBOUNCE, Watcher};

@@ -22,6 +22,7 @@ use crate::engine::SharedEngine;
 use crate::error::LoadError;
 use crate::exec::ExecRunner;
 use crate::http::HttpGate;
+use crate::metrics::{Op, PluginMetrics};
 use crate::state::{CallKind, CallState};
 
 /// The contract version this host speaks.
@@ -106,6 +107,8 @@ pub struct WasmPlugin {
     capacity_types: Vec<CapacityType>,
     info: PluginInfo,
     runtime: Option<tokio::runtime::Handle>,
+    /// This plugin's handles into the host's metrics, taken at load.
+    metrics: PluginMetrics,
 }
 
 impl std::fmt::Debug for WasmPlugin {
@@ -129,6 +132,7 @@ pub(crate) struct LoadInput<'a> {
     pub(crate) lock: &'a crate::lock::Lock,
     pub(crate) lock_mode: crate::lock::LockMode,
     pub(crate) hooks: &'a Hooks,
+    pub(crate) default_limits: &'a wasmprov_policy::limits::LimitsSpec,
 }
 
 /// The embedder's interceptors and observer, shared by every plugin of a host.
@@ -137,6 +141,7 @@ pub(crate) struct Hooks {
     pub(crate) http: Option<Arc<dyn crate::intercept::HttpInterceptor>>,
     pub(crate) exec: Option<Arc<dyn crate::intercept::ExecInterceptor>>,
     pub(crate) observer: Option<Arc<dyn crate::intercept::Observer>>,
+    pub(crate) metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for Hooks {
@@ -160,7 +165,7 @@ impl WasmPlugin {
                 dir: input.dir_path.to_path_buf(),
                 reason: format!("reading {file}: {e}"),
             })?;
-        let manifest = Manifest::parse(file, &text)?;
+        let manifest = Manifest::parse_with_defaults(file, &text, input.default_limits)?;
         let expected = file.strip_suffix(".toml").unwrap_or(file);
         if manifest.name != expected {
             return Err(LoadError::NameMismatch {
@@ -354,6 +359,7 @@ impl WasmPlugin {
             capacity_types: Vec::new(),
             info,
             runtime: shared_engine.side_handle(),
+            metrics: input.hooks.metrics.plugin(&name),
         };
         // Ask the backend once for what never changes; this also proves the
         // component instantiates under its limits.
@@ -467,6 +473,7 @@ impl WasmPlugin {
         &self,
         f: impl AsyncFnOnce(&mut Store<CallState>, &Provider) -> wasmtime::Result<R> + Send,
     ) -> Result<R> {
+        let _instance = self.metrics.instance();
         let mut store = self.new_store(CallKind::Io);
         let deadline = self.shared.manifest.limits.call_timeout;
         let outcome = tokio::time::timeout(deadline, async {
@@ -488,6 +495,7 @@ impl WasmPlugin {
         f: impl AsyncFnOnce(&mut Store<CallState>, &Provider) -> wasmtime::Result<R>,
     ) -> Result<R> {
         let _guard = self.runtime.as_ref().map(tokio::runtime::Handle::enter);
+        let _instance = self.metrics.instance();
         let mut store = self.new_store(CallKind::Pure);
         let deadline = self
             .shared
@@ -512,6 +520,13 @@ impl WasmPlugin {
     /// # Errors
     /// The plugin's error, or a plugin fault.
     pub fn try_price_hint(&self, shape: &NodeShape) -> Result<Option<PriceHint>> {
+        let started = Instant::now();
+        let result = self.price_hint_call(shape);
+        self.metrics.record(Op::PriceHint, started, &result);
+        result
+    }
+
+    fn price_hint_call(&self, shape: &NodeShape) -> Result<Option<PriceHint>> {
         let shape = shape_to_wit(shape);
         let r = self.call_pure(async |store: &mut Store<CallState>, p: &Provider| {
             p.wasmprov_provisioner_provisioner()
@@ -693,7 +708,7 @@ fn error_from_wit(secrets: &[String], e: w::ProvisionError) -> ProvisionerError 
 }
 
 /// A fresh random request id, for `provision` calls that carry none.
-fn random_request_id() -> String {
+pub(crate) fn random_request_id() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut out = String::from("auto-");
     for _ in 0..2 {
@@ -719,46 +734,24 @@ impl CloudProvisioner for WasmPlugin {
     }
 
     async fn provision_request(&self, request: &ProvisionRequest) -> Result<NodeHandle> {
-        let req = w::ProvisionRequest {
-            request_id: request.request_id.clone(),
-            owner_id: self.owner_id.clone(),
-            shape: shape_to_wit(&request.shape),
-        };
-        let r = self
-            .call_io(async |store: &mut Store<CallState>, p: &Provider| {
-                p.wasmprov_provisioner_provisioner()
-                    .call_provision(&mut *store, &req)
-                    .await
-            })
-            .await?;
-        r.map(handle_from_wit)
-            .map_err(|e| error_from_wit(&self.shared.secret_values, e))
+        let started = Instant::now();
+        let result = self.provision_call(request).await;
+        self.metrics.record(Op::Provision, started, &result);
+        result
     }
 
     async fn terminate(&self, id: &ProviderNodeId) -> Result<()> {
-        let owner = self.owner_id.clone();
-        let id = id.clone();
-        let r = self
-            .call_io(async |store: &mut Store<CallState>, p: &Provider| {
-                p.wasmprov_provisioner_provisioner()
-                    .call_terminate(&mut *store, &owner, &id)
-                    .await
-            })
-            .await?;
-        r.map_err(|e| error_from_wit(&self.shared.secret_values, e))
+        let started = Instant::now();
+        let result = self.terminate_call(id).await;
+        self.metrics.record(Op::Terminate, started, &result);
+        result
     }
 
     async fn describe(&self) -> Result<Vec<NodeHandle>> {
-        let owner = self.owner_id.clone();
-        let r = self
-            .call_io(async |store: &mut Store<CallState>, p: &Provider| {
-                p.wasmprov_provisioner_provisioner()
-                    .call_describe(&mut *store, &owner)
-                    .await
-            })
-            .await?;
-        r.map(|nodes| nodes.into_iter().map(handle_from_wit).collect())
-            .map_err(|e| error_from_wit(&self.shared.secret_values, e))
+        let started = Instant::now();
+        let result = self.describe_call().await;
+        self.metrics.record(Op::Describe, started, &result);
+        result
     }
 
     fn capacity_types(&self) -> &[CapacityType] {
@@ -777,6 +770,53 @@ impl CloudProvisioner for WasmPlugin {
 
     fn name(&self) -> &str {
         &self.shared.manifest.name
+    }
+}
+
+/// The contract calls themselves; the trait methods above wrap them in
+/// metrics.
+impl WasmPlugin {
+    async fn provision_call(&self, request: &ProvisionRequest) -> Result<NodeHandle> {
+        let req = w::ProvisionRequest {
+            request_id: request.request_id.clone(),
+            owner_id: self.owner_id.clone(),
+            shape: shape_to_wit(&request.shape),
+        };
+        let r = self
+            .call_io(async |store: &mut Store<CallState>, p: &Provider| {
+                p.wasmprov_provisioner_provisioner()
+                    .call_provision(&mut *store, &req)
+                    .await
+            })
+            .await?;
+        r.map(handle_from_wit)
+            .map_err(|e| error_from_wit(&self.shared.secret_values, e))
+    }
+
+    async fn terminate_call(&self, id: &str) -> Result<()> {
+        let owner = self.owner_id.clone();
+        let id = id.to_string();
+        let r = self
+            .call_io(async |store: &mut Store<CallState>, p: &Provider| {
+                p.wasmprov_provisioner_provisioner()
+                    .call_terminate(&mut *store, &owner, &id)
+                    .await
+            })
+            .await?;
+        r.map_err(|e| error_from_wit(&self.shared.secret_values, e))
+    }
+
+    async fn describe_call(&self) -> Result<Vec<NodeHandle>> {
+        let owner = self.owner_id.clone();
+        let r = self
+            .call_io(async |store: &mut Store<CallState>, p: &Provider| {
+                p.wasmprov_provisioner_provisioner()
+                    .call_describe(&mut *store, &owner)
+                    .await
+            })
+            .await?;
+        r.map(|nodes| nodes.into_iter().map(handle_from_wit).collect())
+            .map_err(|e| error_from_wit(&self.shared.secret_values, e))
     }
 }
 

@@ -49,7 +49,17 @@ async fn entry(State(state): State<Arc<Mutex<FakeState>>>, req: Request) -> Resp
     let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await
         .map_err(|e| e.to_string());
-    let (reply, rate) = lock(&state).handle(&parts.method, &parts.uri, &parts.headers, body);
+    let (reply, rate, delay) = {
+        let mut s = lock(&state);
+        let delay = s.opts.response_delay;
+        let (reply, rate) = s.handle(&parts.method, &parts.uri, &parts.headers, body);
+        (reply, rate, delay)
+    };
+    // The request took effect; its answer is late (a crash of the client
+    // in this window loses the answer, not the effect).
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     tracing::debug!(method = %parts.method, uri = %parts.uri, status = %reply.status, "fake hetzner request");
     reply.into_response(rate)
 }

@@ -66,17 +66,21 @@ pub struct HetznerFakeOptions {
     /// Project server quota; a create beyond it fails with 403
     /// `resource_limit_exceeded`.
     pub max_servers: usize,
+    /// How long every answer waits after the request took effect (0: none),
+    /// to give a client's crash a window between effect and answer.
+    pub response_delay: std::time::Duration,
 }
 
 impl Default for HetznerFakeOptions {
     /// Token `fake-hetzner-token`, 50 per page, 1 poll per boot stage,
-    /// 1000 servers.
+    /// 1000 servers, answers without delay.
     fn default() -> Self {
         Self {
             token: "fake-hetzner-token".to_string(),
             page_size_max: 50,
             boot_delay_polls: 1,
             max_servers: 1000,
+            response_delay: std::time::Duration::ZERO,
         }
     }
 }

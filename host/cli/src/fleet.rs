@@ -1,0 +1,122 @@
+//! `wasmprov reconcile` and `wasmprov scale`: the journaled operations, run
+//! against a state directory that keeps the intent journal between runs.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Result;
+use wasmprov_host::{CapacityGroup, Fleet, Host, LeakPolicy, ReconcilePolicy};
+
+use crate::Reported;
+use crate::output::print_json;
+
+/// The journal's file in a state directory.
+pub const JOURNAL_FILE: &str = "journal.redb";
+
+fn open(host: Host, state_dir: &Path) -> Result<Fleet> {
+    Fleet::open(Arc::new(host), state_dir.join(JOURNAL_FILE))
+}
+
+/// Compares the journal with every plugin's describe and settles the
+/// difference; fails when leaks were left or something could not be done.
+pub async fn reconcile(
+    host: Host,
+    state_dir: &Path,
+    policy: ReconcilePolicy,
+    json: bool,
+) -> Result<()> {
+    let fleet = open(host, state_dir)?;
+    let report = fleet.reconcile(&policy).await?;
+    let intents = fleet.intents()?;
+    if json {
+        print_json(&serde_json::json!({ "report": report, "intents": intents }))?;
+    } else {
+        println!("{report}");
+        println!("{} node(s) wanted in the journal", intents.len());
+    }
+    let left = report.leaks.iter().filter(|l| !l.terminated).count();
+    if left > 0 {
+        return Err(Reported(format!(
+            "{left} leaked node(s) left; terminate them with --terminate-leaks"
+        ))
+        .into());
+    }
+    if let Some(first) = report.errors.first() {
+        return Err(Reported(format!(
+            "{} thing(s) could not be settled; first: {first}",
+            report.errors.len()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// Settles what an earlier run left half done, then scales `group` to
+/// `desired`; fails when the group fell short of its target.
+pub async fn scale(
+    host: Host,
+    state_dir: &Path,
+    group: &CapacityGroup,
+    desired: u32,
+    terminate_leaks: bool,
+    json: bool,
+) -> Result<()> {
+    let fleet = open(host, state_dir)?;
+    let policy = ReconcilePolicy {
+        leaks: if terminate_leaks {
+            LeakPolicy::Terminate
+        } else {
+            LeakPolicy::Report
+        },
+        ..ReconcilePolicy::default()
+    };
+    let reconciled = fleet.reconcile(&policy).await?;
+    let report = fleet.scale(group, desired).await?;
+    if json {
+        print_json(&serde_json::json!({ "reconcile": reconciled, "scale": report }))?;
+    } else {
+        if !reconciled.is_clean() {
+            println!("reconcile: {reconciled}");
+        }
+        println!("group {}: {report}", group.name);
+    }
+    if !report.converged() {
+        return Err(Reported(format!(
+            "group {} has {} of {} members",
+            group.name, report.after, report.target
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// A provision through the journal (when a state directory is given).
+pub async fn provision(
+    host: Host,
+    state_dir: &Path,
+    plugin: &str,
+    request: wasmprov_api::ProvisionRequest,
+) -> Result<wasmprov_api::NodeHandle> {
+    let fleet = open(host, state_dir)?;
+    let options = wasmprov_host::ProvisionOptions {
+        request_id: Some(request.request_id),
+        ..wasmprov_host::ProvisionOptions::default()
+    };
+    fleet
+        .provision(plugin, &request.shape, options)
+        .await
+        .map_err(fleet_error)
+}
+
+/// A terminate through the journal (when a state directory is given).
+pub async fn terminate(host: Host, state_dir: &Path, plugin: &str, id: &str) -> Result<()> {
+    let fleet = open(host, state_dir)?;
+    fleet.terminate(plugin, id).await.map_err(fleet_error)
+}
+
+fn fleet_error(e: wasmprov_host::FleetError) -> anyhow::Error {
+    match e {
+        wasmprov_host::FleetError::Provisioner(p) => crate::CallFailed(p).into(),
+        other => other.into(),
+    }
+}

@@ -1,0 +1,1195 @@
+//! `wasmprov serve`: the provisioner contract over gRPC, and Prometheus
+//! metrics over HTTP, for callers that are not Rust programs; a daemon
+//! that keeps an intent journal and settles it against the clouds.
+//!
+//! # API
+//! The service `wasmprov.v1.Provisioner` (`proto/wasmprov.proto`, served
+//! over HTTP/2 without TLS) mirrors the contract and the journaled
+//! operations of `wasmprov_host::Fleet`:
+//! - `ListPlugins`, `PriceHint(plugin, shape)`, `Rank(shape)`,
+//!   `Describe(plugin)` and `Reload()` go straight to the plugins;
+//! - `Provision(plugin, request_id, shape, lease_seconds?, group?)`
+//!   journals the intent before the plugin is asked (idempotent per request
+//!   id, which is required; the same id with another plugin or shape is
+//!   `ALREADY_EXISTS`, kind `conflict`); a lease makes reconcile terminate
+//!   the node once it has run that long, and a group counts it as a member
+//!   of that capacity group (and labels it `wasmprov-group`);
+//! - `Terminate(plugin, provider_id)` journals the termination, then forgets
+//!   the intent; a node already gone is success, so a retry is safe;
+//! - `Reconcile(terminate_leaks, no_resume)` compares the journal with every
+//!   plugin's nodes and settles the difference (confirms or resumes
+//!   interrupted provisions, finishes terminations, ends expired leases,
+//!   lists, or terminates, leaked nodes: owned, but wanted by no intent);
+//! - `Scale(group, desired)` brings a capacity group (name, shape, min, max,
+//!   plugins, lease) to `desired` within min..max on the cheapest plugins
+//!   with room; an invalid group is `INVALID_ARGUMENT`; plugin failures are
+//!   in the answer (`errors`, `converged`), not a failed call;
+//! - `ListIntents(group?)` lists the journal: the nodes this server wants,
+//!   pending, active or terminating.
+//!
+//! The plugin directory is also watched, so plugins hot-reload without a
+//! `Reload` call.
+//!
+//! # Journal and reconcile
+//! The journal is `<state dir>/journal.redb` (`--state-dir`, else
+//! `$WASMPROV_STATE_DIR`, else `./wasmprov-state`). One process at a time
+//! may hold it: a second `serve` (or `scale`, `reconcile`, ...) on the same
+//! state directory refuses to start with a one-line error saying it is in
+//! use by another process. Keep one journal per owner id: reconcile takes
+//! every node of the owner that the journal does not name for a leak.
+//!
+//! Before it listens, the server runs one reconcile, so a daemon restarted
+//! after a crash first settles what it left half done; then it runs one
+//! every `--reconcile-every` seconds (default 60, counted from the end of
+//! the last; 0 turns the periodic reconcile off). Leaks are listed only,
+//! unless `--terminate-leaks` is given (which the `Reconcile` RPC decides
+//! for itself with `terminate_leaks`). The outcome is logged with
+//! `tracing` (target `wasmprov::serve`; `serve` logs at info by default,
+//! `WASMPROV_LOG` overrides): the startup reconcile always, a periodic
+//! one when it found something to settle; a report with errors at `warn`.
+//! A reconcile never overlaps a `Provision`, `Terminate` or `Scale` in
+//! flight (it would take a provision that is still waiting for the cloud
+//! for an interrupted one); those wait for a running reconcile, and scales
+//! run one at a time.
+//!
+//! # Errors
+//! A failed call has a gRPC code chosen for what a generic client should do
+//! (see [`status_of`]), and always names the contract's error variant in
+//! the metadata `wasmprov-error-kind` (`not_found`, `rate_limited`,
+//! `capacity`, `quota`, `auth`, `transport`, `unsupported`,
+//! `invalid_config`, `other`, `plugin`; and `unknown_plugin` for a plugin
+//! that is not loaded, `conflict` for a request id journaled for another
+//! plugin or shape, `journal` when the journal could not be read or
+//! written), so a client in any language branches on the variant rather
+//! than on a message (see [`fleet_status`]). `rate_limited` adds
+//! `wasmprov-retry-after-ms` when the cloud said how long to wait;
+//! `capacity` adds `wasmprov-capacity-scope`; `plugin` adds
+//! `wasmprov-plugin-fault`.
+//!
+//! # Authentication
+//! Every RPC needs the metadata `authorization: Bearer <token>`, checked in
+//! constant time (the `subtle` crate) before the call reaches a plugin;
+//! anything else is `UNAUTHENTICATED`. The token is read from
+//! `--token-file`, else from `$WASMPROV_SERVE_TOKEN`; with neither, a random
+//! 32-byte token is generated and written, hex, to `--token-out` (default
+//! `./wasmprov-serve.token`, mode 0600) once the journal is held (so a
+//! second server refused for the journal never replaces the first's
+//! token). Its path is printed, never the token itself.
+//!
+//! # Binding
+//! gRPC listens on `--listen` (default `127.0.0.1:50151`). An address that
+//! is not loopback is refused unless `--allow-remote` is given: the bearer
+//! token travels in clear text, so a remote listener belongs behind a
+//! TLS-terminating proxy. The first line on stdout is machine-readable:
+//! `listening grpc=ADDR metrics=ADDR` (`metrics=off` with `--no-metrics`),
+//! with the ports really bound (so `:0` works); it comes after the startup
+//! reconcile, when calls are answered.
+//!
+//! # Metrics
+//! `GET /metrics` on `--metrics-listen` (default `127.0.0.1:9151`, loopback
+//! unless `--allow-remote`; no authentication, as Prometheus scrapes it)
+//! answers the host's per-plugin metrics in the OpenMetrics text format
+//! (see `wasmprov_host::metrics`). `--no-metrics` turns it off.
+//!
+//! SIGINT or SIGTERM stops both listeners and the periodic reconcile, lets
+//! calls (and a reconcile) in flight finish for up to [`GRACE`], and exits
+//! 0. A signal during the startup reconcile stops it there (the journal is
+//! made for being stopped at any point).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use tonic::metadata::{MetadataMap, MetadataValue};
+use tonic::{Code, Request, Response, Status};
+use wasmprov_api::{CloudProvisioner, PluginFault, ProvisionerError};
+use wasmprov_host::journal::{Intent, IntentState};
+use wasmprov_host::{
+    CapacityGroup, Fleet, FleetError, Host, LeakPolicy, ProvisionOptions, ReconcilePolicy,
+    ReconcileReport,
+};
+
+/// The generated messages, server and client of `proto/wasmprov.proto`.
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    missing_debug_implementations,
+    reason = "generated code"
+)]
+pub(crate) mod pb {
+    tonic::include_proto!("wasmprov.v1");
+}
+
+use pb::provisioner_server::{Provisioner, ProvisionerServer};
+
+/// The environment variable a token can come from.
+const TOKEN_ENV: &str = "WASMPROV_SERVE_TOKEN";
+/// How long calls in flight may run on after a shutdown signal.
+const GRACE: Duration = Duration::from_secs(10);
+/// Metadata naming the contract's error variant of a failed call.
+const KIND_KEY: &str = "wasmprov-error-kind";
+/// The `tracing` target of what the server logs.
+const LOG_TARGET: &str = "wasmprov::serve";
+
+/// Options of `wasmprov serve`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// Address of the gRPC listener.
+    #[arg(long, default_value = "127.0.0.1:50151")]
+    listen: SocketAddr,
+    /// Allow listeners on addresses other than loopback (put TLS in front: the token is sent in clear).
+    #[arg(long)]
+    allow_remote: bool,
+    /// Address of the HTTP listener serving GET /metrics.
+    #[arg(long, default_value = "127.0.0.1:9151")]
+    metrics_listen: SocketAddr,
+    /// Do not serve /metrics.
+    #[arg(long)]
+    no_metrics: bool,
+    /// File holding the bearer token clients must send [default: $WASMPROV_SERVE_TOKEN, or a generated one].
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Where a generated token is written (mode 0600).
+    #[arg(long, default_value = "./wasmprov-serve.token")]
+    token_out: PathBuf,
+    /// Seconds between periodic reconciles of the journal (from the end of one to the start of the next); 0 turns them off.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    reconcile_every: u64,
+    /// Let the periodic reconcile terminate leaked nodes (owned, wanted by no intent) instead of only logging them.
+    #[arg(long)]
+    terminate_leaks: bool,
+}
+
+/// Runs `wasmprov serve` until SIGINT or SIGTERM.
+pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
+    check_local(args.listen, args.allow_remote, "--listen")?;
+    if !args.no_metrics {
+        check_local(args.metrics_listen, args.allow_remote, "--metrics-listen")?;
+    }
+    let configured = configured_token(args)?;
+
+    let host = Arc::new(crate::load(cli).await?);
+    // The journal is this process's alone from here on; a second server on
+    // the same state directory stops here, before it writes anything.
+    let journal = crate::state_dir(cli).join(crate::fleet::JOURNAL_FILE);
+    let fleet = Arc::new(Fleet::open(host.clone(), &journal)?);
+    for err in host.errors() {
+        eprintln!("wasmprov serve: not loaded: {err}");
+    }
+    let token = match configured {
+        Some(token) => token,
+        None => generate_token(args)?,
+    };
+    let _watcher = match host.watch(wasmprov_host::DEFAULT_DEBOUNCE) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            eprintln!("wasmprov serve: plugins will not hot-reload (use the Reload RPC): {e:#}");
+            None
+        }
+    };
+
+    let grpc_listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding the gRPC listener to {}", args.listen))?;
+    let grpc_addr = grpc_listener.local_addr()?;
+    let metrics_listener = if args.no_metrics {
+        None
+    } else {
+        let l = tokio::net::TcpListener::bind(args.metrics_listen)
+            .await
+            .with_context(|| format!("binding the metrics listener to {}", args.metrics_listen))?;
+        Some(l)
+    };
+    let metrics_addr = match &metrics_listener {
+        Some(l) => l.local_addr()?.to_string(),
+        None => "off".to_string(),
+    };
+
+    let mut signals = Signals::new()?;
+    let policy = ReconcilePolicy {
+        leaks: if args.terminate_leaks {
+            LeakPolicy::Terminate
+        } else {
+            LeakPolicy::Report
+        },
+        resume_pending: true,
+    };
+    // Settle what an earlier run left half done before taking calls.
+    tokio::select! {
+        report = fleet.reconcile(&policy) => {
+            let report = report.context("reconciling the journal at startup")?;
+            log_reconcile("startup", &report, true);
+        }
+        signal = signals.recv() => {
+            eprintln!("wasmprov serve: {signal} during the startup reconcile, shutting down");
+            return Ok(());
+        }
+    }
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = move |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+
+    let ops = Arc::new(tokio::sync::RwLock::new(()));
+    let service = ProvisionerServer::with_interceptor(
+        Service {
+            host: host.clone(),
+            fleet: fleet.clone(),
+            ops: ops.clone(),
+            scaling: tokio::sync::Mutex::new(()),
+        },
+        bearer_check(token.into_bytes()),
+    );
+    let mut grpc = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(grpc_listener),
+                stopped(stop_rx.clone()),
+            ),
+    );
+    let mut metrics = match metrics_listener {
+        Some(listener) => {
+            let app = axum::Router::new()
+                .route("/metrics", axum::routing::get(metrics_text))
+                .with_state(host.clone());
+            let stop = stopped(stop_rx.clone());
+            tokio::spawn(async move {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(stop)
+                    .await
+                    .context("serving /metrics")
+            })
+        }
+        None => {
+            let stop = stopped(stop_rx.clone());
+            tokio::spawn(async move {
+                stop.await;
+                Ok(())
+            })
+        }
+    };
+    let reconciler = (args.reconcile_every > 0).then(|| {
+        tokio::spawn(reconcile_periodically(
+            fleet.clone(),
+            ops.clone(),
+            policy,
+            Duration::from_secs(args.reconcile_every),
+            stop_rx.clone(),
+        ))
+    });
+
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening grpc={grpc_addr} metrics={metrics_addr}")?;
+        out.flush()?;
+    }
+
+    let early = tokio::select! {
+        signal = signals.recv() => {
+            eprintln!("wasmprov serve: {signal}, shutting down");
+            None
+        }
+        r = &mut grpc => Some(flatten(r.map(|r| r.context("serving gRPC")))),
+        r = &mut metrics => Some(flatten(r)),
+    };
+    let _ = stop_tx.send(true);
+    if let Some(result) = early {
+        result?;
+        bail!("a listener stopped by itself");
+    }
+    let drained = tokio::time::timeout(GRACE, async {
+        let grpc = flatten(grpc.await.map(|r| r.context("serving gRPC")));
+        let metrics = flatten(metrics.await);
+        if let Some(task) = reconciler {
+            // It only ends once told to; a panic in it is worth saying.
+            if let Err(e) = task.await {
+                eprintln!("wasmprov serve: the periodic reconcile failed: {e}");
+            }
+        }
+        grpc.and(metrics)
+    })
+    .await;
+    match drained {
+        Ok(result) => result,
+        Err(_) => {
+            eprintln!("wasmprov serve: calls still running after {GRACE:?}; exiting anyway");
+            Ok(())
+        }
+    }
+}
+
+/// Reconciles every `every` (from the end of one pass to the start of the
+/// next) until `stop` turns true; a pass under way when it does is let
+/// finish.
+async fn reconcile_periodically(
+    fleet: Arc<Fleet>,
+    ops: Arc<tokio::sync::RwLock<()>>,
+    policy: ReconcilePolicy,
+    every: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        let _alone = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            guard = ops.write() => guard,
+        };
+        match fleet.reconcile(&policy).await {
+            Ok(report) => log_reconcile("periodic", &report, false),
+            Err(e) => tracing::warn!(
+                target: LOG_TARGET,
+                "periodic reconcile failed (retried in {every:?}): {e:#}"
+            ),
+        }
+    }
+}
+
+/// Logs a reconcile's outcome: at `warn` when something could not be
+/// done, else at `info` when it settled something (or `always`).
+fn log_reconcile(when: &str, report: &ReconcileReport, always: bool) {
+    if !report.errors.is_empty() {
+        tracing::warn!(target: LOG_TARGET, "{when} reconcile: {report}");
+    } else if always || !report.is_clean() {
+        tracing::info!(target: LOG_TARGET, "{when} reconcile: {report}");
+    }
+}
+
+fn flatten(r: std::result::Result<Result<()>, tokio::task::JoinError>) -> Result<()> {
+    r.context("listener task failed")?
+}
+
+/// Refuses a listener outside loopback unless remote access was asked for.
+fn check_local(addr: SocketAddr, allow_remote: bool, flag: &str) -> Result<()> {
+    if addr.ip().is_loopback() || allow_remote {
+        return Ok(());
+    }
+    bail!(
+        "{flag} {addr} is not a loopback address; pass --allow-remote to listen there (the bearer token is sent in clear text: put TLS in front)"
+    )
+}
+
+/// The token clients must present, when one is configured: from
+/// `--token-file`, else the environment.
+fn configured_token(args: &ServeArgs) -> Result<Option<String>> {
+    let (token, source) = if let Some(path) = &args.token_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading --token-file {}", path.display()))?;
+        (
+            text.trim().to_string(),
+            format!("--token-file {}", path.display()),
+        )
+    } else if let Ok(value) = std::env::var(TOKEN_ENV) {
+        (value.trim().to_string(), format!("${TOKEN_ENV}"))
+    } else {
+        return Ok(None);
+    };
+    if token.is_empty() {
+        bail!("the token from {source} is empty; refusing to serve without authentication");
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        bail!(
+            "the token from {source} has spaces or characters outside printable ASCII; clients could not send it in an authorization header"
+        );
+    }
+    Ok(Some(token))
+}
+
+/// A new random token, written to `--token-out`.
+fn generate_token(args: &ServeArgs) -> Result<String> {
+    let token = hex::encode(rand::random::<[u8; 32]>());
+    write_private(&args.token_out, &token)?;
+    eprintln!(
+        "wasmprov serve: generated a bearer token in {} (mode 0600)",
+        args.token_out.display()
+    );
+    Ok(token)
+}
+
+/// Writes `text` to `path`, readable by the owner only. The file is made
+/// beside the target with mode 0600 from the start, then renamed over it,
+/// so the token is never readable by others, not even briefly.
+fn write_private(path: &Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .with_context(|| format!("--token-out {} names no file", path.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::anyhow!("writing the token to {}: {e}", path.display())
+    })
+}
+
+/// The interceptor that admits a call only with `authorization: Bearer <token>`.
+fn bearer_check(
+    token: Vec<u8>,
+) -> impl FnMut(Request<()>) -> std::result::Result<Request<()>, Status> + Clone {
+    let token: Arc<[u8]> = token.into();
+    move |req: Request<()>| {
+        use subtle::ConstantTimeEq;
+        let presented = req
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                let (scheme, rest) = v.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+            });
+        match presented {
+            // `ct_eq` compares every byte whatever the first difference;
+            // only the length can be learned, and it says nothing here.
+            Some(given) if bool::from(given.as_bytes().ct_eq(&token)) => Ok(req),
+            Some(_) => Err(Status::unauthenticated("wrong bearer token")),
+            None => Err(Status::unauthenticated(
+                "missing `authorization: Bearer <token>` metadata",
+            )),
+        }
+    }
+}
+
+/// SIGINT and SIGTERM, handled from the moment this is made (before the
+/// first line is printed, so a supervisor's signal is never missed).
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            int: signal(SignalKind::interrupt()).context("handling SIGINT")?,
+            term: signal(SignalKind::terminate()).context("handling SIGTERM")?,
+        })
+    }
+
+    /// Waits for either, and says which.
+    async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.int.recv() => "interrupted",
+            _ = self.term.recv() => "terminated",
+        }
+    }
+}
+
+async fn metrics_text(
+    axum::extract::State(host): axum::extract::State<Arc<Host>>,
+) -> impl axum::response::IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            wasmprov_host::metrics::CONTENT_TYPE,
+        )],
+        host.metrics().encode(),
+    )
+}
+
+/// The gRPC service over one host and its journal.
+struct Service {
+    host: Arc<Host>,
+    fleet: Arc<Fleet>,
+    /// Held shared by journaled operations, exclusively by a reconcile: a
+    /// reconcile running beside a provision would take its pending intent
+    /// for an interrupted one and ask the cloud again.
+    ops: Arc<tokio::sync::RwLock<()>>,
+    /// Scales run one at a time: two at once would both see the group short.
+    scaling: tokio::sync::Mutex<()>,
+}
+
+impl Service {
+    fn plugin(&self, name: &str) -> std::result::Result<Arc<wasmprov_host::WasmPlugin>, Status> {
+        if name.is_empty() {
+            return Err(Status::invalid_argument(format!(
+                "plugin is required; loaded: {}",
+                self.host.plugin_names().join(", ")
+            )));
+        }
+        crate::plugin(&self.host, name)
+            .map_err(|e| with_kind(Code::NotFound, format!("{e:#}"), "unknown_plugin"))
+    }
+
+    /// [`fleet_status`], with the loaded plugins named for an unknown one.
+    fn fleet_status(&self, err: &FleetError) -> Status {
+        if let FleetError::UnknownPlugin(name) = err
+            && let Err(status) = self.plugin(name)
+        {
+            return status;
+        }
+        fleet_status(err)
+    }
+}
+
+/// A status whose metadata names `kind`.
+fn with_kind(code: Code, message: String, kind: &'static str) -> Status {
+    let mut meta = MetadataMap::new();
+    meta.insert(KIND_KEY, MetadataValue::from_static(kind));
+    Status::with_metadata(code, message, meta)
+}
+
+/// The gRPC status of a journaled operation's error: a plugin that is not
+/// loaded is `NOT_FOUND` (`unknown_plugin`); a request id journaled for
+/// another plugin or shape `ALREADY_EXISTS` (`conflict`); the plugin's own
+/// error as [`status_of`] maps it; and a journal that could not be read or
+/// written `INTERNAL` (`journal`).
+fn fleet_status(err: &FleetError) -> Status {
+    match err {
+        FleetError::UnknownPlugin(_) => {
+            with_kind(Code::NotFound, err.to_string(), "unknown_plugin")
+        }
+        FleetError::Conflict { .. } => with_kind(Code::AlreadyExists, err.to_string(), "conflict"),
+        FleetError::Provisioner(e) => status_of(e),
+        FleetError::Journal(e) => journal_status(e),
+    }
+}
+
+/// `INTERNAL` (`journal`): the journal could not be read or written.
+fn journal_status(err: &anyhow::Error) -> Status {
+    with_kind(Code::Internal, format!("journal: {err:#}"), "journal")
+}
+
+/// The gRPC status of a plugin's error. The code says what a generic gRPC
+/// client should do; the metadata says exactly what happened:
+///
+/// | kind | code | why |
+/// | --- | --- | --- |
+/// | `not_found` | `NOT_FOUND` | |
+/// | `rate_limited`, `quota`, `capacity` | `RESOURCE_EXHAUSTED` | something ran out; the kind says whether waiting (`rate_limited`), another type or zone (`capacity`) or a person (`quota`) helps |
+/// | `transport` | `UNAVAILABLE` | the cloud could not be reached: retry |
+/// | `auth` | `FAILED_PRECONDITION` | the *cloud's* credentials are wrong; not the caller's token, so not `UNAUTHENTICATED`/`PERMISSION_DENIED` |
+/// | `invalid_config` | `FAILED_PRECONDITION` | the plugin's configuration needs fixing |
+/// | `unsupported` | `INVALID_ARGUMENT` | the shape is not something this backend can do |
+/// | `plugin` (timeout) | `DEADLINE_EXCEEDED` | the call was stopped at the plugin's deadline |
+/// | `plugin` (other faults) | `INTERNAL` | a bug in the plugin |
+/// | `other` | `UNKNOWN` | |
+fn status_of(err: &ProvisionerError) -> Status {
+    let mut meta = MetadataMap::new();
+    meta.insert(KIND_KEY, MetadataValue::from_static(err.kind()));
+    let code = match err {
+        ProvisionerError::NotFound(_) => Code::NotFound,
+        ProvisionerError::RateLimited { retry_after_ms, .. } => {
+            if let Some(ms) = retry_after_ms {
+                meta.insert("wasmprov-retry-after-ms", MetadataValue::from(*ms));
+            }
+            Code::ResourceExhausted
+        }
+        ProvisionerError::Capacity { scope, .. } => {
+            let scope = match scope {
+                wasmprov_api::CapacityScope::InstanceType => "instance_type",
+                wasmprov_api::CapacityScope::Zone => "zone",
+                wasmprov_api::CapacityScope::Group => "group",
+            };
+            meta.insert("wasmprov-capacity-scope", MetadataValue::from_static(scope));
+            Code::ResourceExhausted
+        }
+        ProvisionerError::Quota(_) => Code::ResourceExhausted,
+        ProvisionerError::Transport(_) => Code::Unavailable,
+        ProvisionerError::Auth(_) | ProvisionerError::InvalidConfig(_) => Code::FailedPrecondition,
+        ProvisionerError::Unsupported(_) => Code::InvalidArgument,
+        ProvisionerError::Plugin { fault, .. } => {
+            meta.insert(
+                "wasmprov-plugin-fault",
+                MetadataValue::from_static(fault_name(*fault)),
+            );
+            if *fault == PluginFault::Timeout {
+                Code::DeadlineExceeded
+            } else {
+                Code::Internal
+            }
+        }
+        _ => Code::Unknown,
+    };
+    Status::with_metadata(code, err.to_string(), meta)
+}
+
+fn fault_name(fault: PluginFault) -> &'static str {
+    match fault {
+        PluginFault::Trap => "trap",
+        PluginFault::Timeout => "timeout",
+        PluginFault::CpuLimit => "cpu_limit",
+        PluginFault::MemoryLimit => "memory_limit",
+        PluginFault::ResourceLimit => "resource_limit",
+        PluginFault::Contract => "contract",
+        _ => "other",
+    }
+}
+
+fn capacity_to_pb(c: wasmprov_api::CapacityType) -> pb::CapacityType {
+    match c {
+        wasmprov_api::CapacityType::OnDemand => pb::CapacityType::OnDemand,
+        wasmprov_api::CapacityType::Spot => pb::CapacityType::Spot,
+    }
+}
+
+fn capacity_from_pb(c: pb::CapacityType) -> wasmprov_api::CapacityType {
+    match c {
+        pb::CapacityType::Unspecified | pb::CapacityType::OnDemand => {
+            wasmprov_api::CapacityType::OnDemand
+        }
+        pb::CapacityType::Spot => wasmprov_api::CapacityType::Spot,
+    }
+}
+
+fn shape_from_pb(
+    shape: Option<pb::NodeShape>,
+) -> std::result::Result<wasmprov_api::NodeShape, Status> {
+    let shape = shape.ok_or_else(|| Status::invalid_argument("shape is required"))?;
+    if !shape.cpu.is_finite() || shape.cpu < 0.0 {
+        return Err(Status::invalid_argument(format!(
+            "shape.cpu {} is not a CPU count",
+            shape.cpu
+        )));
+    }
+    let capacity_type = pb::CapacityType::try_from(shape.capacity_type).map_err(|_| {
+        Status::invalid_argument(format!(
+            "shape.capacity_type {} is not a capacity type",
+            shape.capacity_type
+        ))
+    })?;
+    Ok(wasmprov_api::NodeShape {
+        cpu: shape.cpu,
+        memory_bytes: shape.memory_bytes,
+        gpu: shape.gpu,
+        gpu_vendor: shape.gpu_vendor,
+        labels: shape.labels.into_iter().collect(),
+        zone: shape.zone,
+        capacity_type: capacity_from_pb(capacity_type),
+        instance_type: shape.instance_type,
+    })
+}
+
+fn hint_to_pb(h: wasmprov_api::PriceHint) -> pb::PriceHint {
+    pb::PriceHint {
+        hourly_usd: h.hourly_usd,
+        capacity_type: capacity_to_pb(h.capacity_type).into(),
+        instance_type: h.instance_type,
+    }
+}
+
+fn node_to_pb(n: wasmprov_api::NodeHandle) -> pb::NodeHandle {
+    use wasmprov_api::JoinState as J;
+    let join_state = match n.join_state {
+        J::Provisioning => pb::JoinState::Provisioning,
+        J::Booting => pb::JoinState::Booting,
+        J::Joining => pb::JoinState::Joining,
+        J::Joined => pb::JoinState::Joined,
+        J::Failed => pb::JoinState::Failed,
+    };
+    pb::NodeHandle {
+        provider_id: n.provider_id,
+        address: n.address,
+        zone: n.zone,
+        capacity_type: capacity_to_pb(n.capacity_type).into(),
+        join_state: join_state.into(),
+        instance_type: n.instance_type,
+        labels: n.labels.into_iter().collect(),
+    }
+}
+
+fn shape_to_pb(shape: wasmprov_api::NodeShape) -> pb::NodeShape {
+    pb::NodeShape {
+        cpu: shape.cpu,
+        memory_bytes: shape.memory_bytes,
+        gpu: shape.gpu,
+        gpu_vendor: shape.gpu_vendor,
+        labels: shape.labels.into_iter().collect(),
+        zone: shape.zone,
+        capacity_type: capacity_to_pb(shape.capacity_type).into(),
+        instance_type: shape.instance_type,
+    }
+}
+
+/// A lease in seconds, as a duration; 0 is refused (it would end at once).
+fn lease_from_pb(
+    seconds: Option<u64>,
+    field: &str,
+) -> std::result::Result<Option<Duration>, Status> {
+    match seconds {
+        Some(0) => Err(Status::invalid_argument(format!(
+            "{field} must be at least 1; leave it out for no lease"
+        ))),
+        s => Ok(s.map(Duration::from_secs)),
+    }
+}
+
+fn group_from_pb(group: Option<pb::CapacityGroup>) -> std::result::Result<CapacityGroup, Status> {
+    let group = group.ok_or_else(|| Status::invalid_argument("group is required"))?;
+    let group = CapacityGroup {
+        name: group.name,
+        shape: shape_from_pb(group.shape)
+            .map_err(|s| Status::invalid_argument(format!("group.{}", s.message())))?,
+        min: group.min,
+        max: group.max,
+        plugins: group.plugins,
+        lease: lease_from_pb(group.lease_seconds, "group.lease_seconds")?,
+    };
+    group
+        .validate()
+        .map_err(|e| Status::invalid_argument(format!("{e:#}")))?;
+    Ok(group)
+}
+
+fn pairs_to_pb(pairs: Vec<(String, String)>) -> Vec<pb::RequestNode> {
+    pairs
+        .into_iter()
+        .map(|(request_id, provider_id)| pb::RequestNode {
+            request_id,
+            provider_id,
+        })
+        .collect()
+}
+
+fn reconcile_to_pb(r: ReconcileReport) -> pb::ReconcileResponse {
+    pb::ReconcileResponse {
+        confirmed: pairs_to_pb(r.confirmed),
+        resumed: pairs_to_pb(r.resumed),
+        abandoned: r.abandoned,
+        terminated: pairs_to_pb(r.terminated),
+        expired: pairs_to_pb(r.expired),
+        vanished: pairs_to_pb(r.vanished),
+        leaks: r
+            .leaks
+            .into_iter()
+            .map(|l| pb::Leak {
+                plugin: l.plugin,
+                node: Some(node_to_pb(l.node)),
+                reason: l.reason,
+                terminated: l.terminated,
+            })
+            .collect(),
+        errors: r.errors,
+    }
+}
+
+fn member_to_pb(m: wasmprov_host::Member) -> pb::Member {
+    pb::Member {
+        plugin: m.plugin,
+        request_id: m.request_id,
+        provider_id: m.provider_id,
+        hourly_usd: m.hourly_usd,
+    }
+}
+
+fn intent_to_pb(i: Intent) -> pb::Intent {
+    let (state, provider_id) = match i.state {
+        IntentState::Pending => (pb::IntentState::Pending, None),
+        IntentState::Active { provider_id } => (pb::IntentState::Active, Some(provider_id)),
+        IntentState::Terminating { provider_id } => {
+            (pb::IntentState::Terminating, Some(provider_id))
+        }
+    };
+    pb::Intent {
+        request_id: i.request_id,
+        plugin: i.plugin,
+        shape: Some(shape_to_pb(i.shape)),
+        created_ms: i.created_ms,
+        expires_ms: i.expires_ms,
+        group: i.group,
+        state: state.into(),
+        provider_id,
+        hourly_usd: i.hourly_usd,
+    }
+}
+
+type RpcResult<T> = std::result::Result<Response<T>, Status>;
+
+#[tonic::async_trait]
+impl Provisioner for Service {
+    async fn list_plugins(
+        &self,
+        _req: Request<pb::ListPluginsRequest>,
+    ) -> RpcResult<pb::ListPluginsResponse> {
+        let plugins = self
+            .host
+            .plugins()
+            .iter()
+            .map(|p| {
+                let info = p.info();
+                pb::Plugin {
+                    name: info.name.clone(),
+                    backend: info.backend_name.clone(),
+                    capacity_types: info
+                        .capacity_types
+                        .iter()
+                        .map(|c| capacity_to_pb(*c).into())
+                        .collect(),
+                    sha256: info.sha256.clone(),
+                }
+            })
+            .collect();
+        let load_errors = self.host.errors().iter().map(ToString::to_string).collect();
+        Ok(Response::new(pb::ListPluginsResponse {
+            plugins,
+            load_errors,
+        }))
+    }
+
+    async fn price_hint(
+        &self,
+        req: Request<pb::PriceHintRequest>,
+    ) -> RpcResult<pb::PriceHintResponse> {
+        let req = req.into_inner();
+        let shape = shape_from_pb(req.shape)?;
+        let plugin = self.plugin(&req.plugin)?;
+        // Price hints run on the calling thread (they must not do I/O, and
+        // are cut at a small CPU budget); keep them off the async workers.
+        let hint = tokio::task::spawn_blocking(move || plugin.try_price_hint(&shape))
+            .await
+            .map_err(|e| Status::internal(format!("price hint task failed: {e}")))?
+            .map_err(|e| status_of(&e))?;
+        Ok(Response::new(pb::PriceHintResponse {
+            hint: hint.map(hint_to_pb),
+        }))
+    }
+
+    async fn rank(&self, req: Request<pb::RankRequest>) -> RpcResult<pb::RankResponse> {
+        let shape = shape_from_pb(req.into_inner().shape)?;
+        let host = self.host.clone();
+        let ranking = tokio::task::spawn_blocking(move || host.rank(&shape))
+            .await
+            .map_err(|e| Status::internal(format!("ranking task failed: {e}")))?;
+        Ok(Response::new(pb::RankResponse {
+            offers: ranking
+                .offers
+                .into_iter()
+                .map(|o| pb::Offer {
+                    plugin: o.plugin,
+                    hint: Some(hint_to_pb(o.hint)),
+                })
+                .collect(),
+            none: ranking
+                .none
+                .into_iter()
+                .map(|n| pb::NoOffer {
+                    plugin: n.plugin,
+                    reason: n.reason,
+                })
+                .collect(),
+        }))
+    }
+
+    async fn provision(
+        &self,
+        req: Request<pb::ProvisionRequest>,
+    ) -> RpcResult<pb::ProvisionResponse> {
+        let req = req.into_inner();
+        if req.request_id.trim().is_empty() {
+            return Err(Status::invalid_argument(
+                "request_id is required: it makes provisioning idempotent (a retry with the same id returns the same node)",
+            ));
+        }
+        let shape = shape_from_pb(req.shape)?;
+        self.plugin(&req.plugin)?;
+        let lease = lease_from_pb(req.lease_seconds, "lease_seconds")?;
+        if let Some(group) = &req.group {
+            // The group's own rules for its name (the rest is a placeholder).
+            CapacityGroup::new(group.clone(), wasmprov_api::NodeShape::default(), 0, 0)
+                .validate()
+                .map_err(|e| Status::invalid_argument(format!("{e:#}")))?;
+        }
+        let options = ProvisionOptions {
+            request_id: Some(req.request_id),
+            lease,
+            group: req.group,
+            hourly_usd: None,
+        };
+        let _op = self.ops.read().await;
+        let node = self
+            .fleet
+            .provision(&req.plugin, &shape, options)
+            .await
+            .map_err(|e| self.fleet_status(&e))?;
+        Ok(Response::new(pb::ProvisionResponse {
+            node: Some(node_to_pb(node)),
+        }))
+    }
+
+    async fn describe(&self, req: Request<pb::DescribeRequest>) -> RpcResult<pb::DescribeResponse> {
+        let plugin = self.plugin(&req.into_inner().plugin)?;
+        let nodes = plugin.describe().await.map_err(|e| status_of(&e))?;
+        Ok(Response::new(pb::DescribeResponse {
+            nodes: nodes.into_iter().map(node_to_pb).collect(),
+        }))
+    }
+
+    async fn terminate(
+        &self,
+        req: Request<pb::TerminateRequest>,
+    ) -> RpcResult<pb::TerminateResponse> {
+        let req = req.into_inner();
+        if req.provider_id.is_empty() {
+            return Err(Status::invalid_argument("provider_id is required"));
+        }
+        self.plugin(&req.plugin)?;
+        let _op = self.ops.read().await;
+        self.fleet
+            .terminate(&req.plugin, &req.provider_id)
+            .await
+            .map_err(|e| self.fleet_status(&e))?;
+        Ok(Response::new(pb::TerminateResponse {}))
+    }
+
+    async fn reload(&self, _req: Request<pb::ReloadRequest>) -> RpcResult<pb::ReloadResponse> {
+        let report = self
+            .host
+            .reload()
+            .await
+            .map_err(|e| Status::failed_precondition(format!("reloading plugins: {e:#}")))?;
+        Ok(Response::new(pb::ReloadResponse {
+            added: report.added,
+            replaced: report.replaced,
+            removed: report.removed,
+            kept_old: report.kept_old,
+            failed: report.failed,
+        }))
+    }
+
+    async fn reconcile(
+        &self,
+        req: Request<pb::ReconcileRequest>,
+    ) -> RpcResult<pb::ReconcileResponse> {
+        let req = req.into_inner();
+        let policy = ReconcilePolicy {
+            leaks: if req.terminate_leaks {
+                LeakPolicy::Terminate
+            } else {
+                LeakPolicy::Report
+            },
+            resume_pending: !req.no_resume,
+        };
+        let _alone = self.ops.write().await;
+        let report = self
+            .fleet
+            .reconcile(&policy)
+            .await
+            .map_err(|e| journal_status(&e))?;
+        log_reconcile("requested", &report, false);
+        Ok(Response::new(reconcile_to_pb(report)))
+    }
+
+    async fn scale(&self, req: Request<pb::ScaleRequest>) -> RpcResult<pb::ScaleResponse> {
+        let req = req.into_inner();
+        let group = group_from_pb(req.group)?;
+        let _op = self.ops.read().await;
+        let _one = self.scaling.lock().await;
+        // The group was validated: what is left to fail is the journal.
+        let report = self
+            .fleet
+            .scale(&group, req.desired)
+            .await
+            .map_err(|e| journal_status(&e))?;
+        Ok(Response::new(pb::ScaleResponse {
+            converged: report.converged(),
+            target: report.target,
+            before: report.before,
+            after: report.after,
+            added: report.added.into_iter().map(member_to_pb).collect(),
+            removed: report.removed.into_iter().map(member_to_pb).collect(),
+            errors: report.errors,
+        }))
+    }
+
+    async fn list_intents(
+        &self,
+        req: Request<pb::ListIntentsRequest>,
+    ) -> RpcResult<pb::ListIntentsResponse> {
+        let intents = match req.into_inner().group {
+            Some(group) => self.fleet.members(&group),
+            None => self.fleet.intents(),
+        }
+        .map_err(|e| journal_status(&e))?;
+        Ok(Response::new(pb::ListIntentsResponse {
+            intents: intents.into_iter().map(intent_to_pb).collect(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(s: &Status) -> &str {
+        s.metadata().get(KIND_KEY).unwrap().to_str().unwrap()
+    }
+
+    #[test]
+    fn errors_map_to_codes_and_keep_their_kind() {
+        let s = status_of(&ProvisionerError::NotFound("gone".into()));
+        assert_eq!(s.code(), Code::NotFound);
+        assert_eq!(kind(&s), "not_found");
+
+        let s = status_of(&ProvisionerError::RateLimited {
+            retry_after_ms: Some(1500),
+            message: "slow".into(),
+        });
+        assert_eq!(s.code(), Code::ResourceExhausted);
+        assert_eq!(kind(&s), "rate_limited");
+        assert_eq!(s.metadata().get("wasmprov-retry-after-ms").unwrap(), "1500");
+
+        let s = status_of(&ProvisionerError::Auth("bad key".into()));
+        assert_eq!(s.code(), Code::FailedPrecondition);
+        assert_eq!(kind(&s), "auth");
+
+        let s = status_of(&ProvisionerError::Plugin {
+            plugin: "p".into(),
+            fault: PluginFault::Timeout,
+            message: "slow".into(),
+        });
+        assert_eq!(s.code(), Code::DeadlineExceeded);
+        assert_eq!(
+            s.metadata().get("wasmprov-plugin-fault").unwrap(),
+            "timeout"
+        );
+        let s = status_of(&ProvisionerError::Plugin {
+            plugin: "p".into(),
+            fault: PluginFault::Trap,
+            message: "boom".into(),
+        });
+        assert_eq!(s.code(), Code::Internal);
+        assert_eq!(kind(&s), "plugin");
+    }
+
+    #[test]
+    fn fleet_errors_map_to_codes_and_kinds() {
+        let s = fleet_status(&FleetError::UnknownPlugin("nosuch".into()));
+        assert_eq!(s.code(), Code::NotFound);
+        assert_eq!(kind(&s), "unknown_plugin");
+
+        let s = fleet_status(&FleetError::Conflict {
+            request_id: "r-1".into(),
+            plugin: "hetzner".into(),
+        });
+        assert_eq!(s.code(), Code::AlreadyExists);
+        assert_eq!(kind(&s), "conflict");
+        assert!(s.message().contains("r-1"), "{s:?}");
+
+        let s = fleet_status(&FleetError::Provisioner(ProvisionerError::Quota(
+            "full".into(),
+        )));
+        assert_eq!(s.code(), Code::ResourceExhausted);
+        assert_eq!(kind(&s), "quota");
+
+        let s = fleet_status(&FleetError::Journal(anyhow::anyhow!("disk full")));
+        assert_eq!(s.code(), Code::Internal);
+        assert_eq!(kind(&s), "journal");
+        assert!(s.message().contains("disk full"), "{s:?}");
+    }
+
+    #[test]
+    fn groups_and_leases_are_checked() {
+        let group = |name: &str, min, max| pb::CapacityGroup {
+            name: name.into(),
+            shape: Some(pb::NodeShape {
+                cpu: 2.0,
+                memory_bytes: 4 << 30,
+                ..Default::default()
+            }),
+            min,
+            max,
+            plugins: vec![],
+            lease_seconds: None,
+        };
+        let g = group_from_pb(Some(group("grp", 0, 3))).unwrap();
+        assert_eq!((g.name.as_str(), g.min, g.max), ("grp", 0, 3));
+        for bad in [
+            None,
+            Some(group("", 0, 3)),
+            Some(group("a b", 0, 3)),
+            Some(group("grp", 4, 3)),
+            Some(pb::CapacityGroup {
+                shape: None,
+                ..group("grp", 0, 3)
+            }),
+            Some(pb::CapacityGroup {
+                lease_seconds: Some(0),
+                ..group("grp", 0, 3)
+            }),
+        ] {
+            let err = group_from_pb(bad.clone()).unwrap_err();
+            assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}");
+        }
+        assert_eq!(
+            lease_from_pb(Some(90), "x").unwrap(),
+            Some(Duration::from_secs(90))
+        );
+        assert_eq!(lease_from_pb(None, "x").unwrap(), None);
+    }
+
+    #[test]
+    fn only_the_right_bearer_token_passes() {
+        let mut check = bearer_check(b"s3cret".to_vec());
+        let with = |value: Option<&str>| {
+            let mut req = Request::new(());
+            if let Some(v) = value {
+                req.metadata_mut()
+                    .insert("authorization", v.parse().unwrap());
+            }
+            req
+        };
+        assert!(check(with(Some("Bearer s3cret"))).is_ok());
+        assert!(check(with(Some("bearer s3cret"))).is_ok());
+        for bad in [
+            None,
+            Some("Bearer s3cre"),
+            Some("Bearer s3cret2"),
+            Some("Basic s3cret"),
+            Some("s3cret"),
+        ] {
+            let err = check(with(bad)).unwrap_err();
+            assert_eq!(err.code(), Code::Unauthenticated, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn remote_listeners_need_the_flag() {
+        assert!(check_local("127.0.0.1:1".parse().unwrap(), false, "--listen").is_ok());
+        assert!(check_local("[::1]:1".parse().unwrap(), false, "--listen").is_ok());
+        let err = check_local("0.0.0.0:1".parse().unwrap(), false, "--listen").unwrap_err();
+        assert!(err.to_string().contains("--allow-remote"), "{err}");
+        assert!(check_local("0.0.0.0:1".parse().unwrap(), true, "--listen").is_ok());
+    }
+
+    #[test]
+    fn a_generated_token_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        std::fs::write(&path, "old").unwrap();
+        write_private(&path, "abc").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "abc\n");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temporary left"
+        );
+    }
+}

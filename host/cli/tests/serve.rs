@@ -1,0 +1,900 @@
+//! `wasmprov serve` driven over gRPC and HTTP as a client in another
+//! language would, against the Hetzner fake: the contract, the journaled
+//! operations (leases, capacity groups, reconcile and leaks), the journal
+//! held by one server at a time, and the periodic reconcile. Everything
+//! listens on 127.0.0.1; every wait is bounded, and the server is killed
+//! when a test ends, passing or not.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tonic::{Code, Request, Status};
+use wasmprov_fake::{HetznerFake, HetznerFakeOptions};
+
+mod pb {
+    #![allow(clippy::all, clippy::pedantic, reason = "generated code")]
+    tonic::include_proto!("wasmprov.v1");
+}
+
+use pb::provisioner_client::ProvisionerClient;
+
+const TOKEN: &str = "serve-test-token-6d0c";
+/// The owner id the servers run under (the label planted leaks carry).
+const OWNER: &str = "serve-test";
+/// Loading compiles the bundled plugins (cold cache): the slowest step.
+const START_LIMIT: Duration = Duration::from_secs(300);
+/// Any other step.
+const STEP_LIMIT: Duration = Duration::from_secs(60);
+
+async fn bounded<T>(what: &str, limit: Duration, fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(limit, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within {limit:?}"))
+}
+
+/// A running `wasmprov serve`, killed on drop. Its stderr goes to a file,
+/// shown when a test fails.
+struct Served {
+    child: tokio::process::Child,
+    grpc: SocketAddr,
+    metrics: Option<SocketAddr>,
+    stderr: PathBuf,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+            eprintln!("wasmprov serve stderr:\n{log}");
+        }
+    }
+}
+
+/// `wasmprov` on the plugins in `dir`, with a compile cache of its own
+/// there (so a restarted server loads in moments).
+fn wasmprov(dir: &Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmprov"));
+    cmd.arg("--plugin-dir")
+        .arg(dir)
+        .args(["--owner", OWNER])
+        .current_dir(dir)
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .env_remove("WASMPROV_PLUGIN_DIR")
+        .env_remove("WASMPROV_SERVE_TOKEN")
+        .env_remove("WASMPROV_STATE_DIR")
+        .env_remove("WASMPROV_LOG")
+        .env_remove("HCLOUD_TOKEN")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Starts `wasmprov serve` (with `args` after the subcommand) on port 0
+/// and reads the addresses it bound from its first line.
+async fn serve(mut cmd: tokio::process::Command, args: &[&str], logs: &Path) -> Served {
+    let stderr = logs.join("serve.stderr");
+    cmd.args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().expect("start wasmprov serve");
+    let stdout = child.stdout.take().unwrap();
+    let mut served = Served {
+        child,
+        grpc: "127.0.0.1:0".parse().unwrap(),
+        metrics: None,
+        stderr,
+    };
+    let line = bounded(
+        "wasmprov serve starting",
+        START_LIMIT,
+        BufReader::new(stdout).lines().next_line(),
+    )
+    .await
+    .unwrap()
+    .unwrap_or_else(|| panic!("wasmprov serve exited before listening"));
+    let mut words = line.split(' ');
+    assert_eq!(words.next(), Some("listening"), "{line}");
+    for word in words {
+        match word.split_once('=') {
+            Some(("grpc", a)) => served.grpc = a.parse().unwrap(),
+            Some(("metrics", "off")) => {}
+            Some(("metrics", a)) => served.metrics = Some(a.parse().unwrap()),
+            _ => panic!("unexpected {word:?} in {line:?}"),
+        }
+    }
+    assert_ne!(served.grpc.port(), 0, "{line}");
+    served
+}
+
+async fn client(addr: SocketAddr) -> ProvisionerClient<tonic::transport::Channel> {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect_timeout(STEP_LIMIT)
+        .timeout(STEP_LIMIT)
+        .connect()
+        .await
+        .expect("connect to wasmprov serve");
+    ProvisionerClient::new(channel)
+}
+
+fn authed<T>(token: &str, msg: T) -> Request<T> {
+    let mut req = Request::new(msg);
+    req.metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    req
+}
+
+fn kind(status: &Status) -> &str {
+    status
+        .metadata()
+        .get("wasmprov-error-kind")
+        .unwrap_or_else(|| panic!("no wasmprov-error-kind in {status:?}"))
+        .to_str()
+        .unwrap()
+}
+
+fn shape() -> pb::NodeShape {
+    pb::NodeShape {
+        cpu: 2.0,
+        memory_bytes: 4 << 30,
+        zone: Some("nbg1".into()),
+        labels: [("role".to_string(), "worker".to_string())].into(),
+        ..Default::default()
+    }
+}
+
+/// A plain HTTP/1.1 GET; the status line, headers and body as text.
+async fn http_get(addr: SocketAddr, path: &str) -> String {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await.unwrap();
+    text
+}
+
+/// The servers of capacity group `group` on the fake.
+fn group_servers(fake: &HetznerFake, group: &str) -> usize {
+    fake.servers()
+        .iter()
+        .filter(|s| s.labels.get("wasmprov-group").map(String::as_str) == Some(group))
+        .count()
+}
+
+/// Plants a server on the fake as if this owner had made it for a request
+/// the journal does not know: a leak. Returns its provider id.
+fn plant_leak(fake: &HetznerFake, request: &str) -> String {
+    let labels: BTreeMap<String, String> = [
+        ("wasmprov-owner".to_string(), OWNER.to_string()),
+        ("wasmprov-request".to_string(), request.to_string()),
+    ]
+    .into();
+    fake.plant(request, &labels).unwrap().to_string()
+}
+
+fn send_signal(child: &tokio::process::Child, signal: nix::sys::signal::Signal) {
+    let pid = child.id().expect("still running");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+        signal,
+    )
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_contract_over_grpc_with_metrics() {
+    let fake = HetznerFake::start(
+        "127.0.0.1:0".parse().unwrap(),
+        HetznerFakeOptions::default(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let bundled = bounded(
+        "wasmprov bundle",
+        STEP_LIMIT,
+        wasmprov(d)
+            .args(["bundle", "--out"])
+            .arg(d)
+            .args(["--hetzner-endpoint", &fake.url()])
+            .output(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        bundled.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bundled.stderr)
+    );
+    // Only the Hetzner plugin: reconcile asks every plugin for its nodes,
+    // and the others have no cloud here; groups must not spill elsewhere.
+    for other in ["aws-ec2", "cloud-init"] {
+        std::fs::remove_file(d.join(format!("{other}.toml"))).unwrap();
+    }
+    let state = d.join("state");
+    let state_arg = state.to_str().unwrap();
+    let with_cloud = || {
+        let mut cmd = wasmprov(d);
+        cmd.env("HCLOUD_TOKEN", fake.token())
+            .env("WASMPROV_SERVE_TOKEN", TOKEN);
+        cmd
+    };
+
+    // The periodic reconcile is off here (counts below are exact); the
+    // restarted server further down runs it.
+    let mut served = serve(
+        with_cloud(),
+        &[
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--state-dir",
+            state_arg,
+            "--reconcile-every",
+            "0",
+        ],
+        d,
+    )
+    .await;
+    let mut c = client(served.grpc).await;
+
+    // No token, or a wrong one: nothing reaches a plugin.
+    let err = bounded(
+        "unauthenticated call",
+        STEP_LIMIT,
+        c.list_plugins(pb::ListPluginsRequest {}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
+    let err = bounded(
+        "wrong token",
+        STEP_LIMIT,
+        c.list_plugins(authed("nope", pb::ListPluginsRequest {})),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
+
+    let list = bounded(
+        "ListPlugins",
+        STEP_LIMIT,
+        c.list_plugins(authed(TOKEN, pb::ListPluginsRequest {})),
+    )
+    .await
+    .unwrap()
+    .into_inner();
+    let names: Vec<&str> = list.plugins.iter().map(|p| p.name.as_str()).collect();
+    assert!(names.contains(&"hetzner"), "{names:?}");
+    assert!(list.load_errors.is_empty(), "{:?}", list.load_errors);
+    let hetzner = list.plugins.iter().find(|p| p.name == "hetzner").unwrap();
+    assert_eq!(hetzner.sha256.len(), 64);
+    assert_eq!(hetzner.capacity_types, [pb::CapacityType::OnDemand as i32]);
+
+    let ranking = bounded(
+        "Rank",
+        STEP_LIMIT,
+        c.rank(authed(
+            TOKEN,
+            pb::RankRequest {
+                shape: Some(shape()),
+            },
+        )),
+    )
+    .await
+    .unwrap()
+    .into_inner();
+    assert!(
+        ranking.offers.iter().any(|o| o.plugin == "hetzner"),
+        "{ranking:?}"
+    );
+    let prices: Vec<f64> = ranking
+        .offers
+        .iter()
+        .map(|o| o.hint.as_ref().unwrap().hourly_usd)
+        .collect();
+    assert!(
+        prices.windows(2).all(|w| w[0] <= w[1]),
+        "cheapest first: {prices:?}"
+    );
+
+    let hint = bounded(
+        "PriceHint",
+        STEP_LIMIT,
+        c.price_hint(authed(
+            TOKEN,
+            pb::PriceHintRequest {
+                plugin: "hetzner".into(),
+                shape: Some(shape()),
+            },
+        )),
+    )
+    .await
+    .unwrap()
+    .into_inner();
+    assert!(hint.hint.unwrap().hourly_usd > 0.0);
+
+    // A request id is required: it is what makes a retry safe.
+    let err = bounded(
+        "Provision without id",
+        STEP_LIMIT,
+        c.provision(authed(
+            TOKEN,
+            pb::ProvisionRequest {
+                plugin: "hetzner".into(),
+                request_id: String::new(),
+                shape: Some(shape()),
+                ..Default::default()
+            },
+        )),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+
+    let provision = || pb::ProvisionRequest {
+        plugin: "hetzner".into(),
+        request_id: "serve-1".into(),
+        shape: Some(shape()),
+        ..Default::default()
+    };
+    let node = bounded(
+        "Provision",
+        STEP_LIMIT,
+        c.provision(authed(TOKEN, provision())),
+    )
+    .await
+    .unwrap()
+    .into_inner()
+    .node
+    .unwrap();
+    assert_eq!(node.zone.as_deref(), Some("nbg1"));
+    assert_eq!(node.labels["role"], "worker");
+    assert_eq!(node.capacity_type, pb::CapacityType::OnDemand as i32);
+    assert_ne!(node.join_state, pb::JoinState::Unspecified as i32);
+    let again = bounded(
+        "Provision again",
+        STEP_LIMIT,
+        c.provision(authed(TOKEN, provision())),
+    )
+    .await
+    .unwrap()
+    .into_inner()
+    .node
+    .unwrap();
+    assert_eq!(
+        again.provider_id, node.provider_id,
+        "same request id, same node"
+    );
+    assert_eq!(fake.servers().len(), 1);
+
+    let nodes = bounded(
+        "Describe",
+        STEP_LIMIT,
+        c.describe(authed(
+            TOKEN,
+            pb::DescribeRequest {
+                plugin: "hetzner".into(),
+            },
+        )),
+    )
+    .await
+    .unwrap()
+    .into_inner()
+    .nodes;
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    assert_eq!(nodes[0].provider_id, node.provider_id);
+
+    let terminate = || pb::TerminateRequest {
+        plugin: "hetzner".into(),
+        provider_id: node.provider_id.clone(),
+    };
+    bounded(
+        "Terminate",
+        STEP_LIMIT,
+        c.terminate(authed(TOKEN, terminate())),
+    )
+    .await
+    .unwrap();
+    // The node is gone (the plugin says not_found): a retry is success.
+    bounded(
+        "Terminate again",
+        STEP_LIMIT,
+        c.terminate(authed(TOKEN, terminate())),
+    )
+    .await
+    .unwrap();
+    assert!(fake.servers().is_empty());
+
+    // A plugin that is not loaded is not a node that is gone.
+    let err = bounded(
+        "Describe of an unknown plugin",
+        STEP_LIMIT,
+        c.describe(authed(
+            TOKEN,
+            pb::DescribeRequest {
+                plugin: "nosuch".into(),
+            },
+        )),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert_eq!(kind(&err), "unknown_plugin");
+    assert!(
+        err.message().contains("hetzner"),
+        "lists what is loaded: {err:?}"
+    );
+
+    let report = bounded(
+        "Reload",
+        STEP_LIMIT,
+        c.reload(authed(TOKEN, pb::ReloadRequest {})),
+    )
+    .await
+    .unwrap()
+    .into_inner();
+    assert!(
+        report.failed.is_empty() && report.removed.is_empty(),
+        "{report:?}"
+    );
+
+    let response = bounded(
+        "GET /metrics",
+        STEP_LIMIT,
+        http_get(served.metrics.expect("metrics on"), "/metrics"),
+    )
+    .await;
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        "{head}"
+    );
+    for line in [
+        r#"wasmprov_calls_total{plugin="hetzner",op="provision",outcome="ok"} 2"#,
+        r#"wasmprov_calls_total{plugin="hetzner",op="terminate",outcome="ok"} 1"#,
+        r#"wasmprov_calls_total{plugin="hetzner",op="terminate",outcome="not_found"} 1"#,
+        r#"wasmprov_errors_total{plugin="hetzner",op="terminate",kind="not_found"} 1"#,
+        // The startup reconcile's, and Describe's.
+        r#"wasmprov_calls_total{plugin="hetzner",op="describe",outcome="ok"} 2"#,
+        r#"wasmprov_instances_in_flight{plugin="hetzner"} 0"#,
+    ] {
+        assert!(body.lines().any(|l| l == line), "{line} missing in\n{body}");
+    }
+    let not_found = bounded(
+        "GET /nothing",
+        STEP_LIMIT,
+        http_get(served.metrics.unwrap(), "/nothing"),
+    )
+    .await;
+    assert!(not_found.starts_with("HTTP/1.1 404"), "{not_found}");
+
+    journaled_operations(&fake, &mut c, d, &state).await;
+
+    // SIGTERM: a clean stop.
+    send_signal(&served.child, nix::sys::signal::Signal::SIGTERM);
+    let status = bounded("shutdown after SIGTERM", STEP_LIMIT, served.child.wait())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let log = std::fs::read_to_string(&served.stderr).unwrap();
+    assert!(!log.contains(TOKEN), "the token must not be logged: {log}");
+    assert!(
+        !log.contains(fake.token()),
+        "the cloud token must not be logged: {log}"
+    );
+
+    // Restarted on the same state directory: the journal is still there,
+    // and the periodic reconcile (every second, terminating leaks) finds a
+    // leak planted while it runs.
+    let logs = d.join("restarted");
+    std::fs::create_dir_all(&logs).unwrap();
+    let mut cmd = with_cloud();
+    cmd.env("WASMPROV_LOG", "wasmprov=info");
+    let mut served = serve(
+        cmd,
+        &[
+            "--no-metrics",
+            "--state-dir",
+            state_arg,
+            "--reconcile-every",
+            "1",
+            "--terminate-leaks",
+        ],
+        &logs,
+    )
+    .await;
+    let log = std::fs::read_to_string(&served.stderr).unwrap();
+    assert!(log.contains("startup reconcile: in step"), "{log}");
+    let mut c = client(served.grpc).await;
+    let intents = bounded(
+        "ListIntents after a restart",
+        STEP_LIMIT,
+        c.list_intents(authed(TOKEN, pb::ListIntentsRequest { group: None })),
+    )
+    .await
+    .unwrap()
+    .into_inner()
+    .intents;
+    let ids: Vec<&str> = intents.iter().map(|i| i.request_id.as_str()).collect();
+    assert_eq!(
+        ids.len(),
+        2,
+        "the leased node and one group member: {ids:?}"
+    );
+    assert!(ids.contains(&"leased-1"), "{ids:?}");
+    let stray = plant_leak(&fake, "stray-2");
+    let deadline = Instant::now() + STEP_LIMIT;
+    loop {
+        let gone = !fake.servers().iter().any(|s| s.id.to_string() == stray);
+        let log = std::fs::read_to_string(&served.stderr).unwrap();
+        let logged = log.lines().any(|l| {
+            l.contains("periodic reconcile") && l.contains(&format!("leak hetzner/{stray} ("))
+        });
+        if gone && logged {
+            assert!(log.contains("terminated"), "{log}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the periodic reconcile did not terminate leak {stray} within {STEP_LIMIT:?} (gone: {gone}):\n{log}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(fake.servers().len(), 2, "only the journaled nodes are left");
+    // The periodic reconcile stops with the server, promptly.
+    let started = Instant::now();
+    send_signal(&served.child, nix::sys::signal::Signal::SIGTERM);
+    let status = bounded("shutdown after SIGTERM", STEP_LIMIT, served.child.wait())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// Leases, capacity groups, reconcile and leaks through the journal of the
+/// server `c` talks to (its state directory is `state`); and a second
+/// server refused for the journal it holds.
+async fn journaled_operations(
+    fake: &HetznerFake,
+    c: &mut ProvisionerClient<tonic::transport::Channel>,
+    d: &Path,
+    state: &Path,
+) {
+    let leased = |shape: pb::NodeShape| pb::ProvisionRequest {
+        plugin: "hetzner".into(),
+        request_id: "leased-1".into(),
+        shape: Some(shape),
+        lease_seconds: Some(3600),
+        group: None,
+    };
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let node = bounded(
+        "Provision with a lease",
+        STEP_LIMIT,
+        c.provision(authed(TOKEN, leased(shape()))),
+    )
+    .await
+    .unwrap()
+    .into_inner()
+    .node
+    .unwrap();
+    let intents = bounded(
+        "ListIntents",
+        STEP_LIMIT,
+        c.list_intents(authed(TOKEN, pb::ListIntentsRequest { group: None })),
+    )
+    .await
+    .unwrap()
+    .into_inner()
+    .intents;
+    assert_eq!(intents.len(), 1, "{intents:?}");
+    let intent = &intents[0];
+    assert_eq!(intent.request_id, "leased-1");
+    assert_eq!(intent.plugin, "hetzner");
+    assert_eq!(intent.state, pb::IntentState::Active as i32);
+    assert_eq!(
+        intent.provider_id.as_deref(),
+        Some(node.provider_id.as_str())
+    );
+    assert_eq!(intent.group, None);
+    assert!(intent.created_ms >= before, "{intent:?}");
+    assert_eq!(intent.expires_ms, Some(intent.created_ms + 3_600_000));
+    assert_eq!(intent.shape.as_ref().unwrap().memory_bytes, 4 << 30);
+
+    // The same request id for another shape is a conflict, not a second node.
+    let mut bigger = shape();
+    bigger.cpu = 4.0;
+    let err = bounded(
+        "Provision a conflicting request",
+        STEP_LIMIT,
+        c.provision(authed(TOKEN, leased(bigger))),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
+    assert_eq!(kind(&err), "conflict");
+    let err = bounded(
+        "Provision with a zero lease",
+        STEP_LIMIT,
+        c.provision(authed(
+            TOKEN,
+            pb::ProvisionRequest {
+                request_id: "leased-2".into(),
+                lease_seconds: Some(0),
+                ..leased(shape())
+            },
+        )),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert_eq!(fake.servers().len(), 1);
+
+    let group = |min, max| pb::CapacityGroup {
+        name: "grp".into(),
+        shape: Some(pb::NodeShape {
+            cpu: 2.0,
+            memory_bytes: 4 << 30,
+            ..Default::default()
+        }),
+        min,
+        max,
+        plugins: vec![],
+        lease_seconds: None,
+    };
+    let scale = |desired, min, max| pb::ScaleRequest {
+        group: Some(group(min, max)),
+        desired,
+    };
+    let up = bounded(
+        "Scale up",
+        STEP_LIMIT,
+        c.scale(authed(TOKEN, scale(5, 0, 3))),
+    )
+    .await
+    .unwrap()
+    .into_inner();
+    assert_eq!((up.target, up.before, up.after), (3, 0, 3), "{up:?}");
+    assert!(up.converged, "{up:?}");
+    assert!(up.errors.is_empty(), "{up:?}");
+    assert_eq!(up.added.len(), 3, "{up:?}");
+    assert!(
+        up.added
+            .iter()
+            .all(|m| m.plugin == "hetzner" && m.hourly_usd.is_some_and(|p| p > 0.0)),
+        "{up:?}"
+    );
+    assert_eq!(group_servers(fake, "grp"), 3);
+    let members = bounded(
+        "ListIntents of the group",
+        STEP_LIMIT,
+        c.list_intents(authed(
+            TOKEN,
+            pb::ListIntentsRequest {
+                group: Some("grp".into()),
+            },
+        )),
+    )
+    .await
+    .unwrap()
+    .into_inner()
+    .intents;
+    assert_eq!(members.len(), 3, "{members:?}");
+    assert!(
+        members.iter().all(|m| m.group.as_deref() == Some("grp")
+            && m.state == pb::IntentState::Active as i32),
+        "{members:?}"
+    );
+
+    let down = bounded(
+        "Scale down",
+        STEP_LIMIT,
+        c.scale(authed(TOKEN, scale(1, 0, 3))),
+    )
+    .await
+    .unwrap()
+    .into_inner();
+    assert_eq!(
+        (down.target, down.before, down.after),
+        (1, 3, 1),
+        "{down:?}"
+    );
+    assert!(down.converged, "{down:?}");
+    assert_eq!(down.removed.len(), 2, "{down:?}");
+    assert_eq!(group_servers(fake, "grp"), 1);
+    assert_eq!(fake.servers().len(), 2, "the leased node and one member");
+
+    let err = bounded(
+        "Scale an invalid group",
+        STEP_LIMIT,
+        c.scale(authed(TOKEN, scale(1, 4, 3))),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+
+    let reconcile = |terminate_leaks| pb::ReconcileRequest {
+        terminate_leaks,
+        no_resume: false,
+    };
+    let report = bounded(
+        "Reconcile",
+        STEP_LIMIT,
+        c.reconcile(authed(TOKEN, reconcile(false))),
+    )
+    .await
+    .unwrap()
+    .into_inner();
+    assert_eq!(report, pb::ReconcileResponse::default(), "in step");
+
+    // A node of this owner that the journal does not know: a leak, listed,
+    // then terminated when asked.
+    let stray = plant_leak(fake, "stray-1");
+    let report = bounded(
+        "Reconcile, leaks listed",
+        STEP_LIMIT,
+        c.reconcile(authed(TOKEN, reconcile(false))),
+    )
+    .await
+    .unwrap()
+    .into_inner();
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(report.leaks.len(), 1, "{report:?}");
+    let leak = &report.leaks[0];
+    assert_eq!(leak.plugin, "hetzner");
+    assert_eq!(leak.node.as_ref().unwrap().provider_id, stray);
+    assert!(leak.reason.contains("stray-1"), "{leak:?}");
+    assert!(!leak.terminated);
+    assert!(fake.servers().iter().any(|s| s.id.to_string() == stray));
+    let report = bounded(
+        "Reconcile, leaks terminated",
+        STEP_LIMIT,
+        c.reconcile(authed(TOKEN, reconcile(true))),
+    )
+    .await
+    .unwrap()
+    .into_inner();
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(report.leaks.len(), 1, "{report:?}");
+    assert!(report.leaks[0].terminated, "{report:?}");
+    assert!(!fake.servers().iter().any(|s| s.id.to_string() == stray));
+    assert_eq!(fake.servers().len(), 2);
+
+    // One server per journal: a second one on the same state directory
+    // does not start.
+    let mut second = wasmprov(d);
+    second
+        .env("HCLOUD_TOKEN", fake.token())
+        .env("WASMPROV_SERVE_TOKEN", TOKEN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-metrics",
+            "--state-dir",
+        ])
+        .arg(state)
+        .kill_on_drop(true);
+    let out = bounded("a second serve", START_LIMIT, second.output())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("in use by another process"), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "one error line: {stderr}");
+    assert_eq!(
+        stderr.trim_end().lines().last(),
+        Some(errors[0]),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "never listened");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_generated_token_is_written_privately_and_works() {
+    use std::os::unix::fs::PermissionsExt;
+    // An empty plugin directory: this test is about the token, not plugins.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let token_file = d.join("tok");
+    let mut served = serve(
+        wasmprov(d),
+        &["--no-metrics", "--token-out", token_file.to_str().unwrap()],
+        d,
+    )
+    .await;
+    assert!(served.metrics.is_none());
+    let token = std::fs::read_to_string(&token_file).unwrap();
+    let token = token.trim();
+    assert_eq!(token.len(), 64, "32 bytes, hex");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+    let mode = std::fs::metadata(&token_file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    let mut c = client(served.grpc).await;
+    let list = bounded(
+        "ListPlugins",
+        STEP_LIMIT,
+        c.list_plugins(authed(token, pb::ListPluginsRequest {})),
+    )
+    .await
+    .unwrap()
+    .into_inner();
+    assert!(list.plugins.is_empty());
+    // SIGINT stops it promptly (well within the grace period for calls in
+    // flight: there are none).
+    let started = std::time::Instant::now();
+    send_signal(&served.child, nix::sys::signal::Signal::SIGINT);
+    let status = bounded("stopping", STEP_LIMIT, served.child.wait())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let log = std::fs::read_to_string(&served.stderr).unwrap();
+    assert!(
+        log.contains(&token_file.display().to_string()),
+        "says where: {log}"
+    );
+    assert!(!log.contains(token), "never logs the token: {log}");
+}
+
+#[test]
+fn remote_addresses_need_allow_remote_and_empty_tokens_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str], token: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_wasmprov"));
+        cmd.arg("--plugin-dir")
+            .arg(dir.path())
+            .arg("serve")
+            .args(args)
+            .current_dir(dir.path())
+            .env_remove("WASMPROV_SERVE_TOKEN")
+            .stdin(Stdio::null());
+        if let Some(t) = token {
+            cmd.env("WASMPROV_SERVE_TOKEN", t);
+        }
+        cmd.output().unwrap()
+    };
+    let out = run(&["--listen", "0.0.0.0:0"], Some("t"));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--allow-remote"), "{stderr}");
+    assert!(out.stdout.is_empty(), "never listened");
+
+    let out = run(
+        &["--listen", "127.0.0.1:0", "--metrics-listen", "0.0.0.0:0"],
+        Some("t"),
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--metrics-listen"));
+
+    let out = run(&["--listen", "127.0.0.1:0"], Some("  "));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("empty"));
+}

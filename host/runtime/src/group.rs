@@ -1,0 +1,377 @@
+//! Capacity groups: a number of like nodes, kept between a minimum and a
+//! maximum, placed on whichever plugin prices the shape lowest.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+use wasmprov_api::{NodeShape, ProvisionerError};
+
+use crate::fleet::{Fleet, FleetError, ProvisionOptions};
+use crate::journal::{Intent, IntentState};
+
+/// A set of like nodes scaled as one, in the spirit of a cluster's node
+/// pool: an instance type or a machine profile (CPU, memory, GPUs) and the
+/// bounds of its size.
+///
+/// ```
+/// use wasmprov_host::CapacityGroup;
+/// use wasmprov_host::api::NodeShape;
+///
+/// let mut shape = NodeShape::new(8.0, 32 << 30);
+/// shape.gpu = 1;
+/// shape.gpu_vendor = Some("nvidia".into());
+/// let group = CapacityGroup::new("train", shape, 0, 4);
+/// assert_eq!(group.clamp(9), 4);
+/// assert!(group.validate().is_ok());
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CapacityGroup {
+    /// The group's name; part of every member's request id, and put on
+    /// members as the `wasmprov-group` label.
+    pub name: String,
+    /// What each member looks like: an explicit `instance_type`, or a
+    /// profile (cpu, memory, gpu, gpu vendor).
+    pub shape: NodeShape,
+    /// The group never goes below this many members.
+    pub min: u32,
+    /// The group never goes above this many members.
+    pub max: u32,
+    /// The plugins the group may use; empty means every loaded plugin.
+    #[serde(default)]
+    pub plugins: Vec<String>,
+    /// A lease on every member: reconcile terminates members older than this.
+    #[serde(default, with = "opt_secs")]
+    pub lease: Option<Duration>,
+}
+
+mod opt_secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&d.as_secs_f64()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        let v = Option::<f64>::deserialize(d)?;
+        v.map(|s| Duration::try_from_secs_f64(s).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+impl CapacityGroup {
+    /// A group of `shape` nodes between `min` and `max`, on any plugin.
+    #[must_use]
+    pub fn new(name: impl Into<String>, shape: NodeShape, min: u32, max: u32) -> Self {
+        Self {
+            name: name.into(),
+            shape,
+            min,
+            max,
+            plugins: Vec::new(),
+            lease: None,
+        }
+    }
+
+    /// `desired` brought within `min..=max`.
+    #[must_use]
+    pub fn clamp(&self, desired: u32) -> u32 {
+        desired.clamp(self.min, self.max.max(self.min))
+    }
+
+    /// Checks the group's definition.
+    ///
+    /// # Errors
+    /// An empty or unsafe name, `min > max`, or a shape asking for nothing.
+    pub fn validate(&self) -> Result<()> {
+        if self.name.is_empty()
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            anyhow::bail!(
+                "group name {:?} must be non-empty letters, digits, '-' or '_'",
+                self.name
+            );
+        }
+        if self.min > self.max {
+            anyhow::bail!(
+                "group {}: min {} is above max {}",
+                self.name,
+                self.min,
+                self.max
+            );
+        }
+        if self.shape.instance_type.is_none()
+            && (self.shape.cpu <= 0.0 || self.shape.memory_bytes == 0)
+        {
+            anyhow::bail!(
+                "group {}: give an instance type, or cpu and memory above zero",
+                self.name
+            );
+        }
+        Ok(())
+    }
+
+    fn allows(&self, plugin: &str) -> bool {
+        self.plugins.is_empty() || self.plugins.iter().any(|p| p == plugin)
+    }
+}
+
+/// One member added or removed by [`Fleet::scale`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Member {
+    /// The plugin it runs on.
+    pub plugin: String,
+    /// Its request id.
+    pub request_id: String,
+    /// Its provider id.
+    pub provider_id: String,
+    /// The hourly price it was chosen at.
+    pub hourly_usd: Option<f64>,
+}
+
+/// What one [`Fleet::scale`] did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ScaleReport {
+    /// The size aimed at (the desired count within min..max).
+    pub target: u32,
+    /// Members before.
+    pub before: u32,
+    /// Members after.
+    pub after: u32,
+    /// Members created.
+    pub added: Vec<Member>,
+    /// Members terminated.
+    pub removed: Vec<Member>,
+    /// Offers that failed, and why (the next offer was tried when the
+    /// failure was capacity, quota or an unsupported shape).
+    pub errors: Vec<String>,
+}
+
+impl ScaleReport {
+    /// Whether the group reached its target.
+    #[must_use]
+    pub fn converged(&self) -> bool {
+        self.after == self.target
+    }
+}
+
+impl std::fmt::Display for ScaleReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} → {} (target {})",
+            self.before, self.after, self.target
+        )?;
+        for m in &self.added {
+            write!(f, "; +{}/{}", m.plugin, m.provider_id)?;
+            if let Some(p) = m.hourly_usd {
+                write!(f, " at {p:.4} $/h")?;
+            }
+        }
+        for m in &self.removed {
+            write!(f, "; -{}/{}", m.plugin, m.provider_id)?;
+        }
+        for e in &self.errors {
+            write!(f, "; {e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether another offer may succeed where this one failed.
+fn try_next_offer(e: &FleetError) -> bool {
+    matches!(
+        e,
+        FleetError::Provisioner(
+            ProvisionerError::Capacity { .. }
+                | ProvisionerError::Quota(_)
+                | ProvisionerError::Unsupported(_)
+                | ProvisionerError::Auth(_)
+                | ProvisionerError::InvalidConfig(_)
+                | ProvisionerError::Plugin { .. }
+        ) | FleetError::UnknownPlugin(_)
+    )
+}
+
+impl Fleet {
+    /// The journaled members of `group` (pending ones included).
+    ///
+    /// # Errors
+    /// When the journal cannot be read.
+    pub fn members(&self, group: &str) -> Result<Vec<Intent>> {
+        Ok(self
+            .intents()?
+            .into_iter()
+            .filter(|i| i.group.as_deref() == Some(group))
+            .collect())
+    }
+
+    /// Scales `group` to `desired` members (within its min..max).
+    ///
+    /// Members are counted from the journal, pending provisions included, so
+    /// a provision whose answer was lost is never doubled: run
+    /// [`reconcile`](Fleet::reconcile) to settle those. To grow, every
+    /// allowed plugin's price hint is asked and the cheapest offer is used;
+    /// when it fails for capacity, quota or a shape it cannot run, the next
+    /// one is tried. Each new member's request id (`<group>-<n>`) comes from
+    /// a durable counter and is journaled before the cloud is asked. To
+    /// shrink, the members whose plugin quotes the shape dearest now go
+    /// first, the newest among equals.
+    ///
+    /// # Errors
+    /// An invalid group, or a journal failure. Plugin failures are in the
+    /// report (the group then falls short of its target).
+    pub async fn scale(&self, group: &CapacityGroup, desired: u32) -> Result<ScaleReport> {
+        group.validate()?;
+        // Two scales at once would both count the same members and overshoot.
+        let _one = self.scaling.lock().await;
+        let members = self.members(&group.name)?;
+        let target = group.clamp(desired);
+        let before = u32::try_from(members.len()).unwrap_or(u32::MAX);
+        let mut report = ScaleReport {
+            target,
+            before,
+            after: before,
+            ..ScaleReport::default()
+        };
+        if before < target {
+            self.grow(group, target - before, &mut report).await?;
+        } else if before > target {
+            self.shrink(group, members, before - target, &mut report)
+                .await?;
+        }
+        report.after = u32::try_from(self.members(&group.name)?.len()).unwrap_or(u32::MAX);
+        Ok(report)
+    }
+
+    async fn grow(
+        &self,
+        group: &CapacityGroup,
+        count: u32,
+        report: &mut ScaleReport,
+    ) -> Result<()> {
+        let ranking = self.host().rank(&group.shape);
+        let offers: Vec<_> = ranking
+            .offers
+            .iter()
+            .filter(|o| group.allows(&o.plugin))
+            .collect();
+        if offers.is_empty() {
+            let why: Vec<String> = ranking
+                .none
+                .iter()
+                .filter(|n| group.allows(&n.plugin))
+                .map(|n| format!("{}: {}", n.plugin, n.reason))
+                .collect();
+            report.errors.push(format!(
+                "no plugin offers the group's shape ({})",
+                if why.is_empty() {
+                    "no allowed plugin is loaded".to_string()
+                } else {
+                    why.join("; ")
+                }
+            ));
+            return Ok(());
+        }
+        let mut first_offer = 0;
+        for _ in 0..count {
+            let request_id = format!("{}-{}", group.name, self.journal().next_seq(&group.name)?);
+            let mut made = false;
+            for offer in &offers[first_offer..] {
+                let options = ProvisionOptions {
+                    request_id: Some(request_id.clone()),
+                    lease: group.lease,
+                    group: Some(group.name.clone()),
+                    hourly_usd: Some(offer.hint.hourly_usd),
+                };
+                match self.provision(&offer.plugin, &group.shape, options).await {
+                    Ok(node) => {
+                        report.added.push(Member {
+                            plugin: offer.plugin.clone(),
+                            request_id: request_id.clone(),
+                            provider_id: node.provider_id,
+                            hourly_usd: Some(offer.hint.hourly_usd),
+                        });
+                        made = true;
+                        break;
+                    }
+                    Err(e) if try_next_offer(&e) => {
+                        report.errors.push(format!("{}: {e}", offer.plugin));
+                        // This offer is out for the rest of this pass.
+                        first_offer += 1;
+                    }
+                    Err(e) => {
+                        report.errors.push(format!("{}: {e}", offer.plugin));
+                        return Ok(());
+                    }
+                }
+            }
+            if !made {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    async fn shrink(
+        &self,
+        group: &CapacityGroup,
+        mut members: Vec<Intent>,
+        count: u32,
+        report: &mut ScaleReport,
+    ) -> Result<()> {
+        // Settled members only: a pending one may be a node being made.
+        members.retain(|m| matches!(m.state, IntentState::Active { .. }));
+        // Prices as the plugins quote them now (a plugin may have been
+        // replaced since), else as quoted when the member was made.
+        let mut now: std::collections::BTreeMap<String, Option<f64>> = Default::default();
+        for m in &members {
+            now.entry(m.plugin.clone()).or_insert_with(|| {
+                self.host()
+                    .wasm_plugin(&m.plugin)
+                    .and_then(|p| p.try_price_hint(&group.shape).ok().flatten())
+                    .map(|h| h.hourly_usd)
+            });
+        }
+        for m in &mut members {
+            if let Some(Some(price)) = now.get(&m.plugin) {
+                m.hourly_usd = Some(*price);
+            }
+        }
+        members.sort_by(|a, b| {
+            b.hourly_usd
+                .unwrap_or(0.0)
+                .total_cmp(&a.hourly_usd.unwrap_or(0.0))
+                .then_with(|| b.created_ms.cmp(&a.created_ms))
+                .then_with(|| b.request_id.cmp(&a.request_id))
+        });
+        for m in members.into_iter().take(count as usize) {
+            let Some(provider_id) = m.provider_id().map(str::to_string) else {
+                continue;
+            };
+            match self.terminate(&m.plugin, &provider_id).await {
+                Ok(()) => report.removed.push(Member {
+                    plugin: m.plugin.clone(),
+                    request_id: m.request_id.clone(),
+                    provider_id,
+                    hourly_usd: m.hourly_usd,
+                }),
+                Err(e) => report.errors.push(format!(
+                    "{}: terminating {provider_id} of group {}: {e}",
+                    m.plugin, group.name
+                )),
+            }
+        }
+        Ok(())
+    }
+}

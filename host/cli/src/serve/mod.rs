@@ -102,10 +102,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Code, Request, Response, Status};
-use wasmprov_api::{CloudProvisioner, PluginFault, ProvisionerError};
-use wasmprov_host::journal::{Intent, IntentState};
+use wasmprov_api::CloudProvisioner;
 use wasmprov_host::{
     CapacityGroup, Fleet, FleetError, Host, LeakPolicy, ProvisionOptions, ReconcilePolicy,
     ReconcileReport,
@@ -122,6 +120,9 @@ pub(crate) mod pb {
     tonic::include_proto!("wasmprov.v1");
 }
 
+mod convert;
+
+use convert::*;
 use pb::provisioner_server::{Provisioner, ProvisionerServer};
 
 /// The environment variable a token can come from.
@@ -547,277 +548,6 @@ impl Service {
     }
 }
 
-/// A status whose metadata names `kind`.
-fn with_kind(code: Code, message: String, kind: &'static str) -> Status {
-    let mut meta = MetadataMap::new();
-    meta.insert(KIND_KEY, MetadataValue::from_static(kind));
-    Status::with_metadata(code, message, meta)
-}
-
-/// The gRPC status of a journaled operation's error: a plugin that is not
-/// loaded is `NOT_FOUND` (`unknown_plugin`); a request id journaled for
-/// another plugin or shape `ALREADY_EXISTS` (`conflict`); the plugin's own
-/// error as [`status_of`] maps it; and a journal that could not be read or
-/// written `INTERNAL` (`journal`).
-fn fleet_status(err: &FleetError) -> Status {
-    match err {
-        FleetError::UnknownPlugin(_) => {
-            with_kind(Code::NotFound, err.to_string(), "unknown_plugin")
-        }
-        FleetError::Conflict { .. } => with_kind(Code::AlreadyExists, err.to_string(), "conflict"),
-        FleetError::Provisioner(e) => status_of(e),
-        FleetError::Journal(e) => journal_status(e),
-    }
-}
-
-/// `INTERNAL` (`journal`): the journal could not be read or written.
-fn journal_status(err: &anyhow::Error) -> Status {
-    with_kind(Code::Internal, format!("journal: {err:#}"), "journal")
-}
-
-/// The gRPC status of a plugin's error. The code says what a generic gRPC
-/// client should do; the metadata says exactly what happened:
-///
-/// | kind | code | why |
-/// | --- | --- | --- |
-/// | `not_found` | `NOT_FOUND` | |
-/// | `rate_limited`, `quota`, `capacity` | `RESOURCE_EXHAUSTED` | something ran out; the kind says whether waiting (`rate_limited`), another type or zone (`capacity`) or a person (`quota`) helps |
-/// | `transport` | `UNAVAILABLE` | the cloud could not be reached: retry |
-/// | `auth` | `FAILED_PRECONDITION` | the *cloud's* credentials are wrong; not the caller's token, so not `UNAUTHENTICATED`/`PERMISSION_DENIED` |
-/// | `invalid_config` | `FAILED_PRECONDITION` | the plugin's configuration needs fixing |
-/// | `unsupported` | `INVALID_ARGUMENT` | the shape is not something this backend can do |
-/// | `plugin` (timeout) | `DEADLINE_EXCEEDED` | the call was stopped at the plugin's deadline |
-/// | `plugin` (other faults) | `INTERNAL` | a bug in the plugin |
-/// | `other` | `UNKNOWN` | |
-fn status_of(err: &ProvisionerError) -> Status {
-    let mut meta = MetadataMap::new();
-    meta.insert(KIND_KEY, MetadataValue::from_static(err.kind()));
-    let code = match err {
-        ProvisionerError::NotFound(_) => Code::NotFound,
-        ProvisionerError::RateLimited { retry_after_ms, .. } => {
-            if let Some(ms) = retry_after_ms {
-                meta.insert("wasmprov-retry-after-ms", MetadataValue::from(*ms));
-            }
-            Code::ResourceExhausted
-        }
-        ProvisionerError::Capacity { scope, .. } => {
-            let scope = match scope {
-                wasmprov_api::CapacityScope::InstanceType => "instance_type",
-                wasmprov_api::CapacityScope::Zone => "zone",
-                wasmprov_api::CapacityScope::Group => "group",
-            };
-            meta.insert("wasmprov-capacity-scope", MetadataValue::from_static(scope));
-            Code::ResourceExhausted
-        }
-        ProvisionerError::Quota(_) => Code::ResourceExhausted,
-        ProvisionerError::Transport(_) => Code::Unavailable,
-        ProvisionerError::Auth(_) | ProvisionerError::InvalidConfig(_) => Code::FailedPrecondition,
-        ProvisionerError::Unsupported(_) => Code::InvalidArgument,
-        ProvisionerError::Plugin { fault, .. } => {
-            meta.insert(
-                "wasmprov-plugin-fault",
-                MetadataValue::from_static(fault_name(*fault)),
-            );
-            if *fault == PluginFault::Timeout {
-                Code::DeadlineExceeded
-            } else {
-                Code::Internal
-            }
-        }
-        _ => Code::Unknown,
-    };
-    Status::with_metadata(code, err.to_string(), meta)
-}
-
-fn fault_name(fault: PluginFault) -> &'static str {
-    match fault {
-        PluginFault::Trap => "trap",
-        PluginFault::Timeout => "timeout",
-        PluginFault::CpuLimit => "cpu_limit",
-        PluginFault::MemoryLimit => "memory_limit",
-        PluginFault::ResourceLimit => "resource_limit",
-        PluginFault::Contract => "contract",
-        _ => "other",
-    }
-}
-
-fn capacity_to_pb(c: wasmprov_api::CapacityType) -> pb::CapacityType {
-    match c {
-        wasmprov_api::CapacityType::OnDemand => pb::CapacityType::OnDemand,
-        wasmprov_api::CapacityType::Spot => pb::CapacityType::Spot,
-    }
-}
-
-fn capacity_from_pb(c: pb::CapacityType) -> wasmprov_api::CapacityType {
-    match c {
-        pb::CapacityType::Unspecified | pb::CapacityType::OnDemand => {
-            wasmprov_api::CapacityType::OnDemand
-        }
-        pb::CapacityType::Spot => wasmprov_api::CapacityType::Spot,
-    }
-}
-
-fn shape_from_pb(
-    shape: Option<pb::NodeShape>,
-) -> std::result::Result<wasmprov_api::NodeShape, Status> {
-    let shape = shape.ok_or_else(|| Status::invalid_argument("shape is required"))?;
-    if !shape.cpu.is_finite() || shape.cpu < 0.0 {
-        return Err(Status::invalid_argument(format!(
-            "shape.cpu {} is not a CPU count",
-            shape.cpu
-        )));
-    }
-    let capacity_type = pb::CapacityType::try_from(shape.capacity_type).map_err(|_| {
-        Status::invalid_argument(format!(
-            "shape.capacity_type {} is not a capacity type",
-            shape.capacity_type
-        ))
-    })?;
-    Ok(wasmprov_api::NodeShape {
-        cpu: shape.cpu,
-        memory_bytes: shape.memory_bytes,
-        gpu: shape.gpu,
-        gpu_vendor: shape.gpu_vendor,
-        labels: shape.labels.into_iter().collect(),
-        zone: shape.zone,
-        capacity_type: capacity_from_pb(capacity_type),
-        instance_type: shape.instance_type,
-    })
-}
-
-fn hint_to_pb(h: wasmprov_api::PriceHint) -> pb::PriceHint {
-    pb::PriceHint {
-        hourly_usd: h.hourly_usd,
-        capacity_type: capacity_to_pb(h.capacity_type).into(),
-        instance_type: h.instance_type,
-    }
-}
-
-fn node_to_pb(n: wasmprov_api::NodeHandle) -> pb::NodeHandle {
-    use wasmprov_api::JoinState as J;
-    let join_state = match n.join_state {
-        J::Provisioning => pb::JoinState::Provisioning,
-        J::Booting => pb::JoinState::Booting,
-        J::Joining => pb::JoinState::Joining,
-        J::Joined => pb::JoinState::Joined,
-        J::Failed => pb::JoinState::Failed,
-    };
-    pb::NodeHandle {
-        provider_id: n.provider_id,
-        address: n.address,
-        zone: n.zone,
-        capacity_type: capacity_to_pb(n.capacity_type).into(),
-        join_state: join_state.into(),
-        instance_type: n.instance_type,
-        labels: n.labels.into_iter().collect(),
-    }
-}
-
-fn shape_to_pb(shape: wasmprov_api::NodeShape) -> pb::NodeShape {
-    pb::NodeShape {
-        cpu: shape.cpu,
-        memory_bytes: shape.memory_bytes,
-        gpu: shape.gpu,
-        gpu_vendor: shape.gpu_vendor,
-        labels: shape.labels.into_iter().collect(),
-        zone: shape.zone,
-        capacity_type: capacity_to_pb(shape.capacity_type).into(),
-        instance_type: shape.instance_type,
-    }
-}
-
-/// A lease in seconds, as a duration; 0 is refused (it would end at once).
-fn lease_from_pb(
-    seconds: Option<u64>,
-    field: &str,
-) -> std::result::Result<Option<Duration>, Status> {
-    match seconds {
-        Some(0) => Err(Status::invalid_argument(format!(
-            "{field} must be at least 1; leave it out for no lease"
-        ))),
-        s => Ok(s.map(Duration::from_secs)),
-    }
-}
-
-fn group_from_pb(group: Option<pb::CapacityGroup>) -> std::result::Result<CapacityGroup, Status> {
-    let group = group.ok_or_else(|| Status::invalid_argument("group is required"))?;
-    let group = CapacityGroup {
-        name: group.name,
-        shape: shape_from_pb(group.shape)
-            .map_err(|s| Status::invalid_argument(format!("group.{}", s.message())))?,
-        min: group.min,
-        max: group.max,
-        plugins: group.plugins,
-        lease: lease_from_pb(group.lease_seconds, "group.lease_seconds")?,
-    };
-    group
-        .validate()
-        .map_err(|e| Status::invalid_argument(format!("{e:#}")))?;
-    Ok(group)
-}
-
-fn pairs_to_pb(pairs: Vec<(String, String)>) -> Vec<pb::RequestNode> {
-    pairs
-        .into_iter()
-        .map(|(request_id, provider_id)| pb::RequestNode {
-            request_id,
-            provider_id,
-        })
-        .collect()
-}
-
-fn reconcile_to_pb(r: ReconcileReport) -> pb::ReconcileResponse {
-    pb::ReconcileResponse {
-        confirmed: pairs_to_pb(r.confirmed),
-        resumed: pairs_to_pb(r.resumed),
-        abandoned: r.abandoned,
-        terminated: pairs_to_pb(r.terminated),
-        expired: pairs_to_pb(r.expired),
-        vanished: pairs_to_pb(r.vanished),
-        leaks: r
-            .leaks
-            .into_iter()
-            .map(|l| pb::Leak {
-                plugin: l.plugin,
-                node: Some(node_to_pb(l.node)),
-                reason: l.reason,
-                terminated: l.terminated,
-            })
-            .collect(),
-        errors: r.errors,
-    }
-}
-
-fn member_to_pb(m: wasmprov_host::Member) -> pb::Member {
-    pb::Member {
-        plugin: m.plugin,
-        request_id: m.request_id,
-        provider_id: m.provider_id,
-        hourly_usd: m.hourly_usd,
-    }
-}
-
-fn intent_to_pb(i: Intent) -> pb::Intent {
-    let (state, provider_id) = match i.state {
-        IntentState::Pending => (pb::IntentState::Pending, None),
-        IntentState::Active { provider_id } => (pb::IntentState::Active, Some(provider_id)),
-        IntentState::Terminating { provider_id } => {
-            (pb::IntentState::Terminating, Some(provider_id))
-        }
-    };
-    pb::Intent {
-        request_id: i.request_id,
-        plugin: i.plugin,
-        shape: Some(shape_to_pb(i.shape)),
-        created_ms: i.created_ms,
-        expires_ms: i.expires_ms,
-        group: i.group,
-        state: state.into(),
-        provider_id,
-        hourly_usd: i.hourly_usd,
-    }
-}
-
 type RpcResult<T> = std::result::Result<Response<T>, Status>;
 
 #[tonic::async_trait]
@@ -1034,6 +764,7 @@ impl Provisioner for Service {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wasmprov_api::{PluginFault, ProvisionerError};
 
     fn kind(s: &Status) -> &str {
         s.metadata().get(KIND_KEY).unwrap().to_str().unwrap()

@@ -132,6 +132,10 @@ const TEMPLATES: &[Template] = &[
         text: include_str!("../templates/new/gitignore.tmpl"),
     },
     Template {
+        path: ".cargo/config.toml",
+        text: include_str!("../templates/new/cargo-config.toml.tmpl"),
+    },
+    Template {
         path: "tests/conformance.rs",
         text: include_str!("../templates/new/conformance.rs.tmpl"),
     },
@@ -332,6 +336,7 @@ mod tests {
                 "acme-cloud.toml",
                 "README.md",
                 ".gitignore",
+                ".cargo/config.toml",
                 "tests/conformance.rs"
             ]
         );

@@ -64,6 +64,11 @@ pub fn build_guests(workspace_root: &Path, packages: &[(&str, &str)]) -> Vec<Bui
             .collect::<Vec<_>>()
             .join(" ")
     );
+    // Guest link flags (initial memory) live in the workspace's cargo config.
+    println!(
+        "cargo:rerun-if-changed={}",
+        workspace_root.join(".cargo").join("config.toml").display()
+    );
     for dir in ["guest-sdk", "wit", "host/api"] {
         println!(
             "cargo:rerun-if-changed={}",

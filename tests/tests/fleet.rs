@@ -217,16 +217,23 @@ struct Cloud {
 }
 
 async fn cloud(dir: &PluginDir, name: &str, location: &str, max_servers: usize) -> Cloud {
-    let fake = wasmprov_fake::HetznerFake::start(
-        "127.0.0.1:0".parse().unwrap(),
-        wasmprov_fake::HetznerFakeOptions {
-            max_servers,
-            boot_delay_polls: 0,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let opts = wasmprov_fake::HetznerFakeOptions {
+        max_servers,
+        boot_delay_polls: 0,
+        ..Default::default()
+    };
+    cloud_with(dir, name, location, opts).await
+}
+
+async fn cloud_with(
+    dir: &PluginDir,
+    name: &str,
+    location: &str,
+    opts: wasmprov_fake::HetznerFakeOptions,
+) -> Cloud {
+    let fake = wasmprov_fake::HetznerFake::start("127.0.0.1:0".parse().unwrap(), opts)
+        .await
+        .unwrap();
     let grant = fake.url().trim_end_matches("/v1").to_string();
     dir.add(
         name,
@@ -439,25 +446,18 @@ mod reconcile {
     /// leaves it alone: no second ask, no leak, one node.
     #[tokio::test(flavor = "multi_thread")]
     async fn reconcile_leaves_a_running_provision_alone() {
-        let fake = wasmprov_fake::HetznerFake::start(
-            "127.0.0.1:0".parse().unwrap(),
+        let dir = PluginDir::new();
+        let c = cloud_with(
+            &dir,
+            "hetzner",
+            "fsn1",
             wasmprov_fake::HetznerFakeOptions {
                 response_delay: Duration::from_millis(300),
                 ..Default::default()
             },
         )
-        .await
-        .unwrap();
-        let dir = PluginDir::new();
-        let grant = fake.url().trim_end_matches("/v1").to_string();
-        dir.add(
-            "hetzner",
-            guests::HETZNER,
-            &format!(
-                "[config]\nendpoint = \"{}\"\n[secrets]\ntoken = {{ env = \"HCLOUD_TOKEN\" }}\n[http]\nallow = [\"{grant}\"]\n",
-                fake.url()
-            ),
-        );
+        .await;
+        let fake = &c.fake;
         let state = tempfile::tempdir().unwrap();
         let fleet = Arc::new(fleet(&dir, &state).await);
         let running = tokio::spawn({

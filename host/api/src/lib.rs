@@ -259,6 +259,21 @@ pub enum PluginFault {
     Contract,
 }
 
+impl PluginFault {
+    /// The name used in JSON and in metric labels (`"trap"`, `"cpu_limit"`, ...).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Trap => "trap",
+            Self::Timeout => "timeout",
+            Self::CpuLimit => "cpu_limit",
+            Self::MemoryLimit => "memory_limit",
+            Self::ResourceLimit => "resource_limit",
+            Self::Contract => "contract",
+        }
+    }
+}
+
 impl std::fmt::Display for PluginFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
@@ -418,6 +433,20 @@ pub trait CloudProvisioner: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fault_names_are_the_json_names() {
+        for f in [
+            PluginFault::Trap,
+            PluginFault::Timeout,
+            PluginFault::CpuLimit,
+            PluginFault::MemoryLimit,
+            PluginFault::ResourceLimit,
+            PluginFault::Contract,
+        ] {
+            assert_eq!(serde_json::to_value(f).unwrap(), f.as_str());
+        }
+    }
 
     #[test]
     fn json_uses_snake_case_names() {

@@ -30,7 +30,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
-use wasmprov_api::{PluginFault, ProvisionerError};
+use wasmprov_api::ProvisionerError;
 
 use crate::intercept::DenialKind;
 
@@ -77,19 +77,6 @@ impl Op {
 
     fn index(self) -> usize {
         self as usize
-    }
-}
-
-/// The `fault` label of a plugin fault: its name in JSON.
-fn fault_name(fault: PluginFault) -> &'static str {
-    match fault {
-        PluginFault::Trap => "trap",
-        PluginFault::Timeout => "timeout",
-        PluginFault::CpuLimit => "cpu_limit",
-        PluginFault::MemoryLimit => "memory_limit",
-        PluginFault::ResourceLimit => "resource_limit",
-        PluginFault::Contract => "contract",
-        _ => "other",
     }
 }
 
@@ -344,7 +331,7 @@ impl PluginMetrics {
             m.faults
                 .get_or_create(&FaultLabels {
                     plugin: self.plugin.clone(),
-                    fault: fault_name(*fault),
+                    fault: fault.as_str(),
                 })
                 .inc();
         }
@@ -372,6 +359,7 @@ impl Drop for InstanceGuard<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wasmprov_api::PluginFault;
 
     fn has_line(text: &str, line: &str) -> bool {
         text.lines().any(|l| l == line)
@@ -508,7 +496,7 @@ mod tests {
             (PluginFault::ResourceLimit, "resource_limit"),
             (PluginFault::Contract, "contract"),
         ] {
-            assert_eq!(fault_name(fault), name);
+            assert_eq!(fault.as_str(), name);
             // The same name as in JSON.
             assert_eq!(serde_json::to_value(fault).unwrap(), name);
         }

@@ -81,7 +81,7 @@ pub(super) fn status_of(err: &ProvisionerError) -> Status {
         ProvisionerError::Plugin { fault, .. } => {
             meta.insert(
                 "wasmprov-plugin-fault",
-                MetadataValue::from_static(fault_name(*fault)),
+                MetadataValue::from_static(fault.as_str()),
             );
             if *fault == PluginFault::Timeout {
                 Code::DeadlineExceeded
@@ -92,18 +92,6 @@ pub(super) fn status_of(err: &ProvisionerError) -> Status {
         _ => Code::Unknown,
     };
     Status::with_metadata(code, err.to_string(), meta)
-}
-
-pub(super) fn fault_name(fault: PluginFault) -> &'static str {
-    match fault {
-        PluginFault::Trap => "trap",
-        PluginFault::Timeout => "timeout",
-        PluginFault::CpuLimit => "cpu_limit",
-        PluginFault::MemoryLimit => "memory_limit",
-        PluginFault::ResourceLimit => "resource_limit",
-        PluginFault::Contract => "contract",
-        _ => "other",
-    }
 }
 
 pub(super) fn capacity_to_pb(c: wasmprov_api::CapacityType) -> pb::CapacityType {

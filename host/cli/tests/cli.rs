@@ -382,6 +382,9 @@ fn a_scaffolded_plugin_builds_and_passes_its_test_unchanged() {
         .arg("test")
         .current_dir(&crate_dir)
         .env("CARGO_TARGET_DIR", &target)
+        // The workspace's dev profile (no debug info), so the host crates
+        // the workspace already built are reused rather than built again.
+        .env("CARGO_PROFILE_DEV_DEBUG", "false")
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .output()

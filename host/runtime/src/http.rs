@@ -58,7 +58,7 @@ impl HttpGate {
     pub(crate) fn new(policy: HttpPolicy, limits: Limits, hooks: Hooks) -> Self {
         Self {
             in_flight: Arc::new(Semaphore::new(limits.http_max_in_flight)),
-            pool: Arc::new(ConnPool::default()),
+            pool: Arc::new(ConnPool::new(limits.http_max_in_flight)),
             policy,
             limits,
             hooks,
@@ -382,8 +382,9 @@ type Sender = hyper::client::conn::http1::SendRequest<WasiBody>;
 
 /// Idle connections older than this are not reused.
 const IDLE_LIMIT: Duration = Duration::from_secs(20);
-/// Idle connections kept per destination.
-const IDLE_PER_KEY: usize = 32;
+/// Idle connections kept per destination, at least (a plugin allowed more
+/// requests in flight keeps as many as it may use at once).
+const MIN_IDLE_PER_KEY: usize = 32;
 
 /// Where a pooled connection goes: the checked address, and the name it was
 /// checked (and, for TLS, verified) for. A connection is reused only for a
@@ -396,12 +397,23 @@ struct PoolKey {
 }
 
 /// Keep-alive connections of one plugin.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ConnPool {
     idle: std::sync::Mutex<std::collections::HashMap<PoolKey, Vec<(Sender, Instant)>>>,
+    idle_per_key: usize,
 }
 
 impl ConnPool {
+    /// A pool for a plugin that may have `max_in_flight` requests at once:
+    /// it keeps up to that many idle connections per destination, so a busy
+    /// plugin does not close connections it needs again a moment later.
+    fn new(max_in_flight: usize) -> Self {
+        Self {
+            idle: std::sync::Mutex::default(),
+            idle_per_key: max_in_flight.max(MIN_IDLE_PER_KEY),
+        }
+    }
+
     fn take(&self, key: &PoolKey) -> Option<Sender> {
         let mut idle = self.idle.lock().ok()?;
         let list = idle.get_mut(key)?;
@@ -420,7 +432,7 @@ impl ConnPool {
         if let Ok(mut idle) = self.idle.lock() {
             let list = idle.entry(key).or_default();
             list.retain(|(s, since)| !s.is_closed() && since.elapsed() < IDLE_LIMIT);
-            if list.len() < IDLE_PER_KEY {
+            if list.len() < self.idle_per_key {
                 list.push((sender, Instant::now()));
             }
         }

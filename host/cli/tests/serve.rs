@@ -36,6 +36,22 @@ async fn bounded<T>(what: &str, limit: Duration, fut: impl Future<Output = T>) -
         .unwrap_or_else(|_| panic!("{what} did not finish within {limit:?}"))
 }
 
+/// One RPC, bounded in time, that must succeed: its message.
+async fn rpc<T>(what: &str, call: impl Future<Output = Result<tonic::Response<T>, Status>>) -> T {
+    bounded(what, STEP_LIMIT, call)
+        .await
+        .unwrap_or_else(|e| panic!("{what} failed: {e:?}"))
+        .into_inner()
+}
+
+/// One RPC, bounded in time, that must fail: its status.
+async fn rpc_err<T: std::fmt::Debug>(
+    what: &str,
+    call: impl Future<Output = Result<tonic::Response<T>, Status>>,
+) -> Status {
+    bounded(what, STEP_LIMIT, call).await.unwrap_err()
+}
+
 /// A running `wasmprov serve`, killed on drop. Its stderr goes to a file,
 /// shown when a test fails.
 struct Served {
@@ -249,31 +265,24 @@ async fn the_contract_over_grpc_with_metrics() {
     let mut c = client(served.grpc).await;
 
     // No token, or a wrong one: nothing reaches a plugin.
-    let err = bounded(
+    let err = rpc_err(
         "unauthenticated call",
-        STEP_LIMIT,
         c.list_plugins(pb::ListPluginsRequest {}),
     )
-    .await
-    .unwrap_err();
+    .await;
     assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
-    let err = bounded(
+    let err = rpc_err(
         "wrong token",
-        STEP_LIMIT,
         c.list_plugins(authed("nope", pb::ListPluginsRequest {})),
     )
-    .await
-    .unwrap_err();
+    .await;
     assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
 
-    let list = bounded(
+    let list = rpc(
         "ListPlugins",
-        STEP_LIMIT,
         c.list_plugins(authed(TOKEN, pb::ListPluginsRequest {})),
     )
-    .await
-    .unwrap()
-    .into_inner();
+    .await;
     let names: Vec<&str> = list.plugins.iter().map(|p| p.name.as_str()).collect();
     assert!(names.contains(&"hetzner"), "{names:?}");
     assert!(list.load_errors.is_empty(), "{:?}", list.load_errors);
@@ -281,9 +290,8 @@ async fn the_contract_over_grpc_with_metrics() {
     assert_eq!(hetzner.sha256.len(), 64);
     assert_eq!(hetzner.capacity_types, [pb::CapacityType::OnDemand as i32]);
 
-    let ranking = bounded(
+    let ranking = rpc(
         "Rank",
-        STEP_LIMIT,
         c.rank(authed(
             TOKEN,
             pb::RankRequest {
@@ -291,9 +299,7 @@ async fn the_contract_over_grpc_with_metrics() {
             },
         )),
     )
-    .await
-    .unwrap()
-    .into_inner();
+    .await;
     assert!(
         ranking.offers.iter().any(|o| o.plugin == "hetzner"),
         "{ranking:?}"
@@ -308,9 +314,8 @@ async fn the_contract_over_grpc_with_metrics() {
         "cheapest first: {prices:?}"
     );
 
-    let hint = bounded(
+    let hint = rpc(
         "PriceHint",
-        STEP_LIMIT,
         c.price_hint(authed(
             TOKEN,
             pb::PriceHintRequest {
@@ -319,15 +324,12 @@ async fn the_contract_over_grpc_with_metrics() {
             },
         )),
     )
-    .await
-    .unwrap()
-    .into_inner();
+    .await;
     assert!(hint.hint.unwrap().hourly_usd > 0.0);
 
     // A request id is required: it is what makes a retry safe.
-    let err = bounded(
+    let err = rpc_err(
         "Provision without id",
-        STEP_LIMIT,
         c.provision(authed(
             TOKEN,
             pb::ProvisionRequest {
@@ -338,8 +340,7 @@ async fn the_contract_over_grpc_with_metrics() {
             },
         )),
     )
-    .await
-    .unwrap_err();
+    .await;
     assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
 
     let provision = || pb::ProvisionRequest {
@@ -348,39 +349,26 @@ async fn the_contract_over_grpc_with_metrics() {
         shape: Some(shape()),
         ..Default::default()
     };
-    let node = bounded(
-        "Provision",
-        STEP_LIMIT,
-        c.provision(authed(TOKEN, provision())),
-    )
-    .await
-    .unwrap()
-    .into_inner()
-    .node
-    .unwrap();
+    let node = rpc("Provision", c.provision(authed(TOKEN, provision())))
+        .await
+        .node
+        .unwrap();
     assert_eq!(node.zone.as_deref(), Some("nbg1"));
     assert_eq!(node.labels["role"], "worker");
     assert_eq!(node.capacity_type, pb::CapacityType::OnDemand as i32);
     assert_ne!(node.join_state, pb::JoinState::Unspecified as i32);
-    let again = bounded(
-        "Provision again",
-        STEP_LIMIT,
-        c.provision(authed(TOKEN, provision())),
-    )
-    .await
-    .unwrap()
-    .into_inner()
-    .node
-    .unwrap();
+    let again = rpc("Provision again", c.provision(authed(TOKEN, provision())))
+        .await
+        .node
+        .unwrap();
     assert_eq!(
         again.provider_id, node.provider_id,
         "same request id, same node"
     );
     assert_eq!(fake.servers().len(), 1);
 
-    let nodes = bounded(
+    let nodes = rpc(
         "Describe",
-        STEP_LIMIT,
         c.describe(authed(
             TOKEN,
             pb::DescribeRequest {
@@ -389,8 +377,6 @@ async fn the_contract_over_grpc_with_metrics() {
         )),
     )
     .await
-    .unwrap()
-    .into_inner()
     .nodes;
     assert_eq!(nodes.len(), 1, "{nodes:?}");
     assert_eq!(nodes[0].provider_id, node.provider_id);
@@ -417,9 +403,8 @@ async fn the_contract_over_grpc_with_metrics() {
     assert!(fake.servers().is_empty());
 
     // A plugin that is not loaded is not a node that is gone.
-    let err = bounded(
+    let err = rpc_err(
         "Describe of an unknown plugin",
-        STEP_LIMIT,
         c.describe(authed(
             TOKEN,
             pb::DescribeRequest {
@@ -427,8 +412,7 @@ async fn the_contract_over_grpc_with_metrics() {
             },
         )),
     )
-    .await
-    .unwrap_err();
+    .await;
     assert_eq!(err.code(), Code::NotFound, "{err:?}");
     assert_eq!(kind(&err), "unknown_plugin");
     assert!(
@@ -436,14 +420,7 @@ async fn the_contract_over_grpc_with_metrics() {
         "lists what is loaded: {err:?}"
     );
 
-    let report = bounded(
-        "Reload",
-        STEP_LIMIT,
-        c.reload(authed(TOKEN, pb::ReloadRequest {})),
-    )
-    .await
-    .unwrap()
-    .into_inner();
+    let report = rpc("Reload", c.reload(authed(TOKEN, pb::ReloadRequest {}))).await;
     assert!(
         report.failed.is_empty() && report.removed.is_empty(),
         "{report:?}"
@@ -519,14 +496,11 @@ async fn the_contract_over_grpc_with_metrics() {
     let log = std::fs::read_to_string(&served.stderr).unwrap();
     assert!(log.contains("startup reconcile: in step"), "{log}");
     let mut c = client(served.grpc).await;
-    let intents = bounded(
+    let intents = rpc(
         "ListIntents after a restart",
-        STEP_LIMIT,
         c.list_intents(authed(TOKEN, pb::ListIntentsRequest { group: None })),
     )
     .await
-    .unwrap()
-    .into_inner()
     .intents;
     let ids: Vec<&str> = intents.iter().map(|i| i.request_id.as_str()).collect();
     assert_eq!(
@@ -588,24 +562,18 @@ async fn journaled_operations(
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64;
-    let node = bounded(
+    let node = rpc(
         "Provision with a lease",
-        STEP_LIMIT,
         c.provision(authed(TOKEN, leased(shape()))),
     )
     .await
-    .unwrap()
-    .into_inner()
     .node
     .unwrap();
-    let intents = bounded(
+    let intents = rpc(
         "ListIntents",
-        STEP_LIMIT,
         c.list_intents(authed(TOKEN, pb::ListIntentsRequest { group: None })),
     )
     .await
-    .unwrap()
-    .into_inner()
     .intents;
     assert_eq!(intents.len(), 1, "{intents:?}");
     let intent = &intents[0];
@@ -624,18 +592,15 @@ async fn journaled_operations(
     // The same request id for another shape is a conflict, not a second node.
     let mut bigger = shape();
     bigger.cpu = 4.0;
-    let err = bounded(
+    let err = rpc_err(
         "Provision a conflicting request",
-        STEP_LIMIT,
         c.provision(authed(TOKEN, leased(bigger))),
     )
-    .await
-    .unwrap_err();
+    .await;
     assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
     assert_eq!(kind(&err), "conflict");
-    let err = bounded(
+    let err = rpc_err(
         "Provision with a zero lease",
-        STEP_LIMIT,
         c.provision(authed(
             TOKEN,
             pb::ProvisionRequest {
@@ -645,8 +610,7 @@ async fn journaled_operations(
             },
         )),
     )
-    .await
-    .unwrap_err();
+    .await;
     assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
     assert_eq!(fake.servers().len(), 1);
 
@@ -666,14 +630,7 @@ async fn journaled_operations(
         group: Some(group(min, max)),
         desired,
     };
-    let up = bounded(
-        "Scale up",
-        STEP_LIMIT,
-        c.scale(authed(TOKEN, scale(5, 0, 3))),
-    )
-    .await
-    .unwrap()
-    .into_inner();
+    let up = rpc("Scale up", c.scale(authed(TOKEN, scale(5, 0, 3)))).await;
     assert_eq!((up.target, up.before, up.after), (3, 0, 3), "{up:?}");
     assert!(up.converged, "{up:?}");
     assert!(up.errors.is_empty(), "{up:?}");
@@ -685,9 +642,8 @@ async fn journaled_operations(
         "{up:?}"
     );
     assert_eq!(group_servers(fake, "grp"), 3);
-    let members = bounded(
+    let members = rpc(
         "ListIntents of the group",
-        STEP_LIMIT,
         c.list_intents(authed(
             TOKEN,
             pb::ListIntentsRequest {
@@ -696,8 +652,6 @@ async fn journaled_operations(
         )),
     )
     .await
-    .unwrap()
-    .into_inner()
     .intents;
     assert_eq!(members.len(), 3, "{members:?}");
     assert!(
@@ -706,14 +660,7 @@ async fn journaled_operations(
         "{members:?}"
     );
 
-    let down = bounded(
-        "Scale down",
-        STEP_LIMIT,
-        c.scale(authed(TOKEN, scale(1, 0, 3))),
-    )
-    .await
-    .unwrap()
-    .into_inner();
+    let down = rpc("Scale down", c.scale(authed(TOKEN, scale(1, 0, 3)))).await;
     assert_eq!(
         (down.target, down.before, down.after),
         (1, 3, 1),
@@ -724,27 +671,18 @@ async fn journaled_operations(
     assert_eq!(group_servers(fake, "grp"), 1);
     assert_eq!(fake.servers().len(), 2, "the leased node and one member");
 
-    let err = bounded(
+    let err = rpc_err(
         "Scale an invalid group",
-        STEP_LIMIT,
         c.scale(authed(TOKEN, scale(1, 4, 3))),
     )
-    .await
-    .unwrap_err();
+    .await;
     assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
 
     let reconcile = |terminate_leaks| pb::ReconcileRequest {
         terminate_leaks,
         no_resume: false,
     };
-    let report = bounded(
-        "Reconcile",
-        STEP_LIMIT,
-        c.reconcile(authed(TOKEN, reconcile(false))),
-    )
-    .await
-    .unwrap()
-    .into_inner();
+    let report = rpc("Reconcile", c.reconcile(authed(TOKEN, reconcile(false)))).await;
     assert_eq!(report, pb::ReconcileResponse::default(), "in step");
 
     // A node of this owner that the journal does not know: a leak, listed,
@@ -833,14 +771,11 @@ async fn a_generated_token_is_written_privately_and_works() {
     assert_eq!(mode & 0o777, 0o600);
 
     let mut c = client(served.grpc).await;
-    let list = bounded(
+    let list = rpc(
         "ListPlugins",
-        STEP_LIMIT,
         c.list_plugins(authed(token, pb::ListPluginsRequest {})),
     )
-    .await
-    .unwrap()
-    .into_inner();
+    .await;
     assert!(list.plugins.is_empty());
     // SIGINT stops it promptly (well within the grace period for calls in
     // flight: there are none).

@@ -4,8 +4,79 @@
 //! the same everywhere: an explicit instance type in the shape wins (and must
 //! exist); otherwise the cheapest type with at least the CPU, memory and GPU
 //! count asked for, of the GPU vendor asked for, offered in the zone asked for.
+//!
+//! [`pick`] works over any catalogue whose entries implement [`Offering`]:
+//! the owned [`InstanceType`] for catalogues read from configuration, or a
+//! provider's own `static` table, which then needs no allocation per call.
 
 use crate::{CapacityScope, Error, NodeShape, Result};
+
+/// What [`pick`] needs to know about one entry of a catalogue.
+pub trait Offering {
+    /// The cloud's name of the type.
+    fn name(&self) -> &str;
+    /// vCPUs.
+    fn cpu(&self) -> f64;
+    /// Memory in bytes.
+    fn memory_bytes(&self) -> u64;
+    /// GPUs.
+    fn gpu(&self) -> u32 {
+        0
+    }
+    /// GPU vendor, when the type has GPUs.
+    fn gpu_vendor(&self) -> Option<&str> {
+        None
+    }
+    /// The hourly price in `zone` (or wherever it runs when `None`), or
+    /// `None` when the type is not offered there.
+    fn price_in(&self, zone: Option<&str>) -> Option<f64>;
+
+    /// Whether the type has what `want` asks for (ignoring zone).
+    fn satisfies(&self, want: &Criteria<'_>) -> bool {
+        self.cpu() + 1e-9 >= want.cpu
+            && self.memory_bytes() >= want.memory_bytes
+            && self.gpu() >= want.gpu
+            && (want.gpu == 0
+                || want.gpu_vendor.is_none_or(|v| {
+                    self.gpu_vendor()
+                        .is_some_and(|have| have.eq_ignore_ascii_case(v))
+                }))
+    }
+}
+
+/// What a shape asks of an instance type, borrowed: what [`pick_for`] matches.
+/// [`Criteria::of`] takes it from a [`NodeShape`]; a provider that normalizes
+/// the zone or type name first sets those fields itself.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Criteria<'a> {
+    /// vCPUs at least.
+    pub cpu: f64,
+    /// Memory in bytes at least.
+    pub memory_bytes: u64,
+    /// GPUs at least.
+    pub gpu: u32,
+    /// GPU vendor, compared ignoring case, when GPUs are asked for.
+    pub gpu_vendor: Option<&'a str>,
+    /// Zone the price must be offered in.
+    pub zone: Option<&'a str>,
+    /// An explicit type, which wins over the rest.
+    pub instance_type: Option<&'a str>,
+}
+
+impl<'a> Criteria<'a> {
+    /// The criteria of `shape`, as written.
+    #[must_use]
+    pub fn of(shape: &'a NodeShape) -> Self {
+        Self {
+            cpu: shape.cpu,
+            memory_bytes: shape.memory_bytes,
+            gpu: shape.gpu,
+            gpu_vendor: shape.gpu_vendor.as_deref(),
+            zone: shape.zone.as_deref(),
+            instance_type: shape.instance_type.as_deref(),
+        }
+    }
+}
 
 /// One instance type of a catalogue.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,24 +116,37 @@ impl InstanceType {
     /// Whether the type has what the shape asks for (ignoring zone).
     #[must_use]
     pub fn satisfies(&self, shape: &NodeShape) -> bool {
-        self.cpu + 1e-9 >= shape.cpu
-            && self.memory_bytes >= shape.memory_bytes
-            && self.gpu >= shape.gpu
-            && (shape.gpu == 0
-                || shape.gpu_vendor.as_deref().is_none_or(|v| {
-                    self.gpu_vendor
-                        .as_deref()
-                        .is_some_and(|have| have.eq_ignore_ascii_case(v))
-                }))
+        Offering::satisfies(self, &Criteria::of(shape))
+    }
+}
+
+impl Offering for InstanceType {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn cpu(&self) -> f64 {
+        self.cpu
+    }
+    fn memory_bytes(&self) -> u64 {
+        self.memory_bytes
+    }
+    fn gpu(&self) -> u32 {
+        self.gpu
+    }
+    fn gpu_vendor(&self) -> Option<&str> {
+        self.gpu_vendor.as_deref()
+    }
+    fn price_in(&self, zone: Option<&str>) -> Option<f64> {
+        InstanceType::price_in(self, zone)
     }
 }
 
 /// A chosen type and its price in the zone asked for.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Choice<'a> {
+pub struct Choice<'a, T = InstanceType> {
     /// The type.
-    pub instance_type: &'a InstanceType,
-    /// Its hourly price in USD where it will run.
+    pub instance_type: &'a T,
+    /// Its hourly price where it will run.
     pub hourly_usd: f64,
 }
 
@@ -73,12 +157,27 @@ pub struct Choice<'a> {
 ///   big enough;
 /// - [`Error::Capacity`] with [`CapacityScope::Zone`] when types exist but
 ///   none is offered in the zone asked for.
-pub fn pick<'a>(shape: &NodeShape, catalogue: &'a [InstanceType]) -> Result<Choice<'a>> {
-    let zone = shape.zone.as_deref();
-    if let Some(name) = shape.instance_type.as_deref() {
+pub fn pick<'a, T: Offering + 'a>(
+    shape: &NodeShape,
+    catalogue: impl IntoIterator<Item = &'a T>,
+) -> Result<Choice<'a, T>> {
+    pick_for(&Criteria::of(shape), catalogue)
+}
+
+/// [`pick`] for criteria given field by field. One pass over the catalogue;
+/// allocates only for an error message.
+///
+/// # Errors
+/// As [`pick`].
+pub fn pick_for<'a, T: Offering + 'a>(
+    want: &Criteria<'_>,
+    catalogue: impl IntoIterator<Item = &'a T>,
+) -> Result<Choice<'a, T>> {
+    let zone = want.zone;
+    if let Some(name) = want.instance_type {
         let t = catalogue
-            .iter()
-            .find(|t| t.name == name)
+            .into_iter()
+            .find(|t| t.name() == name)
             .ok_or_else(|| Error::Unsupported(format!("instance type {name:?} does not exist")))?;
         let hourly_usd = t.price_in(zone).ok_or_else(|| Error::Capacity {
             scope: CapacityScope::Zone,
@@ -92,40 +191,50 @@ pub fn pick<'a>(shape: &NodeShape, catalogue: &'a [InstanceType]) -> Result<Choi
             hourly_usd,
         });
     }
-    let fitting: Vec<&InstanceType> = catalogue.iter().filter(|t| t.satisfies(shape)).collect();
-    if fitting.is_empty() {
+    let mut any_fits = false;
+    let mut best: Option<Choice<'a, T>> = None;
+    for t in catalogue {
+        if !t.satisfies(want) {
+            continue;
+        }
+        any_fits = true;
+        let Some(price) = t.price_in(zone) else {
+            continue;
+        };
+        let better = best.as_ref().is_none_or(|b| {
+            price
+                .total_cmp(&b.hourly_usd)
+                .then_with(|| t.name().cmp(b.instance_type.name()))
+                .is_lt()
+        });
+        if better {
+            best = Some(Choice {
+                instance_type: t,
+                hourly_usd: price,
+            });
+        }
+    }
+    if let Some(best) = best {
+        return Ok(best);
+    }
+    if !any_fits {
         return Err(Error::Unsupported(format!(
             "no instance type has {} vCPU, {} MiB and {} GPU{}",
-            shape.cpu,
-            shape.memory_bytes >> 20,
-            shape.gpu,
-            shape
-                .gpu_vendor
-                .as_deref()
+            want.cpu,
+            want.memory_bytes >> 20,
+            want.gpu,
+            want.gpu_vendor
                 .map(|v| format!(" ({v})"))
                 .unwrap_or_default()
         )));
     }
-    fitting
-        .into_iter()
-        .filter_map(|t| {
-            t.price_in(zone).map(|p| Choice {
-                instance_type: t,
-                hourly_usd: p,
-            })
-        })
-        .min_by(|a, b| {
-            a.hourly_usd
-                .total_cmp(&b.hourly_usd)
-                .then_with(|| a.instance_type.name.cmp(&b.instance_type.name))
-        })
-        .ok_or_else(|| Error::Capacity {
-            scope: CapacityScope::Zone,
-            message: format!(
-                "no instance type big enough is offered in {}",
-                zone.unwrap_or("any zone")
-            ),
-        })
+    Err(Error::Capacity {
+        scope: CapacityScope::Zone,
+        message: format!(
+            "no instance type big enough is offered in {}",
+            zone.unwrap_or("any zone")
+        ),
+    })
 }
 
 #[cfg(test)]
@@ -278,5 +387,51 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// A provider's own static table works without building `InstanceType`s.
+    #[test]
+    fn static_tables_pick_like_owned_ones() {
+        struct Row(&'static str, u32, u64, f64);
+        impl Offering for Row {
+            fn name(&self) -> &str {
+                self.0
+            }
+            fn cpu(&self) -> f64 {
+                f64::from(self.1)
+            }
+            fn memory_bytes(&self) -> u64 {
+                self.2 << 30
+            }
+            fn price_in(&self, zone: Option<&str>) -> Option<f64> {
+                (zone != Some("nowhere")).then_some(self.3)
+            }
+        }
+        static ROWS: &[Row] = &[
+            Row("b", 2, 4, 0.02),
+            Row("a", 2, 4, 0.02),
+            Row("c", 8, 16, 0.01),
+        ];
+        // Equal prices: the name breaks the tie, as with owned types.
+        assert_eq!(pick(&shape(1.0, 1), ROWS).unwrap().instance_type.0, "c");
+        let small = ROWS.iter().filter(|r| r.1 < 8);
+        assert_eq!(pick(&shape(1.0, 1), small).unwrap().instance_type.0, "a");
+        let one = shape(1.0, 1);
+        let want = Criteria {
+            zone: Some("nowhere"),
+            ..Criteria::of(&one)
+        };
+        assert!(matches!(
+            pick_for(&want, ROWS),
+            Err(Error::Capacity {
+                scope: CapacityScope::Zone,
+                ..
+            })
+        ));
+        let named = Criteria {
+            instance_type: Some("b"),
+            ..Criteria::of(&one)
+        };
+        assert_eq!(pick_for(&named, ROWS).unwrap().instance_type.0, "b");
     }
 }

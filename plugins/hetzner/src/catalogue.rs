@@ -9,7 +9,7 @@
 //!
 //! Hetzner Cloud has no GPU server types in this catalogue and no spot market.
 
-use wasmprov_guest::shape::{InstanceType, pick};
+use wasmprov_guest::shape::{Criteria, Offering, pick_for};
 use wasmprov_guest::{Error, NodeShape, Result};
 
 /// The locations the catalogue knows, with whether they are in the US.
@@ -178,11 +178,14 @@ pub fn choose(shape: &NodeShape, default_location: &str, arch: Option<Arch>) -> 
         .as_deref()
         .map(str::trim)
         .filter(|z| !z.is_empty())
-        .unwrap_or(default_location)
-        .to_ascii_lowercase();
-    let Some(&(location, _)) = LOCATIONS.iter().find(|(l, _)| *l == wanted) else {
+        .unwrap_or(default_location);
+    let Some(&(location, _)) = LOCATIONS
+        .iter()
+        .find(|(l, _)| l.eq_ignore_ascii_case(wanted))
+    else {
         return Err(Error::Unsupported(format!(
-            "{wanted:?} is not a Hetzner Cloud location (known: {})",
+            "{:?} is not a Hetzner Cloud location (known: {})",
+            wanted.to_ascii_lowercase(),
             LOCATIONS
                 .iter()
                 .map(|(l, _)| *l)
@@ -190,51 +193,49 @@ pub fn choose(shape: &NodeShape, default_location: &str, arch: Option<Arch>) -> 
                 .join(", ")
         )));
     };
+    // Type names are lowercase; only a shape that names one pays for the copy.
     let explicit = shape
         .instance_type
         .as_deref()
         .map(|t| t.trim().to_ascii_lowercase());
-    let types: Vec<InstanceType> = SERVER_TYPES
-        .iter()
-        .filter(|t| explicit.is_some() || arch.is_none_or(|a| a == t.arch))
-        .map(to_instance_type)
-        .collect();
-    let query = NodeShape {
-        zone: Some(location.to_string()),
-        instance_type: explicit,
-        ..shape.clone()
+    let want = Criteria {
+        zone: Some(location),
+        instance_type: explicit.as_deref(),
+        ..Criteria::of(shape)
     };
-    let picked = pick(&query, &types)?;
-    let server_type = SERVER_TYPES
-        .iter()
-        .find(|t| t.name == picked.instance_type.name)
-        .ok_or_else(|| Error::Other("catalogue lookup failed".into()))?;
+    // Straight from the static table: no per-call catalogue is built.
+    let picked = pick_for(
+        &want,
+        SERVER_TYPES
+            .iter()
+            .filter(|t| explicit.is_some() || arch.is_none_or(|a| a == t.arch)),
+    )?;
     Ok(Choice {
-        server_type,
+        server_type: picked.instance_type,
         location,
         hourly_eur: picked.hourly_usd,
     })
 }
 
-/// The SDK's view of a server type; prices stay in EUR here (the caller
-/// converts), which `pick` does not mind since it only compares them.
-fn to_instance_type(t: &ServerType) -> InstanceType {
-    let zone_prices: Vec<(String, f64)> = LOCATIONS
-        .iter()
-        .filter_map(|(l, _)| t.hourly_eur(l).map(|p| ((*l).to_string(), p)))
-        .collect();
-    let default_hourly_usd = zone_prices
-        .iter()
-        .map(|(_, p)| *p)
-        .fold(f64::INFINITY, f64::min);
-    InstanceType {
-        name: t.name.to_string(),
-        cpu: f64::from(t.cores),
-        memory_bytes: u64::from(t.memory_gb) << 30,
-        gpu: 0,
-        gpu_vendor: None,
-        zone_prices,
-        default_hourly_usd,
+/// [`pick_for`] compares prices only, so they stay in EUR here (the caller
+/// converts).
+impl Offering for ServerType {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn cpu(&self) -> f64 {
+        f64::from(self.cores)
+    }
+    fn memory_bytes(&self) -> u64 {
+        u64::from(self.memory_gb) << 30
+    }
+    /// In `zone`; without one, the cheapest location's (the EU price, which
+    /// every type has).
+    fn price_in(&self, zone: Option<&str>) -> Option<f64> {
+        match zone {
+            Some(location) => self.hourly_eur(location),
+            None => Some(f64::from(self.eu_hourly) / 10_000.0),
+        }
     }
 }
 

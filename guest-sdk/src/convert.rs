@@ -1,6 +1,10 @@
 //! Conversions between the generated WIT types and the SDK's Rust types, and
 //! the generic export that drives a [`Provider`].
 
+use std::any::Any;
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use crate::wit::exports::wasmprov::provisioner::provisioner::Guest;
 use crate::wit::wasmprov::provisioner::types as w;
 use crate::{
@@ -80,7 +84,32 @@ fn error_to_wit(e: Error) -> w::ProvisionError {
     }
 }
 
-impl<T: Provider> Guest for Export<T> {
+thread_local! {
+    /// This instance's provider, made by the first call that could make it.
+    /// A component has one provider type; `Rc<dyn Any>` lets this one slot
+    /// serve whichever it is.
+    static PROVIDER: RefCell<Option<Rc<dyn Any>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with the instance's provider, making it with
+/// [`Provider::new`] when there is none yet. A failed `new` is not kept: the
+/// next call tries again.
+fn with_provider<T: Provider + 'static, R>(
+    f: impl FnOnce(&T) -> Result<R, Error>,
+) -> Result<R, Error> {
+    let kept = PROVIDER.with_borrow(|p| p.clone().and_then(|p| p.downcast::<T>().ok()));
+    let provider = match kept {
+        Some(p) => p,
+        None => {
+            let p = Rc::new(T::new()?);
+            PROVIDER.set(Some(p.clone()));
+            p
+        }
+    };
+    f(&provider)
+}
+
+impl<T: Provider + 'static> Guest for Export<T> {
     fn name() -> String {
         T::NAME.to_string()
     }
@@ -94,8 +123,7 @@ impl<T: Provider> Guest for Export<T> {
 
     fn price_hint(shape: w::NodeShape) -> Result<Option<w::PriceEstimate>, w::ProvisionError> {
         let shape = shape_from_wit(shape);
-        T::new()
-            .and_then(|p| p.price_hint(&shape))
+        with_provider(|p: &T| p.price_hint(&shape))
             .map(|hint| {
                 hint.map(|h: PriceHint| w::PriceEstimate {
                     hourly_usd: h.hourly_usd,
@@ -112,21 +140,17 @@ impl<T: Provider> Guest for Export<T> {
             request_id: request.request_id,
             shape: shape_from_wit(request.shape),
         };
-        T::new()
-            .and_then(|p| p.provision(&owner, &request))
+        with_provider(|p: &T| p.provision(&owner, &request))
             .map(handle_to_wit)
             .map_err(error_to_wit)
     }
 
     fn terminate(owner_id: String, provider_id: String) -> Result<(), w::ProvisionError> {
-        T::new()
-            .and_then(|p| p.terminate(&owner_id, &provider_id))
-            .map_err(error_to_wit)
+        with_provider(|p: &T| p.terminate(&owner_id, &provider_id)).map_err(error_to_wit)
     }
 
     fn describe(owner_id: String) -> Result<Vec<w::NodeHandle>, w::ProvisionError> {
-        T::new()
-            .and_then(|p| p.describe(&owner_id))
+        with_provider(|p: &T| p.describe(&owner_id))
             .map(|nodes| nodes.into_iter().map(handle_to_wit).collect())
             .map_err(error_to_wit)
     }

@@ -80,9 +80,11 @@ pub const CONTRACT_SECTION: &[u8] =
 
 /// A provisioner backend.
 ///
-/// The host makes a fresh instance of the plugin for every call, so
-/// [`new`](Provider::new) runs once per call: read configuration there and
-/// keep no state between calls (the cloud is the source of truth).
+/// The host makes a fresh instance of the plugin for every call (an operator
+/// may let one instance answer several `price_hint` calls, which do no I/O).
+/// [`new`](Provider::new) runs once per instance, at its first call: read
+/// configuration there, and keep no state between calls (the cloud is the
+/// source of truth).
 pub trait Provider: Sized {
     /// A short, stable name of the backend, such as `"hetzner"`.
     const NAME: &'static str;
@@ -92,7 +94,8 @@ pub trait Provider: Sized {
         vec![CapacityType::OnDemand]
     }
 
-    /// Builds the provider for one call, usually from [`config`].
+    /// Builds the provider, usually from [`config`]; the instance keeps it
+    /// for its later calls. A failure is not kept: the next call tries again.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] when configuration is missing or wrong.
@@ -156,7 +159,7 @@ macro_rules! export_provider {
 }
 
 #[doc(hidden)]
-pub fn __use_provider<P: Provider>() {
+pub fn __use_provider<P: Provider + 'static>() {
     let _ = <Export<P> as wit::exports::wasmprov::provisioner::provisioner::Guest>::name;
     let _ = <Export<P> as wit::exports::wasmprov::provisioner::provisioner::Guest>::provision;
     let _ = <Export<P> as wit::exports::wasmprov::provisioner::provisioner::Guest>::describe;

@@ -39,6 +39,12 @@ struct Cli {
     /// Do not use the on-disk compile cache.
     #[arg(long, global = true)]
     no_cache: bool,
+    /// Price hints one plugin instance may answer before it is replaced
+    /// (1: a fresh instance for every call). Calls that can do I/O always
+    /// get a fresh instance.
+    #[arg(long, global = true, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    price_hint_reuse: u32,
     /// Directory of the intent journal (`scale`, `reconcile`; `provision` and
     /// `terminate` journal too when it is given).
     #[arg(long, global = true, env = "WASMPROV_STATE_DIR")]
@@ -310,7 +316,7 @@ async fn load(cli: &Cli) -> Result<Host> {
     if cli.no_cache {
         builder = builder.cache_dir(None);
     }
-    builder.build().await
+    builder.price_hint_reuse(cli.price_hint_reuse).build().await
 }
 
 fn plugin(host: &Host, name: &str) -> Result<std::sync::Arc<wasmprov_host::WasmPlugin>> {

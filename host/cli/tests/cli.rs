@@ -300,6 +300,22 @@ fn every_bundled_plugin_passes_wasmprov_test_with_and_without_faults() {
         .map(|o| o["hint"]["hourly_usd"].as_f64().unwrap())
         .collect();
     assert!(prices.windows(2).all(|w| w[0] <= w[1]), "{prices:?}");
+    // Warm instances answering the price hints give the same ranking.
+    let reused = json(&wasmprov(
+        d,
+        None,
+        &[
+            "--json",
+            "--price-hint-reuse",
+            "100",
+            "rank",
+            "--cpu",
+            "2",
+            "--memory",
+            "4GiB",
+        ],
+    ));
+    assert_eq!(reused["offers"], ranking["offers"]);
     // The JSON report names every rule.
     let report = json(&wasmprov(d, None, &["--json", "test", "hetzner"]));
     assert_eq!(report["passed"], true);

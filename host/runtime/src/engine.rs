@@ -22,6 +22,13 @@ pub struct EngineSettings {
     /// Largest linear memory any instance may have, in bytes; each plugin's
     /// manifest limit must be at most this.
     pub max_memory_bytes: u64,
+    /// How many `price_hint` calls one instance may answer. 1 (the default)
+    /// gives every call a fresh instance, like every other call. More lets a
+    /// plugin keep a few warm instances for price hints only: such a call
+    /// can do no I/O and sees only a shape, so what an instance keeps from
+    /// one hint to the next stays inside the plugin. An instance that traps,
+    /// runs out of time, grows its memory or reaches this count is dropped.
+    pub price_hint_reuse: u32,
 }
 
 impl Default for EngineSettings {
@@ -30,6 +37,7 @@ impl Default for EngineSettings {
             cache_dir: None,
             max_instances: 1000,
             max_memory_bytes: wasmprov_policy::limits::MAX_MEMORY_MIB << 20,
+            price_hint_reuse: 1,
         }
     }
 }

@@ -149,6 +149,15 @@ impl HostBuilder {
         self
     }
 
+    /// Lets one instance answer up to `calls` `price_hint` calls (default 1:
+    /// a fresh instance for each). See [`EngineSettings::price_hint_reuse`];
+    /// calls that can do I/O always get a fresh instance.
+    #[must_use]
+    pub fn price_hint_reuse(mut self, calls: u32) -> Self {
+        self.engine.price_hint_reuse = calls.max(1);
+        self
+    }
+
     /// Engine-wide settings (pool size, largest memory, stack).
     #[must_use]
     pub fn engine_settings(mut self, settings: EngineSettings) -> Self {

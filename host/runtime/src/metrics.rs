@@ -9,7 +9,7 @@
 //! | `wasmprov_errors_total` | `plugin`, `op`, `kind` | same, failed calls only |
 //! | `wasmprov_faults_total` | `plugin`, `fault` (`trap`, `timeout`, `cpu_limit`, ...) | same, plugin faults only |
 //! | `wasmprov_denials_total` | `plugin`, `kind` (`http` / `exec`) | `http.rs`, `exec.rs`, where a request is refused |
-//! | `wasmprov_instances_total` | `plugin` | `plugin.rs`, once per instance (every call, and the probe at load) |
+//! | `wasmprov_instances_total` | `plugin` | `plugin.rs`, once per instance made (every call and the probe at load; a reused price-hint instance once) |
 //! | `wasmprov_instances_in_flight` (gauge) | `plugin` | same, while the instance lives |
 //! | `wasmprov_nodes` (gauge) | `plugin` | `fleet.rs`, the nodes each reconcile's describe found |
 //!
@@ -341,6 +341,13 @@ impl PluginMetrics {
     /// success, error, timeout or cancellation alike).
     pub(crate) fn instance(&self) -> InstanceGuard<'_> {
         self.instances.inc();
+        self.in_flight.inc();
+        InstanceGuard(&self.in_flight)
+    }
+
+    /// A call in an instance that answered before (a reused price-hint
+    /// instance): in flight until the guard drops, not counted as new.
+    pub(crate) fn reused_instance(&self) -> InstanceGuard<'_> {
         self.in_flight.inc();
         InstanceGuard(&self.in_flight)
     }

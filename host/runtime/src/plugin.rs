@@ -109,7 +109,21 @@ pub struct WasmPlugin {
     runtime: Option<tokio::runtime::Handle>,
     /// This plugin's handles into the host's metrics, taken at load.
     metrics: PluginMetrics,
+    /// Instances kept to answer further price hints, when the engine allows
+    /// reuse (`EngineSettings::price_hint_reuse`).
+    warm: std::sync::Mutex<Vec<Warm>>,
 }
+
+/// An instance that answered price hints and may answer more.
+struct Warm {
+    store: Store<CallState>,
+    /// Boxed: the bindings are a few hundred bytes, moved on every call.
+    instance: Box<Provider>,
+    calls: u32,
+}
+
+/// Warm instances kept per plugin: enough for a few threads asking at once.
+const MAX_WARM: usize = 4;
 
 impl std::fmt::Debug for WasmPlugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -360,6 +374,7 @@ impl WasmPlugin {
             info,
             runtime: shared_engine.side_handle(),
             metrics: input.hooks.metrics.plugin(&name),
+            warm: std::sync::Mutex::new(Vec::new()),
         };
         // Ask the backend once for what never changes; this also proves the
         // component instantiates under its limits.
@@ -521,18 +536,23 @@ impl WasmPlugin {
     /// The plugin's error, or a plugin fault.
     pub fn try_price_hint(&self, shape: &NodeShape) -> Result<Option<PriceHint>> {
         let started = Instant::now();
-        let result = self.price_hint_call(shape);
+        let result = self.price_hint_call(shape, started);
         self.metrics.record(Op::PriceHint, started, &result);
         result
     }
 
-    fn price_hint_call(&self, shape: &NodeShape) -> Result<Option<PriceHint>> {
+    fn price_hint_call(&self, shape: &NodeShape, started: Instant) -> Result<Option<PriceHint>> {
         let shape = shape_to_wit(shape);
-        let r = self.call_pure(async |store: &mut Store<CallState>, p: &Provider| {
-            p.wasmprov_provisioner_provisioner()
-                .call_price_hint(&mut *store, &shape)
-                .await
-        })?;
+        let reuse = self.engine.settings.price_hint_reuse;
+        let r = if reuse > 1 {
+            self.price_hint_reused(&shape, reuse, started)?
+        } else {
+            self.call_pure(async |store: &mut Store<CallState>, p: &Provider| {
+                p.wasmprov_provisioner_provisioner()
+                    .call_price_hint(&mut *store, &shape)
+                    .await
+            })?
+        };
         r.map(|o| {
             o.map(|h| PriceHint {
                 hourly_usd: h.hourly_usd,
@@ -541,6 +561,68 @@ impl WasmPlugin {
             })
         })
         .map_err(|e| error_from_wit(&self.shared.secret_values, e))
+    }
+}
+
+impl WasmPlugin {
+    /// `price_hint` in a warm instance when one is kept, else in a new one
+    /// that is kept afterwards. The instance is dropped instead when the call
+    /// failed in any way the plugin did not answer (trap, CPU, deadline), when
+    /// its memory grew, or after `reuse` calls.
+    fn price_hint_reused(
+        &self,
+        shape: &w::NodeShape,
+        reuse: u32,
+        started: Instant,
+    ) -> Result<std::result::Result<Option<w::PriceEstimate>, w::ProvisionError>> {
+        let _guard = self.runtime.as_ref().map(tokio::runtime::Handle::enter);
+        let end = started
+            + self
+                .shared
+                .manifest
+                .limits
+                .call_timeout
+                .min(crate::state::PURE_WALL_CAP);
+        let warm = self.warm.lock().ok().and_then(|mut w| w.pop());
+        let (_instance, mut store, instance, calls) = match warm {
+            Some(mut w) => {
+                w.store.data_mut().restart_pure();
+                w.store.set_epoch_deadline(1);
+                (self.metrics.reused_instance(), w.store, w.instance, w.calls)
+            }
+            None => {
+                let guard = self.metrics.instance();
+                let mut store = self.new_store(CallKind::Pure);
+                let instance = match block_on_until(end, self.pre.instantiate_async(&mut store)) {
+                    None => return Err(self.timeout_error()),
+                    Some(Err(e)) => return Err(self.fault(store.data(), &e)),
+                    Some(Ok(instance)) => Box::new(instance),
+                };
+                (guard, store, instance, 0)
+            }
+        };
+        let call = instance
+            .wasmprov_provisioner_provisioner()
+            .call_price_hint(&mut store, shape);
+        match block_on_until(end, call) {
+            None => Err(self.timeout_error()),
+            Some(Err(e)) => Err(self.fault(store.data(), &e)),
+            Some(Ok(answer)) => {
+                let calls = calls + 1;
+                if calls < reuse
+                    && !store.data().memory.grew
+                    && let Ok(mut warm) = self.warm.lock()
+                    && warm.len() < MAX_WARM
+                {
+                    warm.push(Warm {
+                        store,
+                        instance,
+                        calls,
+                    });
+                }
+                Ok(answer)
+            }
+        }
     }
 }
 
@@ -555,10 +637,19 @@ impl Wake for ThreadWaker {
     }
 }
 
-/// Polls a future to completion on this thread, giving up at the deadline.
+/// Polls a future to completion on this thread, giving up after `limit`.
 fn block_on_with_deadline<F: Future>(limit: Duration, fut: F) -> Option<F::Output> {
-    let end = Instant::now() + limit;
-    let waker = Arc::new(ThreadWaker(std::thread::current())).into();
+    block_on_until(Instant::now() + limit, fut)
+}
+
+/// Polls a future to completion on this thread, giving up at `end`.
+fn block_on_until<F: Future>(end: Instant, fut: F) -> Option<F::Output> {
+    thread_local! {
+        /// This thread's waker, made once: a pure call is too short to pay
+        /// for an allocation per call.
+        static WAKER: std::task::Waker = Arc::new(ThreadWaker(std::thread::current())).into();
+    }
+    let waker = WAKER.with(std::task::Waker::clone);
     let mut cx = Context::from_waker(&waker);
     let mut fut = std::pin::pin!(fut);
     loop {

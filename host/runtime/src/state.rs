@@ -74,11 +74,7 @@ impl CallState {
             .allow_ip_name_lookup(false)
             .build();
         let limits = &plugin.manifest.limits;
-        let cpu = match kind {
-            CallKind::Io => limits.cpu_time,
-            CallKind::Pure => limits.cpu_time.min(PURE_CPU_CAP),
-        };
-        let max_ticks = (cpu.as_millis() / crate::engine::EPOCH_TICK.as_millis()).max(1) as u64;
+        let max_ticks = max_ticks(limits, kind);
         // Host-side memory a guest can make the host hold (wasi-http header
         // maps, streams, pollables) is bounded too: a cap on live resources and
         // on each header map, scaled to the plugin's memory limit.
@@ -102,6 +98,17 @@ impl CallState {
         }
     }
 
+    /// Readies a store that answered a pure call for the next one: a whole
+    /// CPU budget and log allowance, no memory refusal on record.
+    pub(crate) fn restart_pure(&mut self) {
+        debug_assert_eq!(self.kind, CallKind::Pure);
+        self.ticks = 0;
+        self.cpu_exhausted = false;
+        self.log_records = 0;
+        self.memory.hit = false;
+        self.stderr.clear();
+    }
+
     pub(crate) fn config(&self) -> &WasiConfigVariables {
         &self.plugin.config
     }
@@ -111,6 +118,15 @@ impl CallState {
         let bytes = self.stderr.contents();
         String::from_utf8_lossy(&bytes).trim().to_string()
     }
+}
+
+/// Epoch ticks of CPU a call of `kind` may use.
+fn max_ticks(limits: &wasmprov_policy::limits::Limits, kind: CallKind) -> u64 {
+    let cpu = match kind {
+        CallKind::Io => limits.cpu_time,
+        CallKind::Pure => limits.cpu_time.min(PURE_CPU_CAP),
+    };
+    (cpu.as_millis() / crate::engine::EPOCH_TICK.as_millis()).max(1) as u64
 }
 
 /// A guest's stderr: accepts everything, keeps the last `cap` bytes. Writing
@@ -126,6 +142,12 @@ impl TailPipe {
         Self {
             buf: Arc::new(Mutex::new(VecDeque::with_capacity(cap.min(4096)))),
             cap,
+        }
+    }
+
+    fn clear(&self) {
+        if let Ok(mut buf) = self.buf.lock() {
+            buf.clear();
         }
     }
 
@@ -198,6 +220,8 @@ impl WasiHttpView for CallState {
 pub(crate) struct MemoryLimiter {
     max_bytes: u64,
     pub(crate) hit: bool,
+    /// A memory grew after the instance was made.
+    pub(crate) grew: bool,
 }
 
 impl MemoryLimiter {
@@ -205,6 +229,7 @@ impl MemoryLimiter {
         Self {
             max_bytes,
             hit: false,
+            grew: false,
         }
     }
 }
@@ -212,10 +237,14 @@ impl MemoryLimiter {
 impl ResourceLimiter for MemoryLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
+        // Making the memory is a growth from 0; later ones are the guest's.
+        if current > 0 {
+            self.grew = true;
+        }
         if desired as u64 > self.max_bytes {
             self.hit = true;
             return Ok(false);

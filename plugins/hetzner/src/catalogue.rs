@@ -85,7 +85,7 @@ impl ServerType {
     /// (or the location is unknown).
     #[must_use]
     pub fn hourly_eur(&self, location: &str) -> Option<f64> {
-        let region = LOCATIONS.iter().find(|(l, _)| *l == location)?.1;
+        let region = region_of(location)?;
         let units = match region {
             Region::Eu => Some(self.eu_hourly),
             Region::Us => self.us_hourly,
@@ -133,6 +133,16 @@ pub const SERVER_TYPES: &[ServerType] = &[
     st("ccx33", 8, 32, "dedicated", Arch::X86, 767, Some(921)),
     st("ccx43", 16, 64, "dedicated", Arch::X86, 1527, Some(1832)),
 ];
+
+/// The price region of `location`, as in [`LOCATIONS`] (a `match`: this runs
+/// for every type on every price hint).
+fn region_of(location: &str) -> Option<Region> {
+    match location {
+        "fsn1" | "nbg1" | "hel1" => Some(Region::Eu),
+        "ash" | "hil" => Some(Region::Us),
+        _ => None,
+    }
+}
 
 /// Whether `location` is a Hetzner location this catalogue knows.
 #[must_use]
@@ -246,6 +256,15 @@ mod tests {
 
     fn shape(cpu: f64, gib: u64) -> NodeShape {
         NodeShape::new(cpu, gib << 30)
+    }
+
+    #[test]
+    fn regions_follow_the_location_table() {
+        for (location, region) in LOCATIONS {
+            assert_eq!(region_of(location), Some(*region), "{location}");
+        }
+        assert_eq!(region_of("FSN1"), None);
+        assert_eq!(region_of("nowhere"), None);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! A provider for tests. The shape's `mode` label picks what a call does:
 //! normal answers, HTTP or exec through the sandbox, or misbehaviour
-//! (panic, trap, endless loop, memory bomb, deep recursion).
+//! (panic, trap, endless loop, memory bomb, deep recursion). `price_hint`
+//! also has `count` (the answer's type names how many price hints this
+//! instance has answered) and `grow` (the same after growing the memory).
 
 use wasmprov_guest::exec::Command;
 use wasmprov_guest::http::Request;
@@ -10,6 +12,9 @@ use wasmprov_guest::{
 };
 
 struct Probe;
+
+/// Price hints this instance has answered (state a reused instance keeps).
+static PRICE_CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 fn label<'a>(shape: &'a NodeShape, key: &str) -> &'a str {
     shape.labels.get(key).map_or("", String::as_str)
@@ -78,7 +83,19 @@ impl Provider for Probe {
     fn price_hint(&self, shape: &NodeShape) -> Result<Option<PriceHint>> {
         let mode = label(shape, "mode");
         misbehave(mode);
+        let calls = PRICE_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         match mode {
+            "count" | "grow" => {
+                if mode == "grow" {
+                    // Past the 4 MiB the guest starts with.
+                    std::hint::black_box(vec![1u8; 6 << 20]);
+                }
+                return Ok(Some(PriceHint {
+                    hourly_usd: 0.01,
+                    capacity_type: shape.capacity_type,
+                    instance_type: format!("probe-call-{calls}"),
+                }));
+            }
             "http" => {
                 Request::get(label(shape, "url")).send()?;
             }

@@ -21,8 +21,13 @@ use crate::stats::{Summary, dur, ratio, summarize};
 pub struct CallResults {
     pub native: Summary,
     pub fresh: Summary,
+    pub reused: Summary,
     pub subprocess: Summary,
 }
+
+/// Price hints one instance may answer in the reused-instance runs
+/// (`HostBuilder::price_hint_reuse`).
+pub const REUSE: u32 = 10_000;
 
 /// Native in-process: the plugin crate's pricing code called directly. Timed
 /// in batches (one call is shorter than the clock's resolution); each
@@ -46,8 +51,9 @@ fn native(batches: usize) -> (Summary, PriceHint) {
     (summarize(&mut samples), expect)
 }
 
-/// Through the host: a fresh store and instance per call.
-pub fn fresh(host: &Host, n: usize, max: Duration) -> Result<(Summary, PriceHint)> {
+/// Through the host: a fresh store and instance per call, or (with a host
+/// built with `price_hint_reuse`) a warm instance answering many.
+pub fn through_host(host: &Host, n: usize, max: Duration) -> Result<(Summary, PriceHint)> {
     let plugin = host.wasm_plugin("hetzner").context("plugin not loaded")?;
     let s = shape();
     let first = plugin
@@ -147,12 +153,13 @@ fn subprocess(n: usize, max: Duration) -> Result<(Summary, PriceHint, String)> {
     Ok((summarize(&mut samples), first, shown))
 }
 
-pub fn run(cfg: &Config, host: &Host) -> Result<(Section, CallResults)> {
+pub fn run(cfg: &Config, host: &Host, reusing: &Host) -> Result<(Section, CallResults)> {
     let mut sec = Section::new(
         "1. Call overhead: `price_hint` for one shape",
         "`price_hint` of the Hetzner plugin for 2 vCPU / 4 GiB (answer: `cax11`), called from one thread. \
          Native: the plugin crate's pricing code called in-process (timed in batches of 1000, each sample the batch mean). \
          Fresh instance: `WasmPlugin::try_price_hint`, which makes a new store and instance from the `InstancePre` for every call. \
+         Reused instance: the same call on a host built with `HostBuilder::price_hint_reuse(10000)`, where one instance answers up to 10 000 price hints (the host's opt-in path for calls that can do no I/O). \
          Subprocess: the same native code in the `price-server` binary, one JSON line in, one out, over pipes.",
     );
     let (n, batches, max) = if cfg.quick {
@@ -161,9 +168,14 @@ pub fn run(cfg: &Config, host: &Host) -> Result<(Section, CallResults)> {
         (20_000, 400, Duration::from_secs(8))
     };
     let (nat, expect) = native(batches);
-    let (fr, got) = fresh(host, n, max)?;
+    let (fr, got) = through_host(host, n, max)?;
+    let (re, got_reused) = through_host(reusing, n, max)?;
     let (sub, from_sub, shown) = subprocess(n, max)?;
-    for (what, h) in [("wasm", &got), ("subprocess", &from_sub)] {
+    for (what, h) in [
+        ("wasm", &got),
+        ("reused wasm", &got_reused),
+        ("subprocess", &from_sub),
+    ] {
         if h.instance_type != expect.instance_type
             || (h.hourly_usd - expect.hourly_usd).abs() > 1e-12
         {
@@ -199,12 +211,12 @@ pub fn run(cfg: &Config, host: &Host) -> Result<(Section, CallResults)> {
     ]);
     t.row(vec![
         "wasm, reused instance".into(),
-        "–".into(),
-        "n/a".into(),
-        "n/a".into(),
-        "n/a".into(),
-        "n/a".into(),
-        "n/a".into(),
+        re.n.to_string(),
+        dur(re.p50),
+        dur(re.p90),
+        dur(re.p99),
+        ratio(re.p50, nat.p50),
+        ratio(re.p50, sub.p50),
     ]);
     t.row(vec![
         "subprocess, JSON lines (baseline)".into(),
@@ -217,7 +229,7 @@ pub fn run(cfg: &Config, host: &Host) -> Result<(Section, CallResults)> {
     ]);
     sec.table("", t);
     sec.note(
-        "The host offers no reused-instance path: every call, `price_hint` included, gets a fresh store and instance, so that row is n/a.",
+        "Reuse is off by default: every call gets a fresh store and instance unless the embedder sets `price_hint_reuse`; calls that can do I/O always do.",
     );
     sec.note(format!("Subprocess: `{shown}`."));
     Ok((
@@ -225,6 +237,7 @@ pub fn run(cfg: &Config, host: &Host) -> Result<(Section, CallResults)> {
         CallResults {
             native: nat,
             fresh: fr,
+            reused: re,
             subprocess: sub,
         },
     ))

@@ -50,6 +50,7 @@ pub fn run(args: &[String]) -> Result<()> {
         "price-loop" => price_loop(
             Duration::from_secs_f64(arg(args, 1, "seconds")?.parse()?),
             Path::new(arg(args, 2, "cache")?),
+            args.get(3).is_some_and(|a| a == "reused"),
         ),
         "provision-loop" => provision_loop(
             arg(args, 1, "client")?,
@@ -223,11 +224,18 @@ impl AnyClient {
     }
 }
 
-/// Fresh-instance price hints for `secs` (the profiled loop).
-fn price_loop(secs: Duration, cache: &Path) -> Result<()> {
+/// Price hints for `secs` (the profiled loop): a fresh instance per call, or
+/// with `reused` warm instances answering many.
+fn price_loop(secs: Duration, cache: &Path, reused: bool) -> Result<()> {
     let rt = runtime()?;
     let dir = one_plugin_dir(None, 16)?;
-    let host = rt.block_on(build_host(dir.path(), Some(cache), None))?;
+    let reuse = if reused { crate::calls::REUSE } else { 1 };
+    let host = rt.block_on(crate::common::build_host_with(
+        dir.path(),
+        Some(cache),
+        None,
+        |b| b.price_hint_reuse(reuse),
+    ))?;
     let p = host.wasm_plugin("hetzner").context("not loaded")?;
     let s = shape();
     for _ in 0..1000 {

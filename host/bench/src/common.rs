@@ -151,8 +151,18 @@ pub fn one_plugin_dir(endpoint: Option<&str>, max_in_flight: usize) -> Result<te
 /// in `cache`, secrets from `token`, the lock file ignored, and checks that
 /// every plugin loaded.
 pub async fn build_host(dir: &Path, cache: Option<&Path>, token: Option<&str>) -> Result<Host> {
+    build_host_with(dir, cache, token, |b| b).await
+}
+
+/// [`build_host`] with more settings on the builder.
+pub async fn build_host_with(
+    dir: &Path,
+    cache: Option<&Path>,
+    token: Option<&str>,
+    more: impl FnOnce(HostBuilder) -> HostBuilder,
+) -> Result<Host> {
     let token = token.map(str::to_string);
-    let host = HostBuilder::new(dir)
+    let host = more(HostBuilder::new(dir))
         .owner_id(OWNER)
         .cache_dir(cache.map(Path::to_path_buf))
         .work_dir(std::env::temp_dir().join("wasmprov-bench-work"))

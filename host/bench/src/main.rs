@@ -35,7 +35,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::common::{Machine, build_host, one_plugin_dir, wait_for_quiet, warm_cache_dir};
+use crate::common::{
+    Machine, build_host, build_host_with, one_plugin_dir, wait_for_quiet, warm_cache_dir,
+};
 use crate::report::{Section, Table, Target, Verdict};
 use crate::stats::{bytes, dur, ratio};
 
@@ -145,9 +147,16 @@ fn main() -> Result<()> {
     // loads from it.
     let dir = one_plugin_dir(None, 16)?;
     let host = rt.block_on(build_host(dir.path(), Some(&warm_cache_dir()), None))?;
+    // The same plugin, with instances that answer many price hints each.
+    let reusing = rt.block_on(build_host_with(
+        dir.path(),
+        Some(&warm_cache_dir()),
+        None,
+        |b| b.price_hint_reuse(calls::REUSE),
+    ))?;
     if let Some(n) = cfg.only {
         match n {
-            1 => drop(calls::run(&cfg, &host)?),
+            1 => drop(calls::run(&cfg, &host, &reusing)?),
             2 => drop(rt.block_on(roundtrip::run(&cfg))?),
             3 => drop(load::run(&cfg, &rt)?),
             4 => drop(rt.block_on(memory::run(&cfg))?),
@@ -159,9 +168,10 @@ fn main() -> Result<()> {
     }
 
     quiet("1. call overhead", &mut loads);
-    let (sec, calls) = calls::run(&cfg, &host)?;
+    let (sec, calls) = calls::run(&cfg, &host, &reusing)?;
     sections.push(sec);
     drop(host);
+    drop(reusing);
 
     quiet("2. provision round trip", &mut loads);
     let (sec, pairs, conns) = rt.block_on(roundtrip::run(&cfg))?;
@@ -262,12 +272,17 @@ fn targets(
         baseline: format!("subprocess {}", dur(calls.subprocess.p50)),
         verdict: Verdict::of(fr <= 0.25 * calls.subprocess.p50),
     });
+    let re = calls.reused.p50;
     out.push(Target {
         what: "`price_hint`, reused instance (p50)".into(),
         target: "≤ 1 µs".into(),
-        measured: "n/a: the host has no reused-instance path".into(),
-        baseline: format!("native {}", dur(calls.native.p50)),
-        verdict: Verdict::NotApplicable,
+        measured: dur(re),
+        baseline: format!(
+            "native {} ({})",
+            dur(calls.native.p50),
+            ratio(re, calls.native.p50)
+        ),
+        verdict: Verdict::of(re <= 1_000.0),
     });
     for p in pairs {
         let r = p.wasm.latency.p50 / p.native.latency.p50;
@@ -411,6 +426,12 @@ fn facts(
     }
     put("native_p50", dur(calls.native.p50));
     put("fresh_p50", dur(calls.fresh.p50));
+    put("reused_p50", dur(calls.reused.p50));
+    put("v_reused", verdict(calls.reused.p50 <= 1_000.0));
+    put(
+        "reused_vs_native",
+        ratio(calls.reused.p50, calls.native.p50),
+    );
     put("sub_p50", dur(calls.subprocess.p50));
     put("sub_p90", dur(calls.subprocess.p90));
     put("fresh_vs_sub", ratio(calls.fresh.p50, calls.subprocess.p50));

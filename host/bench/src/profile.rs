@@ -666,6 +666,29 @@ pub fn run(cfg: &Config, rt: &Runtime) -> Result<Profile> {
     groups_out.price = g;
     groups_out.price_per_call = per_call;
 
+    // 1b. The same call in warm instances (`price_hint_reuse`).
+    println!("  profiling reused-instance price_hint …");
+    let mut reused_args = price_args.clone();
+    reused_args.push("reused".into());
+    let cal = crate::memory::child_json(&reused_args)?;
+    let reused_per_call = num(&cal, "cpu_ns") / num(&cal, "calls");
+    let data = dir.path().join("reused.data");
+    let v = record(&data, &reused_args)?;
+    let g = groups(&data)?;
+    sec.table(
+        &format!(
+            "Reused-instance `price_hint` (one thread, back to back, `price_hint_reuse({})`): {} calls in {secs} s \
+             without perf, {} CPU per call; {} calls under perf.",
+            crate::calls::REUSE,
+            num(&cal, "calls"),
+            dur(reused_per_call),
+            num(&v, "calls")
+        ),
+        group_table(&[("price_hint, reused", &g, Some(reused_per_call))]),
+    );
+    describe(&mut sec, "Reused-instance `price_hint`", &data, &[])?;
+    std::fs::remove_file(&data).ok();
+
     // 2. Provision round trips: CPU per call of each client, both profiled.
     println!("  profiling provision round trips …");
     let fake = rt.block_on(start_fake(usize::MAX))?;

@@ -118,7 +118,6 @@ impl Section {
 pub enum Verdict {
     Met,
     Missed,
-    NotApplicable,
 }
 
 impl Verdict {
@@ -130,7 +129,6 @@ impl Verdict {
         match self {
             Self::Met => "met",
             Self::Missed => "**missed**",
-            Self::NotApplicable => "n/a",
         }
     }
 }

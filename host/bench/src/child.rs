@@ -154,7 +154,12 @@ fn inflight_client(mode: &str, c: usize, endpoint: &str, token: &str, cache: &Pa
     let provider = match mode {
         "native" => AnyClient::Native(Box::new(NativeHetzner::new(endpoint, token, OWNER, true))),
         "wasm" => {
-            let h = rt.block_on(build_host(dir.path(), Some(cache), Some(token)))?;
+            let h = rt.block_on(crate::common::build_host_with(
+                dir.path(),
+                Some(cache),
+                Some(token),
+                |b| b.engine_settings(profiled()),
+            ))?;
             let p = h.plugin("hetzner").context("not loaded")?;
             host = Some(h);
             AnyClient::Wasm(p)
@@ -224,6 +229,15 @@ impl AnyClient {
     }
 }
 
+/// Engine settings of the profiled loops: default, plus a perf map so that
+/// the profile names the guest's functions.
+fn profiled() -> wasmprov_host::EngineSettings {
+    wasmprov_host::EngineSettings {
+        perf_map: true,
+        ..wasmprov_host::EngineSettings::default()
+    }
+}
+
 /// Price hints for `secs` (the profiled loop): a fresh instance per call, or
 /// with `reused` warm instances answering many.
 fn price_loop(secs: Duration, cache: &Path, reused: bool) -> Result<()> {
@@ -234,7 +248,7 @@ fn price_loop(secs: Duration, cache: &Path, reused: bool) -> Result<()> {
         dir.path(),
         Some(cache),
         None,
-        |b| b.price_hint_reuse(reuse),
+        |b| b.engine_settings(profiled()).price_hint_reuse(reuse),
     ))?;
     let p = host.wasm_plugin("hetzner").context("not loaded")?;
     let s = shape();
@@ -251,7 +265,10 @@ fn price_loop(secs: Duration, cache: &Path, reused: bool) -> Result<()> {
         n += 100;
     }
     let cpu = crate::common::cpu_time().saturating_sub(cpu0);
-    println!("{}", json!({ "calls": n, "cpu_ns": cpu.as_nanos() as f64 }));
+    println!(
+        "{}",
+        json!({ "calls": n, "cpu_ns": cpu.as_nanos() as f64, "pid": std::process::id() })
+    );
     Ok(())
 }
 
@@ -272,7 +289,12 @@ fn provision_loop(
     let provider = match client {
         "native" => AnyClient::Native(Box::new(NativeHetzner::new(endpoint, token, OWNER, true))),
         "wasm" => {
-            let h = rt.block_on(build_host(dir.path(), Some(cache), Some(token)))?;
+            let h = rt.block_on(crate::common::build_host_with(
+                dir.path(),
+                Some(cache),
+                Some(token),
+                |b| b.engine_settings(profiled()),
+            ))?;
             let p = h.plugin("hetzner").context("not loaded")?;
             host = Some(h);
             AnyClient::Wasm(p)
@@ -300,7 +322,8 @@ fn provision_loop(
     println!(
         "{}",
         json!({ "calls": r.ok + r.concurrency as u64, "errors": r.errors,
-                "cpu_ns": cpu.as_nanos() as f64, "wall_ns": r.wall.as_nanos() as f64 })
+                "cpu_ns": cpu.as_nanos() as f64, "wall_ns": r.wall.as_nanos() as f64,
+                "pid": pid })
     );
     drop(host);
     Ok(())
@@ -319,6 +342,9 @@ fn load_loop(secs: Duration, cache: &Path) -> Result<()> {
         n += 1;
     }
     let cpu = crate::common::cpu_time().saturating_sub(cpu0);
-    println!("{}", json!({ "calls": n, "cpu_ns": cpu.as_nanos() as f64 }));
+    println!(
+        "{}",
+        json!({ "calls": n, "cpu_ns": cpu.as_nanos() as f64, "pid": std::process::id() })
+    );
     Ok(())
 }

@@ -129,6 +129,29 @@ fn perf_works() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Removes the perf map a profiled child wrote (named by the `pid` in its
+/// JSON line), once its profile has been read.
+fn drop_perf_map(v: &Value) {
+    if let Some(pid) = v.get("pid").and_then(Value::as_u64) {
+        std::fs::remove_file(format!("/tmp/perf-{pid}.map")).ok();
+    }
+}
+
+/// The guest's own functions (JIT-compiled wasm, named through the perf
+/// map) with the most self samples.
+fn guest_functions(sec: &mut Section, name: &str, data: &Path) -> Result<()> {
+    let own = self_by_dso(data)?;
+    let mut t = Table::new(&["self", "guest function"]);
+    for (_, sym, p) in own.iter().filter(|(d, _, _)| d.contains("[JIT]")).take(10) {
+        t.row(vec![pct(*p), format!("`{}`", short(sym))]);
+    }
+    sec.table(
+        &format!("{name}: guest functions (JIT-compiled wasm) by self samples."),
+        t,
+    );
+    Ok(())
+}
+
 /// Runs this binary's child mode `args` under `perf record`; returns the
 /// child's JSON line.
 fn record(data: &Path, args: &[String]) -> Result<Value> {
@@ -616,6 +639,7 @@ pub fn run(cfg: &Config, rt: &Runtime) -> Result<Profile> {
     println!("  profiling fresh-instance price_hint …");
     let price_args: Vec<String> = vec!["price-loop".into(), secs.into(), cache.clone()];
     let cal = crate::memory::child_json(&price_args)?;
+    drop_perf_map(&cal);
     let per_call = num(&cal, "cpu_ns") / num(&cal, "calls");
     let data = dir.path().join("price.data");
     let v = record(&data, &price_args)?;
@@ -662,6 +686,7 @@ pub fn run(cfg: &Config, rt: &Runtime) -> Result<Profile> {
             ("kernel: PAGEMAP_SCAN ioctl", "[k] __x64_sys_ioctl"),
         ],
     )?;
+    drop_perf_map(&v);
     std::fs::remove_file(&data).ok();
     groups_out.price = g;
     groups_out.price_per_call = per_call;
@@ -671,6 +696,7 @@ pub fn run(cfg: &Config, rt: &Runtime) -> Result<Profile> {
     let mut reused_args = price_args.clone();
     reused_args.push("reused".into());
     let cal = crate::memory::child_json(&reused_args)?;
+    drop_perf_map(&cal);
     let reused_per_call = num(&cal, "cpu_ns") / num(&cal, "calls");
     let data = dir.path().join("reused.data");
     let v = record(&data, &reused_args)?;
@@ -687,6 +713,8 @@ pub fn run(cfg: &Config, rt: &Runtime) -> Result<Profile> {
         group_table(&[("price_hint, reused", &g, Some(reused_per_call))]),
     );
     describe(&mut sec, "Reused-instance `price_hint`", &data, &[])?;
+    guest_functions(&mut sec, "Reused-instance `price_hint`", &data)?;
+    drop_perf_map(&v);
     std::fs::remove_file(&data).ok();
 
     // 2. Provision round trips: CPU per call of each client, both profiled.
@@ -706,12 +734,13 @@ pub fn run(cfg: &Config, rt: &Runtime) -> Result<Profile> {
     };
     let nat = crate::memory::child_json(&args("native"))?;
     let was = crate::memory::child_json(&args("wasm"))?;
+    drop_perf_map(&was);
     let per = |v: &Value| num(v, "cpu_ns") / num(v, "calls");
     let data_n = dir.path().join("native.data");
     record(&data_n, &args("native"))?;
     let gn = groups(&data_n)?;
     let data_w = dir.path().join("wasm.data");
-    record(&data_w, &args("wasm"))?;
+    let recorded_w = record(&data_w, &args("wasm"))?;
     let gw = groups(&data_w)?;
     drop(fake);
     sec.table(
@@ -761,6 +790,8 @@ pub fn run(cfg: &Config, rt: &Runtime) -> Result<Profile> {
             ),
         ],
     )?;
+    guest_functions(&mut sec, "Wasm provision (client process)", &data_w)?;
+    drop_perf_map(&recorded_w);
     std::fs::remove_file(&data_n).ok();
     std::fs::remove_file(&data_w).ok();
     groups_out.provision_native = gn;

@@ -29,6 +29,10 @@ pub struct EngineSettings {
     /// one hint to the next stays inside the plugin. An instance that traps,
     /// runs out of time, grows its memory or reaches this count is dropped.
     pub price_hint_reuse: u32,
+    /// Write `/tmp/perf-<pid>.map` naming the JIT-compiled guest functions,
+    /// so that `perf report` shows a plugin's own functions (for profiling a
+    /// plugin; off by default).
+    pub perf_map: bool,
 }
 
 impl Default for EngineSettings {
@@ -38,6 +42,7 @@ impl Default for EngineSettings {
             max_instances: 1000,
             max_memory_bytes: wasmprov_policy::limits::MAX_MEMORY_MIB << 20,
             price_hint_reuse: 1,
+            perf_map: false,
         }
     }
 }
@@ -67,6 +72,9 @@ impl SharedEngine {
         // Fibers need room for the guest stack plus host frames.
         config.async_stack_size(stack + (1 << 20));
         config.memory_init_cow(true);
+        if settings.perf_map {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
 
         let mut pool = PoolingAllocationConfig::new();
         pool.total_component_instances(settings.max_instances);

@@ -85,7 +85,13 @@ impl ServerType {
     /// (or the location is unknown).
     #[must_use]
     pub fn hourly_eur(&self, location: &str) -> Option<f64> {
-        let region = region_of(location)?;
+        let region = LOCATIONS.iter().find(|(l, _)| *l == location)?.1;
+        self.hourly_in(region)
+    }
+
+    /// Hourly net EUR price in `region`, or `None` when not sold there.
+    #[must_use]
+    pub fn hourly_in(&self, region: Region) -> Option<f64> {
         let units = match region {
             Region::Eu => Some(self.eu_hourly),
             Region::Us => self.us_hourly,
@@ -134,16 +140,6 @@ pub const SERVER_TYPES: &[ServerType] = &[
     st("ccx43", 16, 64, "dedicated", Arch::X86, 1527, Some(1832)),
 ];
 
-/// The price region of `location`, as in [`LOCATIONS`] (a `match`: this runs
-/// for every type on every price hint).
-fn region_of(location: &str) -> Option<Region> {
-    match location {
-        "fsn1" | "nbg1" | "hel1" => Some(Region::Eu),
-        "ash" | "hil" => Some(Region::Us),
-        _ => None,
-    }
-}
-
 /// Whether `location` is a Hetzner location this catalogue knows.
 #[must_use]
 pub fn is_known_location(location: &str) -> bool {
@@ -189,7 +185,7 @@ pub fn choose(shape: &NodeShape, default_location: &str, arch: Option<Arch>) -> 
         .map(str::trim)
         .filter(|z| !z.is_empty())
         .unwrap_or(default_location);
-    let Some(&(location, _)) = LOCATIONS
+    let Some(&(location, region)) = LOCATIONS
         .iter()
         .find(|(l, _)| l.eq_ignore_ascii_case(wanted))
     else {
@@ -213,39 +209,45 @@ pub fn choose(shape: &NodeShape, default_location: &str, arch: Option<Arch>) -> 
         instance_type: explicit.as_deref(),
         ..Criteria::of(shape)
     };
-    // Straight from the static table: no per-call catalogue is built.
+    // The static table seen from one region, on the stack: no per-call
+    // catalogue on the heap, and the location is looked up once.
+    let priced: [InRegion; SERVER_TYPES.len()] = std::array::from_fn(|i| InRegion {
+        server_type: &SERVER_TYPES[i],
+        region,
+    });
     let picked = pick_for(
         &want,
-        SERVER_TYPES
+        priced
             .iter()
-            .filter(|t| explicit.is_some() || arch.is_none_or(|a| a == t.arch)),
+            .filter(|p| explicit.is_some() || arch.is_none_or(|a| a == p.server_type.arch)),
     )?;
     Ok(Choice {
-        server_type: picked.instance_type,
+        server_type: picked.instance_type.server_type,
         location,
         hourly_eur: picked.hourly_usd,
     })
 }
 
+/// A server type as sold in one price region.
+struct InRegion {
+    server_type: &'static ServerType,
+    region: Region,
+}
+
 /// [`pick_for`] compares prices only, so they stay in EUR here (the caller
-/// converts).
-impl Offering for ServerType {
+/// converts). The zone was resolved to the region already.
+impl Offering for InRegion {
     fn name(&self) -> &str {
-        self.name
+        self.server_type.name
     }
     fn cpu(&self) -> f64 {
-        f64::from(self.cores)
+        f64::from(self.server_type.cores)
     }
     fn memory_bytes(&self) -> u64 {
-        u64::from(self.memory_gb) << 30
+        u64::from(self.server_type.memory_gb) << 30
     }
-    /// In `zone`; without one, the cheapest location's (the EU price, which
-    /// every type has).
-    fn price_in(&self, zone: Option<&str>) -> Option<f64> {
-        match zone {
-            Some(location) => self.hourly_eur(location),
-            None => Some(f64::from(self.eu_hourly) / 10_000.0),
-        }
+    fn price_in(&self, _zone: Option<&str>) -> Option<f64> {
+        self.server_type.hourly_in(self.region)
     }
 }
 
@@ -256,15 +258,6 @@ mod tests {
 
     fn shape(cpu: f64, gib: u64) -> NodeShape {
         NodeShape::new(cpu, gib << 30)
-    }
-
-    #[test]
-    fn regions_follow_the_location_table() {
-        for (location, region) in LOCATIONS {
-            assert_eq!(region_of(location), Some(*region), "{location}");
-        }
-        assert_eq!(region_of("FSN1"), None);
-        assert_eq!(region_of("nowhere"), None);
     }
 
     #[test]

@@ -26,7 +26,8 @@ impl Profile {
         self.section.markdown()
     }
 
-    /// Figures for the analysis text: `price_KEY` (per call), `prov_native_KEY`,
+    /// Figures for the analysis text: `price_KEY` and `reused_KEY` (per
+    /// call, fresh and reused instance), `prov_native_KEY`,
     /// `prov_wasm_KEY`, `prov_diff_KEY` (per provision), and the CPU totals.
     pub fn facts(&self, facts: &mut std::collections::BTreeMap<String, String>) {
         let g = &self.groups;
@@ -34,6 +35,7 @@ impl Profile {
             return;
         }
         facts.insert("price_cpu".into(), dur(g.price_per_call));
+        facts.insert("reused_cpu".into(), dur(g.reused_per_call));
         facts.insert("prov_cpu_wasm".into(), dur(g.cpu_wasm));
         facts.insert("prov_cpu_native".into(), dur(g.cpu_native));
         facts.insert("prov_cpu_ratio".into(), ratio(g.cpu_wasm, g.cpu_native));
@@ -45,6 +47,12 @@ impl Profile {
                     dur(share.max(0.0) / 100.0 * g.price_per_call),
                 );
                 facts.insert(format!("price_{key}_pct"), pct(*share));
+            }
+            if let Some((_, share)) = g.reused.get(i) {
+                facts.insert(
+                    format!("reused_{key}"),
+                    dur(share.max(0.0) / 100.0 * g.reused_per_call),
+                );
             }
             let n = g
                 .provision_native
@@ -608,6 +616,8 @@ fn num(v: &Value, key: &str) -> f64 {
 pub struct Groups {
     pub price: Vec<(String, f64)>,
     pub price_per_call: f64,
+    pub reused: Vec<(String, f64)>,
+    pub reused_per_call: f64,
     pub provision_native: Vec<(String, f64)>,
     pub provision_wasm: Vec<(String, f64)>,
     pub cpu_native: f64,
@@ -716,6 +726,8 @@ pub fn run(cfg: &Config, rt: &Runtime) -> Result<Profile> {
     guest_functions(&mut sec, "Reused-instance `price_hint`", &data)?;
     drop_perf_map(&v);
     std::fs::remove_file(&data).ok();
+    groups_out.reused = g;
+    groups_out.reused_per_call = reused_per_call;
 
     // 2. Provision round trips: CPU per call of each client, both profiled.
     println!("  profiling provision round trips …");

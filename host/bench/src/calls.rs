@@ -200,24 +200,20 @@ pub fn run(cfg: &Config, host: &Host, reusing: &Host) -> Result<(Section, CallRe
         "×1".into(),
         ratio(nat.p50, sub.p50),
     ]);
-    t.row(vec![
-        "wasm, fresh instance per call".into(),
-        fr.n.to_string(),
-        dur(fr.p50),
-        dur(fr.p90),
-        dur(fr.p99),
-        ratio(fr.p50, nat.p50),
-        ratio(fr.p50, sub.p50),
-    ]);
-    t.row(vec![
-        "wasm, reused instance".into(),
-        re.n.to_string(),
-        dur(re.p50),
-        dur(re.p90),
-        dur(re.p99),
-        ratio(re.p50, nat.p50),
-        ratio(re.p50, sub.p50),
-    ]);
+    for (path, r) in [
+        ("wasm, fresh instance per call", &fr),
+        ("wasm, reused instance", &re),
+    ] {
+        t.row(vec![
+            path.into(),
+            r.n.to_string(),
+            dur(r.p50),
+            dur(r.p90),
+            dur(r.p99),
+            ratio(r.p50, nat.p50),
+            ratio(r.p50, sub.p50),
+        ]);
+    }
     t.row(vec![
         "subprocess, JSON lines (baseline)".into(),
         sub.n.to_string(),

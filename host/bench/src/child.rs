@@ -150,22 +150,15 @@ fn request(i: usize, phase: &str) -> ProvisionRequest {
 fn inflight_client(mode: &str, c: usize, endpoint: &str, token: &str, cache: &Path) -> Result<()> {
     let rt = runtime()?;
     let dir = one_plugin_dir(Some(endpoint), crate::roundtrip::MAX_IN_FLIGHT)?;
-    let mut host = None;
-    let provider = match mode {
-        "native" => AnyClient::Native(Box::new(NativeHetzner::new(endpoint, token, OWNER, true))),
-        "wasm" => {
-            let h = rt.block_on(crate::common::build_host_with(
-                dir.path(),
-                Some(cache),
-                Some(token),
-                |b| b.engine_settings(profiled()),
-            ))?;
-            let p = h.plugin("hetzner").context("not loaded")?;
-            host = Some(h);
-            AnyClient::Wasm(p)
-        }
-        other => bail!("unknown client {other:?}"),
-    };
+    let (provider, host) = make_client(
+        &rt,
+        mode,
+        dir.path(),
+        endpoint,
+        token,
+        cache,
+        Default::default(),
+    )?;
     let round = |phase: &'static str| {
         let provider = provider.clone();
         rt.block_on(async move {
@@ -229,6 +222,36 @@ impl AnyClient {
     }
 }
 
+/// The client `mode` names: the native one, or the Hetzner plugin in `dir`
+/// through a host with `settings` (returned too, to be kept alive).
+fn make_client(
+    rt: &tokio::runtime::Runtime,
+    mode: &str,
+    dir: &Path,
+    endpoint: &str,
+    token: &str,
+    cache: &Path,
+    settings: wasmprov_host::EngineSettings,
+) -> Result<(AnyClient, Option<wasmprov_host::Host>)> {
+    match mode {
+        "native" => Ok((
+            AnyClient::Native(Box::new(NativeHetzner::new(endpoint, token, OWNER, true))),
+            None,
+        )),
+        "wasm" => {
+            let h = rt.block_on(crate::common::build_host_with(
+                dir,
+                Some(cache),
+                Some(token),
+                |b| b.engine_settings(settings),
+            ))?;
+            let p = h.plugin("hetzner").context("not loaded")?;
+            Ok((AnyClient::Wasm(p), Some(h)))
+        }
+        other => bail!("unknown client {other:?}"),
+    }
+}
+
 /// Engine settings of the profiled loops: default, plus a perf map so that
 /// the profile names the guest's functions.
 fn profiled() -> wasmprov_host::EngineSettings {
@@ -285,22 +308,8 @@ fn provision_loop(
 ) -> Result<()> {
     let rt = runtime()?;
     let dir = one_plugin_dir(Some(endpoint), crate::roundtrip::MAX_IN_FLIGHT)?;
-    let mut host = None;
-    let provider = match client {
-        "native" => AnyClient::Native(Box::new(NativeHetzner::new(endpoint, token, OWNER, true))),
-        "wasm" => {
-            let h = rt.block_on(crate::common::build_host_with(
-                dir.path(),
-                Some(cache),
-                Some(token),
-                |b| b.engine_settings(profiled()),
-            ))?;
-            let p = h.plugin("hetzner").context("not loaded")?;
-            host = Some(h);
-            AnyClient::Wasm(p)
-        }
-        other => bail!("unknown client {other:?}"),
-    };
+    let (provider, host) =
+        make_client(&rt, client, dir.path(), endpoint, token, cache, profiled())?;
     let bounds = crate::driver::Bounds {
         concurrency: c,
         total: u64::MAX,

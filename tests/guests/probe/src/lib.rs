@@ -87,7 +87,7 @@ impl Provider for Probe {
         match mode {
             "count" | "grow" => {
                 if mode == "grow" {
-                    // Past the 4 MiB the guest starts with.
+                    // Past the 2 MiB the guest starts with.
                     std::hint::black_box(vec![1u8; 6 << 20]);
                 }
                 return Ok(Some(PriceHint {

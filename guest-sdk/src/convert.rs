@@ -140,16 +140,22 @@ impl<T: Provider + 'static> Guest for Export<T> {
             request_id: request.request_id,
             shape: shape_from_wit(request.shape),
         };
+        // The ids become tags unchanged (`tags`), so a plugin never sees
+        // one outside the syntax, whichever host called it.
+        wasmprov_api::ids::check_owner_id(&owner).map_err(error_to_wit)?;
+        wasmprov_api::ids::check_request_id(&request.request_id).map_err(error_to_wit)?;
         with_provider(|p: &T| p.provision(&owner, &request))
             .map(handle_to_wit)
             .map_err(error_to_wit)
     }
 
     fn terminate(owner_id: String, provider_id: String) -> Result<(), w::ProvisionError> {
+        wasmprov_api::ids::check_owner_id(&owner_id).map_err(error_to_wit)?;
         with_provider(|p: &T| p.terminate(&owner_id, &provider_id)).map_err(error_to_wit)
     }
 
     fn describe(owner_id: String) -> Result<Vec<w::NodeHandle>, w::ProvisionError> {
+        wasmprov_api::ids::check_owner_id(&owner_id).map_err(error_to_wit)?;
         with_provider(|p: &T| p.describe(&owner_id))
             .map(|nodes| nodes.into_iter().map(handle_to_wit).collect())
             .map_err(error_to_wit)

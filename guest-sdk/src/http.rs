@@ -19,8 +19,12 @@ use crate::Error;
 /// Why a request got no response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HttpError {
-    /// The host's policy refused the request (no grant covers it, or a limit).
+    /// The host's policy refused the request (no grant covers it).
     Denied(String),
+    /// The plugin's requests in flight stayed at the host's limit for as
+    /// long as this one could wait (`connection-limit-reached`): load, not
+    /// configuration, so the caller may retry.
+    Busy(String),
     /// The request or response took too long.
     Timeout(String),
     /// The response body was larger than the host allows.
@@ -35,6 +39,10 @@ impl std::fmt::Display for HttpError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Denied(m) => write!(f, "HTTP request denied by the host: {m}"),
+            Self::Busy(m) => write!(
+                f,
+                "HTTP request waited too long for a slot under the host's in-flight limit: {m}"
+            ),
             Self::Timeout(m) => write!(f, "HTTP timeout: {m}"),
             Self::TooLarge(m) => write!(f, "HTTP response too large: {m}"),
             Self::Transport(m) => write!(f, "HTTP transport error: {m}"),
@@ -47,10 +55,15 @@ impl std::error::Error for HttpError {}
 
 impl From<HttpError> for Error {
     /// A denial or a bad URL means the configuration or grants are wrong;
-    /// everything else is a transport failure the caller may retry.
+    /// a full in-flight limit is `rate-limited` (retry later); everything
+    /// else is a transport failure the caller may retry.
     fn from(e: HttpError) -> Self {
         match e {
             HttpError::Denied(_) | HttpError::BadUrl(_) => Error::InvalidConfig(e.to_string()),
+            HttpError::Busy(_) => Error::RateLimited {
+                retry_after_ms: None,
+                message: e.to_string(),
+            },
             _ => Error::Transport(e.to_string()),
         }
     }
@@ -62,7 +75,7 @@ fn classify(url: &str, code: &ErrorCode) -> HttpError {
         ErrorCode::HttpRequestDenied | ErrorCode::DestinationIpProhibited => {
             HttpError::Denied(what)
         }
-        ErrorCode::ConnectionLimitReached => HttpError::Denied(what),
+        ErrorCode::ConnectionLimitReached => HttpError::Busy(what),
         ErrorCode::ConnectionTimeout
         | ErrorCode::ConnectionReadTimeout
         | ErrorCode::ConnectionWriteTimeout
@@ -366,6 +379,29 @@ pub fn retry_after_ms(value: &str, now: std::time::SystemTime) -> Option<u64> {
 mod tests {
     use super::*;
     use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn wasi_http_errors_map_to_what_the_caller_should_do() {
+        let kind = |code: ErrorCode| Error::from(classify("http://x/", &code)).kind();
+        // Load is retryable, never a configuration error.
+        assert_eq!(kind(ErrorCode::ConnectionLimitReached), "rate_limited");
+        assert!(Error::from(classify("u", &ErrorCode::ConnectionLimitReached)).is_retryable());
+        for code in [
+            ErrorCode::ConnectionTimeout,
+            ErrorCode::ConnectionReadTimeout,
+            ErrorCode::DnsTimeout,
+            ErrorCode::ConnectionRefused,
+            ErrorCode::ConnectionTerminated,
+        ] {
+            assert_eq!(kind(code), "transport");
+        }
+        for code in [
+            ErrorCode::HttpRequestDenied,
+            ErrorCode::DestinationIpProhibited,
+        ] {
+            assert_eq!(kind(code), "invalid_config");
+        }
+    }
 
     #[test]
     fn retry_after_forms() {

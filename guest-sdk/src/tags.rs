@@ -6,13 +6,56 @@
 //! - `provision` first looks for a node whose [`REQUEST`] label equals the
 //!   request id and returns it instead of creating a second one.
 //!
-//! Values are reduced to characters every common cloud accepts in labels
-//! (`[a-z0-9_.-]`, at most 63), with [`label_value`].
+//! The owner and request ids are put on nodes **unchanged** ([`id_tag`]):
+//! the host and this SDK accept only ids every common cloud stores as they
+//! are (`wasmprov_api::ids`: 1–63 of `[a-z0-9_-]`, alphanumeric at both
+//! ends; the SDK refuses any other before a provider sees it), so the
+//! mapping from ids to tags is one-to-one by construction, and the host
+//! compares nodes with its journal in the same space.
+//!
+//! Other label keys and values (the shape's own labels) are reduced to
+//! characters every common cloud accepts with [`label_value`]. That
+//! reduction is *not* one-to-one; never use it on an id.
 
 /// Label carrying the owner id of the host that created the node.
 pub const OWNER: &str = "wasmprov-owner";
 /// Label carrying the request id that created the node.
 pub const REQUEST: &str = "wasmprov-request";
+
+/// The tag value of a request or owner id: the id itself. Ids reach a
+/// provider only once checked against `wasmprov_api::ids` (the SDK's
+/// export glue does it), so the value is safe on every common cloud and no
+/// two ids share one.
+#[must_use]
+pub fn id_tag(id: &str) -> String {
+    debug_assert!(
+        wasmprov_api::ids::is_valid_id(id),
+        "id {id:?} reached a provider unchecked"
+    );
+    id.to_string()
+}
+
+/// One token for an (owner, request) pair, of at most `max_len` ASCII
+/// characters (at least 64), distinct for distinct pairs: `owner/request`
+/// when it fits (ids hold no `/`), else the SHA-256 of both, hex. For
+/// idempotency tokens such as EC2's `ClientToken`.
+#[must_use]
+pub fn pair_token(owner_id: &str, request_id: &str, max_len: usize) -> String {
+    use sha2::Digest;
+    let plain = format!("{owner_id}/{request_id}");
+    if plain.len() <= max_len {
+        return plain;
+    }
+    let mut h = sha2::Sha256::new();
+    h.update(owner_id.as_bytes());
+    h.update([0]);
+    h.update(request_id.as_bytes());
+    hex_lower(&h.finalize())
+}
+
+fn hex_lower(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
 
 /// Makes a string safe as a label value on common clouds: lowercase
 /// `[a-z0-9_.-]`, at most 63 characters, starting and ending alphanumeric.
@@ -115,8 +158,8 @@ pub fn node_labels(
     shape_labels: &crate::Labels,
 ) -> crate::Labels {
     let mut labels = shape_labels.clone();
-    labels.insert(OWNER.to_string(), label_value(owner_id));
-    labels.insert(REQUEST.to_string(), label_value(request_id));
+    labels.insert(OWNER.to_string(), id_tag(owner_id));
+    labels.insert(REQUEST.to_string(), id_tag(request_id));
     labels
 }
 
@@ -145,6 +188,40 @@ mod tests {
             hostname_with_hash("wp", "r", b"b")
         );
         assert!(!is_hostname_label("-x") && !is_hostname_label("a_b") && !is_hostname_label(""));
+    }
+
+    #[test]
+    fn id_tags_are_the_ids_and_pair_tokens_are_distinct() {
+        // Adversarial pairs: an id equal to another's reduced form, ids
+        // differing in a separator, in length only, or by a hash suffix.
+        let ids = [
+            "req-1",
+            "req_1",
+            "req-1-6c4bf8d1",
+            &label_value("Req/1"),
+            "a",
+            "a-b",
+            "a_b",
+            "ab",
+            &"x".repeat(63),
+            &"x".repeat(62),
+        ];
+        let mut tags = std::collections::BTreeSet::new();
+        for id in ids {
+            assert!(wasmprov_api::ids::is_valid_id(id), "{id}");
+            assert_eq!(id_tag(id), id);
+            assert!(tags.insert(id_tag(id)), "two ids share the tag {id}");
+        }
+        let mut tokens = std::collections::BTreeSet::new();
+        for owner in ids {
+            for request in ids {
+                let t = pair_token(owner, request, 64);
+                assert!(t.len() <= 64 && t.is_ascii(), "{t}");
+                assert!(tokens.insert(t.clone()), "{owner} {request} -> {t}");
+            }
+        }
+        assert_eq!(pair_token("o", "r", 64), "o/r");
+        assert_eq!(pair_token(&"o".repeat(63), "r", 64).len(), 64);
     }
 
     #[test]

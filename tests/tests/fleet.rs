@@ -8,11 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use wasmprov_api::{CloudProvisioner, NodeShape, ProvisionRequest};
-use wasmprov_host::journal::{Intent, IntentState, now_ms};
-use wasmprov_host::{
-    CapacityGroup, Fleet, HostBuilder, LeakPolicy, LockMode, ProvisionOptions, ReconcilePolicy,
-    ReloadReport,
-};
+use wasmprov_fleet::journal::{Intent, IntentState, now_ms};
+use wasmprov_fleet::{CapacityGroup, Fleet, LeakPolicy, ProvisionOptions, ReconcilePolicy};
+use wasmprov_host::{Host, HostBuilder, LockMode, ReloadReport};
 use wasmprov_tests::{EchoServer, PluginDir, guests};
 
 const OWNER: &str = "fleet-owner";
@@ -246,7 +244,20 @@ async fn cloud_with(
     Cloud { fake }
 }
 
+/// Reconcile as the tests want it: the fakes list a node as soon as it
+/// exists, so no grace is needed.
+fn now_policy() -> ReconcilePolicy {
+    ReconcilePolicy {
+        grace: Duration::ZERO,
+        ..ReconcilePolicy::default()
+    }
+}
+
 async fn fleet(dir: &PluginDir, state: &tempfile::TempDir) -> Fleet {
+    fleet_and_host(dir, state).await.1
+}
+
+async fn fleet_and_host(dir: &PluginDir, state: &tempfile::TempDir) -> (Arc<Host>, Fleet) {
     let host = HostBuilder::new(dir.path())
         .owner_id(OWNER)
         .cache_dir(cache())
@@ -255,7 +266,9 @@ async fn fleet(dir: &PluginDir, state: &tempfile::TempDir) -> Fleet {
         .await
         .unwrap();
     assert!(host.errors().is_empty(), "{:?}", host.errors());
-    Fleet::open(Arc::new(host), state.path().join("journal.redb")).unwrap()
+    let host = Arc::new(host);
+    let fleet = Fleet::open(host.clone(), state.path().join("journal.redb")).unwrap();
+    (host, fleet)
 }
 
 fn request_ids(cloud: &Cloud) -> Vec<String> {
@@ -265,7 +278,7 @@ fn request_ids(cloud: &Cloud) -> Vec<String> {
         .iter()
         .map(|s| {
             s.labels
-                .get(wasmprov_host::REQUEST_LABEL)
+                .get(wasmprov_fleet::REQUEST_LABEL)
                 .cloned()
                 .unwrap_or_default()
         })
@@ -291,6 +304,9 @@ mod reconcile {
             group: None,
             hourly_usd: None,
             state,
+            generation: 0,
+            last_error: None,
+            missing_since_ms: None,
         }
     }
 
@@ -304,8 +320,8 @@ mod reconcile {
         let dir = PluginDir::new();
         let c = cloud(&dir, "hetzner", "fsn1", 100).await;
         let state = tempfile::tempdir().unwrap();
-        let fleet = fleet(&dir, &state).await;
-        let p = fleet.host().plugin("hetzner").unwrap();
+        let (host, fleet) = fleet_and_host(&dir, &state).await;
+        let p = host.plugin("hetzner").unwrap();
         let make = |id: &str| ProvisionRequest {
             request_id: id.into(),
             shape: shape(),
@@ -347,7 +363,7 @@ mod reconcile {
         // Owned, but wanted by no intent.
         let stray = p.provision_request(&make("stray")).await.unwrap();
 
-        let report = fleet.reconcile(&ReconcilePolicy::default()).await.unwrap();
+        let report = fleet.reconcile(&now_policy()).await.unwrap();
         assert_eq!(
             report.confirmed,
             [("made".to_string(), made.provider_id.clone())]
@@ -368,7 +384,7 @@ mod reconcile {
 
         let terminate = ReconcilePolicy {
             leaks: LeakPolicy::Terminate,
-            ..ReconcilePolicy::default()
+            ..now_policy()
         };
         let report = fleet.reconcile(&terminate).await.unwrap();
         assert_eq!(report.leaks.len(), 1, "{report}");
@@ -377,7 +393,7 @@ mod reconcile {
 
         let report = fleet.reconcile(&terminate).await.unwrap();
         assert!(report.is_clean(), "{report}");
-        let metrics = fleet.host().metrics().encode();
+        let metrics = host.metrics().encode();
         assert!(
             metrics.contains("wasmprov_nodes{plugin=\"hetzner\"} 2"),
             "{metrics}"
@@ -406,7 +422,7 @@ mod reconcile {
         let dir = PluginDir::new();
         let c = cloud(&dir, "hetzner", "fsn1", 100).await;
         let state = tempfile::tempdir().unwrap();
-        let fleet = fleet(&dir, &state).await;
+        let (host, fleet) = fleet_and_host(&dir, &state).await;
         let opts = || ProvisionOptions {
             request_id: Some("once".into()),
             ..ProvisionOptions::default()
@@ -426,7 +442,7 @@ mod reconcile {
             .unwrap_err();
         assert!(err.to_string().contains("no plugin \"nope\""), "{err}");
 
-        let second = Fleet::open(fleet.host().clone(), state.path().join("journal.redb"));
+        let second = Fleet::open(host.clone(), state.path().join("journal.redb"));
         assert!(
             second
                 .unwrap_err()
@@ -476,7 +492,7 @@ mod reconcile {
             let report = fleet
                 .reconcile(&ReconcilePolicy {
                     leaks: LeakPolicy::Terminate,
-                    ..ReconcilePolicy::default()
+                    ..now_policy()
                 })
                 .await
                 .unwrap();
@@ -485,7 +501,7 @@ mod reconcile {
         let node = running.await.unwrap().unwrap();
         assert_eq!(fake.servers().len(), 1);
         assert_eq!(fake.servers()[0].id.to_string(), node.provider_id);
-        let report = fleet.reconcile(&ReconcilePolicy::default()).await.unwrap();
+        let report = fleet.reconcile(&now_policy()).await.unwrap();
         assert!(report.is_clean(), "{report}");
     }
 
@@ -520,12 +536,12 @@ mod reconcile {
             )
             .await
             .unwrap();
-        let report = fleet.reconcile(&ReconcilePolicy::default()).await.unwrap();
+        let report = fleet.reconcile(&now_policy()).await.unwrap();
         assert!(report.is_clean(), "{report}");
         assert_eq!(request_ids(&c), ["kept", "leased"]);
 
         tokio::time::sleep(Duration::from_millis(700)).await;
-        let report = fleet.reconcile(&ReconcilePolicy::default()).await.unwrap();
+        let report = fleet.reconcile(&now_policy()).await.unwrap();
         assert_eq!(report.expired, [("leased".to_string(), leased.provider_id)]);
         assert_eq!(request_ids(&c), ["kept"]);
         assert_eq!(fleet.intents().unwrap().len(), 1);
@@ -545,8 +561,8 @@ mod groups {
         let eu = cloud(&dir, "hetzner-eu", "fsn1", 4).await;
         let us = cloud(&dir, "hetzner-us", "ash", 100).await;
         let state = tempfile::tempdir().unwrap();
-        let fleet = fleet(&dir, &state).await;
-        let ranking = fleet.host().rank(&shape());
+        let (host, fleet) = fleet_and_host(&dir, &state).await;
+        let ranking = wasmprov_fleet::rank(&*host, &shape());
         assert_eq!(ranking.best().unwrap().plugin, "hetzner-eu", "{ranking:?}");
 
         let group = CapacityGroup::new("web", shape(), 1, 6);
@@ -564,7 +580,7 @@ mod groups {
         assert_eq!(us.fake.servers().len(), 2);
         assert!(r.errors.iter().any(|e| e.contains("hetzner-eu")), "{r}");
         for s in eu.fake.servers().iter().chain(us.fake.servers().iter()) {
-            assert_eq!(s.labels[wasmprov_host::GROUP_LABEL], "web");
+            assert_eq!(s.labels[wasmprov_fleet::GROUP_LABEL], "web");
         }
 
         // Nothing to do at the target.
@@ -585,7 +601,7 @@ mod groups {
         let r = fleet.scale(&group, 0).await.unwrap();
         assert_eq!((r.target, r.after), (1, 1), "{r}");
         assert_eq!(eu.fake.servers().len(), 1);
-        let report = fleet.reconcile(&ReconcilePolicy::default()).await.unwrap();
+        let report = fleet.reconcile(&now_policy()).await.unwrap();
         assert!(report.is_clean(), "{report}");
 
         let bad = CapacityGroup::new("bad name", shape(), 3, 1);
@@ -623,5 +639,639 @@ mod builder {
         assert_eq!(limits("own").http_max_in_flight, 3);
         // What neither sets keeps the built-in default.
         assert_eq!(limits("plain").memory_mib, 64);
+    }
+}
+
+/// The ways a fleet could destroy a node its caller was told exists, and
+/// the other findings of the fleet-correctness round: each a scenario that
+/// failed before and passes now.
+mod safety {
+    use super::*;
+    use std::sync::Mutex;
+    use wasmprov_api::{CapacityType, JoinState, NodeHandle, PriceHint, ProvisionerError};
+    use wasmprov_fleet::{BackendSet, journal::EventKind};
+    use wasmprov_host::intercept::{HttpFailure, HttpInterceptor, OutgoingRequest, Upstream};
+
+    /// What the scripted network does with one request.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Act {
+        /// Send it to the cloud.
+        Forward,
+        /// Answer 429 without sending it.
+        RateLimit,
+        /// Send it, let the cloud act, then break the connection.
+        ForwardThenReset,
+    }
+
+    /// An interceptor whose next answers are set by the test: a `POST`
+    /// (a create) and every other request each follow their own setting.
+    struct Script {
+        create: Mutex<Act>,
+        other: Mutex<Act>,
+        creates: AtomicU64,
+        /// Once a create is answered, everything is rate limited.
+        limit_after_create: AtomicBool,
+    }
+
+    impl Script {
+        fn new() -> Arc<Self> {
+            Arc::new(Self {
+                create: Mutex::new(Act::Forward),
+                other: Mutex::new(Act::Forward),
+                creates: AtomicU64::new(0),
+                limit_after_create: AtomicBool::new(false),
+            })
+        }
+        fn set(&self, create: Act, other: Act) {
+            *self.create.lock().unwrap() = create;
+            *self.other.lock().unwrap() = other;
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl HttpInterceptor for Script {
+        async fn exchange(
+            &self,
+            req: OutgoingRequest,
+            upstream: Upstream<'_>,
+        ) -> Result<http::Response<bytes::Bytes>, HttpFailure> {
+            let act = if req.method == http::Method::POST {
+                self.creates.fetch_add(1, SeqCst);
+                *self.create.lock().unwrap()
+            } else {
+                *self.other.lock().unwrap()
+            };
+            let create = req.method == http::Method::POST;
+            match act {
+                Act::Forward => {
+                    let r = upstream.send(req).await;
+                    if create && self.limit_after_create.load(SeqCst) {
+                        self.set(Act::RateLimit, Act::RateLimit);
+                    }
+                    r
+                }
+                Act::RateLimit => Ok(http::Response::builder()
+                    .status(429)
+                    .header("retry-after", "1")
+                    .header("content-type", "application/json")
+                    .body(bytes::Bytes::from_static(
+                        br#"{"error":{"code":"rate_limit_exceeded","message":"slow down"}}"#,
+                    ))
+                    .unwrap()),
+                Act::ForwardThenReset => {
+                    upstream.send(req).await?;
+                    Err(HttpFailure::ConnectionReset)
+                }
+            }
+        }
+    }
+
+    async fn scripted(
+        dir: &PluginDir,
+        state: &tempfile::TempDir,
+        owner: &str,
+        script: Arc<Script>,
+    ) -> (Arc<Host>, Fleet) {
+        let host = HostBuilder::new(dir.path())
+            .owner_id(owner)
+            .cache_dir(cache())
+            .secret_source(|name| {
+                (name == "HCLOUD_TOKEN").then(|| "fake-hetzner-token".to_string())
+            })
+            .http_interceptor(script)
+            .build()
+            .await
+            .unwrap();
+        assert!(host.errors().is_empty(), "{:?}", host.errors());
+        let host = Arc::new(host);
+        let fleet = Fleet::open(host.clone(), state.path().join("journal.redb")).unwrap();
+        (host, fleet)
+    }
+
+    /// A Hetzner fake whose every answer waits `delay`, servers running at once.
+    async fn slow_cloud(dir: &PluginDir, delay: Duration) -> Cloud {
+        let opts = wasmprov_fake::HetznerFakeOptions {
+            response_delay: delay,
+            boot_delay_polls: 0,
+            ..Default::default()
+        };
+        cloud_with(dir, "hetzner", "fsn1", opts).await
+    }
+
+    fn opts(id: &str) -> ProvisionOptions {
+        ProvisionOptions {
+            request_id: Some(id.into()),
+            ..ProvisionOptions::default()
+        }
+    }
+
+    fn terminate_leaks() -> ReconcilePolicy {
+        ReconcilePolicy {
+            leaks: LeakPolicy::Terminate,
+            ..now_policy()
+        }
+    }
+
+    /// Two provisions with one request id overlap: the first succeeds, the
+    /// second fails with a retryable 429. The acknowledged node stays
+    /// journaled, and reconcile with leak termination leaves it alone.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_duplicate_call_keeps_the_acknowledged_node() {
+        let dir = PluginDir::new();
+        let c = slow_cloud(&dir, Duration::from_millis(200)).await;
+        let state = tempfile::tempdir().unwrap();
+        let script = Script::new();
+        let (_host, fleet) = scripted(&dir, &state, OWNER, script.clone()).await;
+        let fleet = Arc::new(fleet);
+        // From the moment the first create is answered, the cloud only says 429.
+        script.limit_after_create.store(true, SeqCst);
+        let first = tokio::spawn({
+            let fleet = fleet.clone();
+            async move { fleet.provision("hetzner", &shape(), opts("dup")).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let second = tokio::spawn({
+            let fleet = fleet.clone();
+            async move { fleet.provision("hetzner", &shape(), opts("dup")).await }
+        });
+        let node = first.await.unwrap().expect("the first call succeeds");
+        let err = second
+            .await
+            .unwrap()
+            .expect_err("the second call is rate limited");
+        assert!(
+            matches!(&err, wasmprov_fleet::FleetError::Provisioner(e) if e.is_retryable()),
+            "{err}"
+        );
+        let intent = fleet
+            .journal()
+            .get("dup")
+            .unwrap()
+            .expect("still journaled");
+        assert_eq!(intent.provider_id(), Some(node.provider_id.as_str()));
+
+        script.limit_after_create.store(false, SeqCst);
+        script.set(Act::Forward, Act::Forward);
+        let report = fleet.reconcile(&terminate_leaks()).await.unwrap();
+        assert!(report.is_clean(), "{report}");
+        assert_eq!(c.fake.servers().len(), 1);
+        assert_eq!(c.fake.servers()[0].id.to_string(), node.provider_id);
+    }
+
+    /// A create that went through but whose answer was lost (reset), then
+    /// a retry that is rate limited: the intent is kept, reconcile finds
+    /// the node under its request id, and nothing is destroyed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lost_answer_then_a_failed_retry_keeps_the_node() {
+        let dir = PluginDir::new();
+        let c = cloud(&dir, "hetzner", "fsn1", 100).await;
+        let state = tempfile::tempdir().unwrap();
+        let script = Script::new();
+        let (_host, fleet) = scripted(&dir, &state, OWNER, script.clone()).await;
+
+        script.set(Act::ForwardThenReset, Act::Forward);
+        let err = fleet
+            .provision("hetzner", &shape(), opts("lost"))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("transport"), "{err}");
+        assert_eq!(c.fake.servers().len(), 1, "the cloud acted");
+        let intent = fleet.journal().get("lost").unwrap().expect("kept pending");
+        assert_eq!(intent.state, IntentState::Pending);
+        assert!(intent.last_error.is_some(), "{intent:?}");
+
+        script.set(Act::RateLimit, Act::RateLimit);
+        let err = fleet
+            .provision("hetzner", &shape(), opts("lost"))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("rate limited"), "{err}");
+        assert!(fleet.journal().get("lost").unwrap().is_some());
+
+        script.set(Act::Forward, Act::Forward);
+        let report = fleet.reconcile(&terminate_leaks()).await.unwrap();
+        assert_eq!(report.confirmed.len(), 1, "{report}");
+        assert!(report.leaks.is_empty(), "{report}");
+        assert_eq!(c.fake.servers().len(), 1);
+        // And the same id now returns that node.
+        let node = fleet
+            .provision("hetzner", &shape(), opts("lost"))
+            .await
+            .unwrap();
+        assert_eq!(node.provider_id, c.fake.servers()[0].id.to_string());
+    }
+
+    /// A call that failed before any create (the cloud refused for
+    /// quota) leaves nothing in the journal; one that failed after the
+    /// cloud may have acted, but whose node never shows up, is forgotten by
+    /// reconcile (not asked again: its caller was told it failed), and the
+    /// history says so.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn failures_are_forgotten_only_when_nothing_was_made() {
+        let dir = PluginDir::new();
+        let c = cloud(&dir, "hetzner", "fsn1", 0).await;
+        let state = tempfile::tempdir().unwrap();
+        let script = Script::new();
+        let (_host, fleet) = scripted(&dir, &state, OWNER, script.clone()).await;
+        let err = fleet
+            .provision("hetzner", &shape(), opts("over-quota"))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("quota"), "{err}");
+        assert!(fleet.intents().unwrap().is_empty());
+
+        // Rate limited before the create: the intent stays until reconcile.
+        script.set(Act::RateLimit, Act::RateLimit);
+        fleet
+            .provision("hetzner", &shape(), opts("limited"))
+            .await
+            .unwrap_err();
+        assert_eq!(fleet.intents().unwrap().len(), 1);
+        script.set(Act::Forward, Act::Forward);
+        // Within the grace it is left alone ...
+        let report = fleet.reconcile(&ReconcilePolicy::default()).await.unwrap();
+        assert!(report.is_clean(), "{report}");
+        // ... after it, forgotten without a second ask.
+        let report = fleet.reconcile(&now_policy()).await.unwrap();
+        assert_eq!(report.abandoned, ["limited"], "{report}");
+        assert!(fleet.intents().unwrap().is_empty());
+        assert_eq!(script.creates.load(SeqCst), 1, "only the over-quota create");
+        assert!(c.fake.servers().is_empty());
+        let history = fleet.history(10).unwrap();
+        assert_eq!(history.len(), 1);
+        assert_eq!(history[0].kind, EventKind::Abandoned);
+        assert!(history[0].reason.contains("rate limited"), "{history:?}");
+    }
+
+    /// Request ids map one-to-one onto tags: ids outside the documented
+    /// syntax are refused everywhere with the rule named; ids that an old
+    /// rewrite would have merged (a separator changed, one id equal to the
+    /// other's reduced form) get distinct nodes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn request_ids_are_one_to_one_with_their_nodes() {
+        let dir = PluginDir::new();
+        let c = cloud(&dir, "hetzner", "fsn1", 100).await;
+        let state = tempfile::tempdir().unwrap();
+        let (host, fleet) = fleet_and_host(&dir, &state).await;
+        let p = host.plugin("hetzner").unwrap();
+        for bad in [
+            "",
+            "Req/1",
+            "REQ-1",
+            "a.b",
+            "-x",
+            "x-",
+            &"x".repeat(64),
+            "ñ",
+        ] {
+            let err = fleet
+                .provision("hetzner", &shape(), opts(bad))
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains("is not valid"), "{bad:?}: {err}");
+            let err = p
+                .provision_request(&ProvisionRequest {
+                    request_id: bad.into(),
+                    shape: shape(),
+                })
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&err, ProvisionerError::Unsupported(m) if m.contains("request id")),
+                "{bad:?}: {err}"
+            );
+        }
+        assert!(fleet.intents().unwrap().is_empty());
+        assert!(c.fake.servers().is_empty());
+        // Pairs the old label rewrite merged or that look like its output.
+        let ids = [
+            "req-1",
+            "req_1",
+            "req-1-6c4bf8d1",
+            "req1",
+            "x",
+            "x-x",
+            "x_x",
+        ];
+        let mut nodes = BTreeMap::new();
+        for id in ids {
+            let n = fleet
+                .provision("hetzner", &shape(), opts(id))
+                .await
+                .unwrap();
+            assert_eq!(n.labels[wasmprov_fleet::REQUEST_LABEL], id);
+            assert!(
+                nodes.insert(n.provider_id.clone(), id).is_none(),
+                "{id} shares a node"
+            );
+        }
+        assert_eq!(c.fake.servers().len(), ids.len());
+        let report = fleet.reconcile(&terminate_leaks()).await.unwrap();
+        assert!(report.is_clean(), "{report}");
+        assert_eq!(c.fake.servers().len(), ids.len());
+    }
+
+    /// Owner ids are one-to-one too: two hosts whose owner ids an old
+    /// rewrite merged see only their own nodes, and a host refuses an owner
+    /// id outside the syntax.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn owner_ids_do_not_see_each_other() {
+        let dir = PluginDir::new();
+        let c = cloud(&dir, "hetzner", "fsn1", 100).await;
+        let err = HostBuilder::new(dir.path())
+            .owner_id("Team A")
+            .build()
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("owner id \"Team A\" is not valid"),
+            "{err}"
+        );
+        let (sa, sb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (_, a) = scripted(&dir, &sa, "team-a", Script::new()).await;
+        let (_, b) = scripted(&dir, &sb, "team_a", Script::new()).await;
+        let na = a
+            .provision("hetzner", &shape(), opts("web-1"))
+            .await
+            .unwrap();
+        let nb = b
+            .provision("hetzner", &shape(), opts("web-1"))
+            .await
+            .unwrap();
+        assert_ne!(na.provider_id, nb.provider_id);
+        assert_eq!(c.fake.servers().len(), 2);
+        for (fleet, mine) in [(&a, &na), (&b, &nb)] {
+            let report = fleet.reconcile(&terminate_leaks()).await.unwrap();
+            assert!(report.is_clean(), "{report}");
+            let listed = fleet
+                .backends()
+                .backend("hetzner")
+                .unwrap()
+                .describe()
+                .await
+                .unwrap();
+            assert_eq!(listed.len(), 1);
+            assert_eq!(listed[0].provider_id, mine.provider_id);
+        }
+        // Neither can terminate the other's node.
+        let other = a.backends().backend("hetzner").unwrap();
+        let err = other.terminate(&nb.provider_id).await.unwrap_err();
+        assert!(matches!(err, ProvisionerError::NotFound(_)), "{err}");
+        assert_eq!(c.fake.servers().len(), 2);
+    }
+
+    /// Shapes no cloud could make are refused before the journal or a
+    /// plugin sees them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn invalid_shapes_are_refused_at_the_boundary() {
+        let dir = PluginDir::new();
+        let c = cloud(&dir, "hetzner", "fsn1", 100).await;
+        let state = tempfile::tempdir().unwrap();
+        let (host, fleet) = fleet_and_host(&dir, &state).await;
+        let p = host.plugin("hetzner").unwrap();
+        let mut many_gpus = shape();
+        many_gpus.gpu = 1000;
+        for bad in [
+            NodeShape::new(0.0, 0),
+            NodeShape::new(2.0, 0),
+            NodeShape::new(f64::NAN, 1 << 30),
+            NodeShape::new(-1.0, 1 << 30),
+            many_gpus,
+        ] {
+            let err = fleet
+                .provision("hetzner", &bad, ProvisionOptions::default())
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains("invalid shape"), "{err}");
+            let err = p.provision(&bad).await.unwrap_err();
+            assert!(matches!(err, ProvisionerError::Unsupported(_)), "{err}");
+            assert!(matches!(
+                p.try_price_hint(&bad),
+                Err(ProvisionerError::Unsupported(_))
+            ));
+        }
+        assert!(fleet.intents().unwrap().is_empty());
+        assert!(c.fake.servers().is_empty());
+    }
+
+    /// With the default manifest (16 requests in flight), 50 concurrent
+    /// provisions all succeed: requests over the limit wait their turn.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn load_waits_for_the_in_flight_limit() {
+        let dir = PluginDir::new();
+        let c = slow_cloud(&dir, Duration::from_millis(50)).await;
+        let state = tempfile::tempdir().unwrap();
+        let fleet = Arc::new(fleet(&dir, &state).await);
+        let mut calls = Vec::new();
+        for i in 0..50 {
+            let fleet = fleet.clone();
+            calls.push(tokio::spawn(async move {
+                fleet
+                    .provision("hetzner", &shape(), opts(&format!("load-{i}")))
+                    .await
+            }));
+        }
+        let mut failed = Vec::new();
+        for call in calls {
+            if let Err(e) = call.await.unwrap() {
+                failed.push(e.to_string());
+            }
+        }
+        assert!(
+            failed.is_empty(),
+            "{} failed: {:?}",
+            failed.len(),
+            failed.first()
+        );
+        assert_eq!(c.fake.servers().len(), 50);
+        assert_eq!(fleet.intents().unwrap().len(), 50);
+    }
+
+    /// The lease sweep ends leases without listing any cloud, and every
+    /// expiry and leak termination is kept in the history and counted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn leases_expire_on_their_own_and_are_kept_in_history() {
+        let dir = PluginDir::new();
+        let c = cloud(&dir, "hetzner", "fsn1", 100).await;
+        let state = tempfile::tempdir().unwrap();
+        let (host, fleet) = fleet_and_host(&dir, &state).await;
+        let leased = fleet
+            .provision(
+                "hetzner",
+                &shape(),
+                ProvisionOptions {
+                    lease: Some(Duration::from_millis(300)),
+                    ..opts("leased")
+                },
+            )
+            .await
+            .unwrap();
+        fleet
+            .provision("hetzner", &shape(), opts("kept"))
+            .await
+            .unwrap();
+        assert!(fleet.expire_leases().await.unwrap().is_clean());
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let report = fleet.expire_leases().await.unwrap();
+        assert_eq!(
+            report.expired,
+            [("leased".to_string(), leased.provider_id.clone())]
+        );
+        assert_eq!(request_ids(&c), ["kept"]);
+        // A leak terminated by reconcile is kept too.
+        let stray = host
+            .plugin("hetzner")
+            .unwrap()
+            .provision_request(&ProvisionRequest {
+                request_id: "stray".into(),
+                shape: shape(),
+            })
+            .await
+            .unwrap();
+        fleet.reconcile(&terminate_leaks()).await.unwrap();
+        let history = fleet.history(10).unwrap();
+        let kinds: Vec<_> = history
+            .iter()
+            .map(|e| (e.kind, e.provider_id.clone()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (EventKind::LeaseExpired, Some(leased.provider_id)),
+                (EventKind::LeakTerminated, Some(stray.provider_id)),
+            ]
+        );
+        assert!(history[0].reason.contains("lease"), "{history:?}");
+        assert!(history[1].reason.contains("stray"), "{history:?}");
+        let metrics = host.metrics().encode();
+        for event in ["lease_expired", "leak_terminated"] {
+            assert!(
+                metrics.contains(&format!(
+                    "wasmprov_fleet_events_total{{plugin=\"hetzner\",event=\"{event}\"}} 1"
+                )),
+                "{metrics}"
+            );
+        }
+    }
+
+    /// A native, in-process backend: nodes in memory, idempotent by request
+    /// id, a flat price.
+    struct Native {
+        nodes: Mutex<BTreeMap<String, NodeHandle>>,
+        price: f64,
+    }
+
+    #[async_trait::async_trait]
+    impl CloudProvisioner for Native {
+        async fn provision(&self, shape: &NodeShape) -> wasmprov_api::Result<NodeHandle> {
+            self.provision_request(&ProvisionRequest {
+                request_id: wasmprov_fleet::random_request_id(),
+                shape: shape.clone(),
+            })
+            .await
+        }
+        async fn provision_request(
+            &self,
+            req: &ProvisionRequest,
+        ) -> wasmprov_api::Result<NodeHandle> {
+            let mut nodes = self.nodes.lock().unwrap();
+            if let Some(n) = nodes
+                .values()
+                .find(|n| n.labels.get(wasmprov_fleet::REQUEST_LABEL) == Some(&req.request_id))
+            {
+                return Ok(n.clone());
+            }
+            let mut labels = req.shape.labels.clone();
+            labels.insert(wasmprov_fleet::REQUEST_LABEL.into(), req.request_id.clone());
+            let node = NodeHandle {
+                provider_id: format!("native-{}", nodes.len() + 1),
+                address: None,
+                zone: None,
+                capacity_type: CapacityType::OnDemand,
+                join_state: JoinState::Joined,
+                instance_type: Some("native".into()),
+                labels,
+            };
+            nodes.insert(node.provider_id.clone(), node.clone());
+            Ok(node)
+        }
+        async fn terminate(&self, id: &String) -> wasmprov_api::Result<()> {
+            match self.nodes.lock().unwrap().remove(id) {
+                Some(_) => Ok(()),
+                None => Err(ProvisionerError::NotFound(id.clone())),
+            }
+        }
+        async fn describe(&self) -> wasmprov_api::Result<Vec<NodeHandle>> {
+            Ok(self.nodes.lock().unwrap().values().cloned().collect())
+        }
+        fn capacity_types(&self) -> &[CapacityType] {
+            &[CapacityType::OnDemand]
+        }
+        fn price_hint(&self, shape: &NodeShape) -> Option<PriceHint> {
+            Some(PriceHint {
+                hourly_usd: self.price,
+                capacity_type: shape.capacity_type,
+                instance_type: "native".into(),
+            })
+        }
+        fn name(&self) -> &str {
+            "native"
+        }
+    }
+
+    /// A capacity group across one wasm plugin and one native backend:
+    /// ranked together, filled cheapest first, spilled to the other when
+    /// the cheap one runs out of quota, reconciled without leaks.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_group_spans_a_wasm_plugin_and_a_native_backend() {
+        let dir = PluginDir::new();
+        let c = cloud(&dir, "hetzner", "fsn1", 2).await;
+        let host = Arc::new(
+            HostBuilder::new(dir.path())
+                .owner_id(OWNER)
+                .cache_dir(cache())
+                .secret_source(|name| {
+                    (name == "HCLOUD_TOKEN").then(|| "fake-hetzner-token".to_string())
+                })
+                .build()
+                .await
+                .unwrap(),
+        );
+        let native = Arc::new(Native {
+            nodes: Mutex::new(BTreeMap::new()),
+            price: 50.0,
+        });
+        let set = BackendSet::new()
+            .with_source(host.clone())
+            .with("native", native.clone());
+        assert_eq!(
+            wasmprov_api::Backends::backend_names(&set),
+            ["hetzner", "native"]
+        );
+        let state = tempfile::tempdir().unwrap();
+        let fleet = Fleet::open(Arc::new(set), state.path().join("journal.redb")).unwrap();
+        let ranking = wasmprov_fleet::rank(fleet.backends().as_ref(), &shape());
+        assert_eq!(
+            ranking
+                .offers
+                .iter()
+                .map(|o| o.plugin.as_str())
+                .collect::<Vec<_>>(),
+            ["hetzner", "native"]
+        );
+        let group = CapacityGroup::new("mixed", shape(), 0, 10);
+        let r = fleet.scale(&group, 4).await.unwrap();
+        assert!(r.converged(), "{r}");
+        assert_eq!(c.fake.servers().len(), 2);
+        assert_eq!(native.nodes.lock().unwrap().len(), 2);
+        let report = fleet.reconcile(&terminate_leaks()).await.unwrap();
+        assert!(report.is_clean(), "{report}");
+        let r = fleet.scale(&group, 1).await.unwrap();
+        assert!(r.converged(), "{r}");
+        assert!(
+            native.nodes.lock().unwrap().is_empty(),
+            "the dear ones go first"
+        );
+        assert_eq!(c.fake.servers().len(), 1);
     }
 }

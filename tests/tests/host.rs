@@ -1021,7 +1021,7 @@ mod ranking {
         let host = host(&dir).await;
         assert!(host.errors().is_empty(), "{:?}", host.errors());
 
-        let ranking = host.rank(&NodeShape::new(4.0, 16 << 30));
+        let ranking = wasmprov_fleet::rank(&host, &NodeShape::new(4.0, 16 << 30));
         let order: Vec<&str> = ranking.offers.iter().map(|o| o.plugin.as_str()).collect();
         assert_eq!(order.len(), 5, "{ranking:?}");
         // Ties go to the name that sorts first; the dearest comes last.
@@ -1034,7 +1034,7 @@ mod ranking {
         assert!(ranking.none.is_empty());
 
         // A shape only the clouds can hold: the catalogues say why not.
-        let big = host.rank(&NodeShape::new(16.0, 64 << 30));
+        let big = wasmprov_fleet::rank(&host, &NodeShape::new(16.0, 64 << 30));
         let offered: Vec<&str> = big.offers.iter().map(|o| o.plugin.as_str()).collect();
         assert_eq!(offered.len(), 2, "{big:?}");
         assert!(

@@ -318,8 +318,11 @@ mod http {
                 server.addr
             )
         };
-        // 1 500 at once fit in the handle budget: all but a few are refused
-        // by the in-flight cap, the server never sees more than 4 at once.
+        // 1 500 at once fit in the handle budget. Over the in-flight cap a
+        // request waits for a slot for up to its timeout (5 s here): about
+        // 4 per 300 ms get through, the rest give up at 5 s as
+        // `connection-limit-reached`, and the server never sees more than 4
+        // at once.
         let l = load(guests::HOSTILE_HTTP_FLOOD, &manifest(1500)).await;
         let start = Instant::now();
         let node = attack_observed(&l.p).await;

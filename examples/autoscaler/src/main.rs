@@ -28,9 +28,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use wasmprov_api::NodeShape;
 use wasmprov_fake::{HetznerFake, HetznerFakeOptions};
-use wasmprov_host::{
-    CapacityGroup, Fleet, HostBuilder, LeakPolicy, REQUEST_LABEL, ReconcilePolicy,
-};
+use wasmprov_fleet::{CapacityGroup, Fleet, LeakPolicy, REQUEST_LABEL, ReconcilePolicy};
+use wasmprov_host::HostBuilder;
 
 mod component {
     include!(concat!(env!("OUT_DIR"), "/hetzner.rs"));
@@ -236,7 +235,7 @@ async fn main() -> Result<()> {
 }
 
 fn print_prices(fleet: &Fleet, group: &CapacityGroup) {
-    let ranking = fleet.host().rank(&group.shape);
+    let ranking = wasmprov_fleet::rank(fleet.backends().as_ref(), &group.shape);
     let offers: Vec<String> = ranking
         .offers
         .iter()

@@ -52,6 +52,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub mod ids;
+
 /// The version of the WIT contract these types mirror.
 pub const CONTRACT_VERSION: &str = "0.1.0";
 
@@ -128,6 +130,19 @@ impl Default for NodeShape {
     }
 }
 
+/// Most vCPUs a shape may ask for.
+pub const MAX_SHAPE_CPU: f64 = 4096.0;
+/// Most GPUs a shape may ask for.
+pub const MAX_SHAPE_GPUS: u32 = 64;
+/// Most labels a shape may carry.
+pub const MAX_SHAPE_LABELS: usize = 64;
+/// Longest label key, in bytes.
+pub const MAX_LABEL_KEY: usize = 128;
+/// Longest label value, in bytes.
+pub const MAX_LABEL_VALUE: usize = 256;
+/// Longest zone, instance type or GPU vendor name, in bytes.
+pub const MAX_SHAPE_NAME: usize = 128;
+
 impl NodeShape {
     /// A shape with this CPU and memory and defaults for everything else.
     #[must_use]
@@ -137,6 +152,81 @@ impl NodeShape {
             memory_bytes,
             ..Self::default()
         }
+    }
+
+    /// Checks that the shape asks for something a cloud could make: CPU
+    /// finite and above 0 (at most [`MAX_SHAPE_CPU`]), memory above 0, at
+    /// most [`MAX_SHAPE_GPUS`] GPUs, at most [`MAX_SHAPE_LABELS`] labels with
+    /// keys of 1 to [`MAX_LABEL_KEY`] and values of at most
+    /// [`MAX_LABEL_VALUE`] bytes, names of at most [`MAX_SHAPE_NAME`] bytes.
+    /// With an explicit instance type, CPU and memory may both be 0 (not
+    /// asked: the type says).
+    ///
+    /// The host checks every shape with this before a plugin or the journal
+    /// sees it.
+    ///
+    /// # Errors
+    /// [`ProvisionerError::Unsupported`] naming the field and the rule.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(ProvisionerError::Unsupported(format!("invalid shape: {m}")));
+        let by_type = self.instance_type.is_some() && self.cpu == 0.0 && self.memory_bytes == 0;
+        if !self.cpu.is_finite() || self.cpu < 0.0 || (self.cpu == 0.0 && !by_type) {
+            return bad(format!(
+                "cpu must be a finite number above 0, got {}",
+                self.cpu
+            ));
+        }
+        if self.cpu > MAX_SHAPE_CPU {
+            return bad(format!(
+                "cpu {} is over the limit of {MAX_SHAPE_CPU}",
+                self.cpu
+            ));
+        }
+        if self.memory_bytes == 0 && !by_type {
+            return bad("memory_bytes must be above 0".into());
+        }
+        if self.gpu > MAX_SHAPE_GPUS {
+            return bad(format!(
+                "gpu {} is over the limit of {MAX_SHAPE_GPUS}",
+                self.gpu
+            ));
+        }
+        if self.labels.len() > MAX_SHAPE_LABELS {
+            return bad(format!(
+                "{} labels, at most {MAX_SHAPE_LABELS} allowed",
+                self.labels.len()
+            ));
+        }
+        for (k, v) in &self.labels {
+            if k.is_empty() || k.len() > MAX_LABEL_KEY {
+                return bad(format!(
+                    "label keys are 1 to {MAX_LABEL_KEY} bytes, one is {}",
+                    k.len()
+                ));
+            }
+            if v.len() > MAX_LABEL_VALUE {
+                return bad(format!(
+                    "label values are at most {MAX_LABEL_VALUE} bytes, the one of a {}-byte key is {}",
+                    k.len(),
+                    v.len()
+                ));
+            }
+        }
+        for (field, value) in [
+            ("zone", &self.zone),
+            ("instance_type", &self.instance_type),
+            ("gpu_vendor", &self.gpu_vendor),
+        ] {
+            if let Some(v) = value
+                && (v.is_empty() || v.len() > MAX_SHAPE_NAME)
+            {
+                return bad(format!(
+                    "{field} is 1 to {MAX_SHAPE_NAME} bytes when given, got {}",
+                    v.len()
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -428,6 +518,44 @@ pub trait CloudProvisioner: Send + Sync {
     async fn provision_request(&self, request: &ProvisionRequest) -> Result<NodeHandle> {
         self.provision(&request.shape).await
     }
+
+    /// The price hint with the backend's reason when it has none. The
+    /// default wraps [`price_hint`](Self::price_hint); wasm plugins return
+    /// their error or fault.
+    ///
+    /// # Errors
+    /// Why the shape could not be priced, when the backend says.
+    fn try_price_hint(&self, shape: &NodeShape) -> Result<Option<PriceHint>> {
+        Ok(self.price_hint(shape))
+    }
+}
+
+/// A set of provisioners by name: what an orchestrator (a fleet, a
+/// capacity group, a ranking) works over. The wasm host is one; a map of
+/// native backends is another; `wasmprov-fleet` combines several.
+pub trait Backends: Send + Sync {
+    /// The names of the backends, sorted.
+    fn backend_names(&self) -> Vec<String>;
+
+    /// The backend of that name.
+    fn backend(&self, name: &str) -> Option<std::sync::Arc<dyn CloudProvisioner>>;
+
+    /// Told how many nodes a backend listed (for metrics); nothing by default.
+    fn nodes_listed(&self, _name: &str, _count: usize) {}
+
+    /// Told of an orchestration event on a backend's nodes (`lease_expired`,
+    /// `leak_terminated`, ...), for metrics; nothing by default.
+    fn fleet_event(&self, _name: &str, _event: &str) {}
+}
+
+impl Backends for BTreeMap<String, std::sync::Arc<dyn CloudProvisioner>> {
+    fn backend_names(&self) -> Vec<String> {
+        self.keys().cloned().collect()
+    }
+
+    fn backend(&self, name: &str) -> Option<std::sync::Arc<dyn CloudProvisioner>> {
+        self.get(name).cloned()
+    }
 }
 
 #[cfg(test)]
@@ -466,6 +594,77 @@ mod tests {
             serde_json::to_value(CapacityType::OnDemand).unwrap(),
             "on_demand"
         );
+    }
+
+    #[test]
+    fn shapes_are_validated() {
+        assert!(NodeShape::new(2.0, 4 << 30).validate().is_ok());
+        assert!(NodeShape::new(0.5, 1).validate().is_ok());
+        let typed = NodeShape {
+            instance_type: Some("cx22".into()),
+            ..NodeShape::new(0.0, 0)
+        };
+        assert!(typed.validate().is_ok(), "a type alone is a shape");
+        let labels = |n: usize, k: usize, v: usize| NodeShape {
+            labels: (0..n)
+                .map(|i| {
+                    (
+                        format!("{i:03}{}", "k".repeat(k.saturating_sub(3))),
+                        "v".repeat(v),
+                    )
+                })
+                .collect(),
+            ..NodeShape::default()
+        };
+        assert!(labels(64, 128, 256).validate().is_ok());
+        for (bad, field) in [
+            (NodeShape::new(0.0, 0), "cpu"),
+            (NodeShape::new(0.0, 1 << 30), "cpu"),
+            (NodeShape::new(1.0, 0), "memory"),
+            (NodeShape::new(f64::NAN, 1), "cpu"),
+            (NodeShape::new(f64::INFINITY, 1), "cpu"),
+            (NodeShape::new(-1.0, 1), "cpu"),
+            (NodeShape::new(1e9, 1), "cpu"),
+            (
+                NodeShape {
+                    instance_type: Some("cx22".into()),
+                    ..NodeShape::new(0.0, 1)
+                },
+                "cpu",
+            ),
+            (
+                NodeShape {
+                    gpu: 65,
+                    ..NodeShape::default()
+                },
+                "gpu",
+            ),
+            (labels(65, 1, 1), "labels"),
+            (labels(1, 129, 1), "label keys"),
+            (labels(1, 1, 257), "label values"),
+            (
+                NodeShape {
+                    zone: Some(String::new()),
+                    ..NodeShape::default()
+                },
+                "zone",
+            ),
+            (
+                NodeShape {
+                    instance_type: Some("t".repeat(129)),
+                    ..NodeShape::default()
+                },
+                "instance_type",
+            ),
+        ] {
+            match bad.validate() {
+                Err(ProvisionerError::Unsupported(m)) => {
+                    assert!(m.contains(field), "{field}: {m}");
+                    assert!(m.starts_with("invalid shape"), "{m}");
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]

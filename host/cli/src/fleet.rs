@@ -5,7 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Result;
-use wasmprov_host::{CapacityGroup, Fleet, Host, LeakPolicy, ReconcilePolicy};
+use wasmprov_fleet::{CapacityGroup, Fleet, LeakPolicy, ReconcilePolicy};
+use wasmprov_host::Host;
 
 use crate::Reported;
 use crate::output::print_json;
@@ -90,6 +91,18 @@ pub async fn scale(
     Ok(())
 }
 
+/// Prints the journal's history (without loading any plugin).
+pub fn history(state_dir: &Path, limit: usize, json: bool) -> Result<()> {
+    let journal = wasmprov_fleet::journal::Journal::open(state_dir.join(JOURNAL_FILE))?;
+    let events = journal.history(limit)?;
+    if json {
+        print_json(&events)?;
+    } else {
+        crate::output::history(&events);
+    }
+    Ok(())
+}
+
 /// A provision through the journal (when a state directory is given).
 pub async fn provision(
     host: Host,
@@ -98,9 +111,9 @@ pub async fn provision(
     request: wasmprov_api::ProvisionRequest,
 ) -> Result<wasmprov_api::NodeHandle> {
     let fleet = open(host, state_dir)?;
-    let options = wasmprov_host::ProvisionOptions {
+    let options = wasmprov_fleet::ProvisionOptions {
         request_id: Some(request.request_id),
-        ..wasmprov_host::ProvisionOptions::default()
+        ..wasmprov_fleet::ProvisionOptions::default()
     };
     fleet
         .provision(plugin, &request.shape, options)
@@ -114,9 +127,9 @@ pub async fn terminate(host: Host, state_dir: &Path, plugin: &str, id: &str) -> 
     fleet.terminate(plugin, id).await.map_err(fleet_error)
 }
 
-fn fleet_error(e: wasmprov_host::FleetError) -> anyhow::Error {
+fn fleet_error(e: wasmprov_fleet::FleetError) -> anyhow::Error {
     match e {
-        wasmprov_host::FleetError::Provisioner(p) => crate::CallFailed(p).into(),
+        wasmprov_fleet::FleetError::Provisioner(p) => crate::CallFailed(p).into(),
         other => other.into(),
     }
 }

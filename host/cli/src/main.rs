@@ -31,7 +31,7 @@ struct Cli {
     )]
     plugin_dir: PathBuf,
     /// Owner id every created node is tagged with [default: wasmprov-<hostname>].
-    #[arg(long, global = true, env = "WASMPROV_OWNER")]
+    #[arg(long, global = true, env = "WASMPROV_OWNER", value_parser = parse_owner_id)]
     owner: Option<String>,
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
@@ -80,8 +80,9 @@ enum Command {
         plugin: String,
         #[command(flatten)]
         shape: ShapeArgs,
-        /// Request id; a second provision with the same id returns the same node.
-        #[arg(long)]
+        /// Request id; a second provision with the same id returns the same node
+        /// (1-63 of a-z, 0-9, '-', '_'; alphanumeric at both ends).
+        #[arg(long, value_parser = parse_request_id)]
         request_id: Option<String>,
         /// A label for the node, as key=value (repeatable).
         #[arg(long = "label", value_parser = parse_label)]
@@ -108,6 +109,17 @@ enum Command {
         /// Forget interrupted provisions whose node is not found instead of asking again.
         #[arg(long)]
         no_resume: bool,
+        /// Seconds a node may be missing from its cloud's list before reconcile believes it
+        /// (clouds list new nodes late); 0 believes at once.
+        #[arg(long, value_name = "SECS", default_value_t = 60)]
+        grace: u64,
+    },
+    /// What reconcile and the lease sweep terminated or forgot, when and why
+    /// (lease expiries, leak terminations, vanished nodes, abandoned provisions).
+    History {
+        /// The newest this many entries.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
     },
     /// Scale a capacity group to a desired size on the cheapest plugins with room
     /// (after settling what an earlier run left half done).
@@ -263,6 +275,16 @@ impl ShapeArgs {
     }
 }
 
+/// A request id as `wasmprov_api::ids` defines it.
+fn parse_request_id(s: &str) -> Result<String, String> {
+    wasmprov_api::ids::id_problem("request id", s).map_or_else(|| Ok(s.to_string()), Err)
+}
+
+/// An owner id as `wasmprov_api::ids` defines it.
+fn parse_owner_id(s: &str) -> Result<String, String> {
+    wasmprov_api::ids::id_problem("owner id", s).map_or_else(|| Ok(s.to_string()), Err)
+}
+
 fn parse_label(s: &str) -> Result<(String, String), String> {
     let (k, v) = s
         .split_once('=')
@@ -394,7 +416,7 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Rank { shape } => {
             let host = load(&cli).await?;
-            let ranking = host.rank(&shape.shape(&[]));
+            let ranking = wasmprov_fleet::rank(&host, &shape.shape(&[]));
             output::ranking(&ranking, json)?;
             if ranking.offers.is_empty() {
                 bail!("no plugin can run this shape");
@@ -506,17 +528,22 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Reconcile {
             terminate_leaks,
             no_resume,
+            grace,
         } => {
             let host = load(&cli).await?;
-            let policy = wasmprov_host::ReconcilePolicy {
+            let policy = wasmprov_fleet::ReconcilePolicy {
                 leaks: if *terminate_leaks {
-                    wasmprov_host::LeakPolicy::Terminate
+                    wasmprov_fleet::LeakPolicy::Terminate
                 } else {
-                    wasmprov_host::LeakPolicy::Report
+                    wasmprov_fleet::LeakPolicy::Report
                 },
                 resume_pending: !*no_resume,
+                grace: std::time::Duration::from_secs(*grace),
             };
             fleet::reconcile(host, &state_dir(&cli), policy, json).await?;
+        }
+        Command::History { limit } => {
+            fleet::history(&state_dir(&cli), *limit, json)?;
         }
         Command::Scale {
             group,
@@ -529,7 +556,7 @@ async fn run(cli: Cli) -> Result<()> {
             terminate_leaks,
         } => {
             let host = load(&cli).await?;
-            let group = wasmprov_host::CapacityGroup {
+            let group = wasmprov_fleet::CapacityGroup {
                 name: group.clone(),
                 shape: shape.shape(&[]),
                 min: *min,

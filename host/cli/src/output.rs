@@ -166,7 +166,7 @@ pub fn price(hint: &PriceHint, json: bool) -> Result<()> {
 }
 
 /// Every plugin's offer for a shape, cheapest first, then those without one.
-pub fn ranking(r: &wasmprov_host::Ranking, json: bool) -> Result<()> {
+pub fn ranking(r: &wasmprov_fleet::Ranking, json: bool) -> Result<()> {
     if json {
         return print_json(r);
     }
@@ -234,4 +234,36 @@ pub fn nodes(nodes: &[NodeHandle], json: bool, single: bool) -> Result<()> {
         println!("{}", node_table(nodes));
     }
     Ok(())
+}
+
+/// The journal's history, oldest first.
+pub fn history(events: &[wasmprov_fleet::journal::Event]) {
+    if events.is_empty() {
+        println!("no history");
+        return;
+    }
+    let mut t = table(&[
+        "#",
+        "when (UTC)",
+        "event",
+        "plugin",
+        "request",
+        "node",
+        "why",
+    ]);
+    for e in events {
+        let when = httpdate::fmt_http_date(
+            std::time::UNIX_EPOCH + std::time::Duration::from_millis(e.at_ms),
+        );
+        t.add_row(vec![
+            e.seq.to_string(),
+            when,
+            e.kind.to_string(),
+            e.plugin.clone(),
+            e.request_id.clone().unwrap_or_default(),
+            e.provider_id.clone().unwrap_or_default(),
+            e.reason.clone(),
+        ]);
+    }
+    println!("{t}");
 }

@@ -216,6 +216,30 @@ fn errors_are_one_line_and_non_zero() {
         &["price", "ghost", "--cpu", "1", "--memory", "lots"],
     );
     assert!(!out.status.success());
+    // Ids follow one syntax: an empty or rewritten-looking one is refused
+    // before any plugin loads, naming the rule.
+    for (args, what) in [
+        (
+            vec!["provision", "ghost", "--request-id", ""],
+            "request id \"\"",
+        ),
+        (
+            vec!["provision", "ghost", "--request-id", "Web/1"],
+            "request id \"Web/1\"",
+        ),
+    ] {
+        let out = wasmprov(dir.path(), None, &args);
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(what) && stderr.contains("a-z"), "{stderr}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmprov"))
+        .args(["--owner", "Team A", "plugins"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("owner id \"Team A\""), "{stderr}");
 }
 
 #[test]

@@ -215,6 +215,39 @@ async fn repeated_sigkills_leave_no_duplicate_and_no_leak() {
         .collect();
     assert_eq!(wanted, servers(&fake));
     assert_eq!(wanted.len(), 5);
+
+    // A node of this owner no intent wants: terminated as a leak, and
+    // `wasmprov history` says what, when and why.
+    let labels = [
+        ("wasmprov-owner".to_string(), OWNER.to_string()),
+        (REQUEST_LABEL.to_string(), "stray-7".to_string()),
+    ]
+    .into();
+    let stray = fake.plant("stray-7", &labels).unwrap().to_string();
+    ok(&wasmprov(
+        &plugins,
+        &state,
+        &cache,
+        &token,
+        &["reconcile", "--terminate-leaks"],
+    )
+    .output()
+    .unwrap());
+    let out = wasmprov(&plugins, &state, &cache, &token, &["--json", "history"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&ok(&out)).expect("JSON");
+    let last = v.as_array().and_then(|a| a.last()).expect("an entry");
+    assert_eq!(last["kind"], "leak_terminated", "{v}");
+    assert_eq!(last["provider_id"], stray.as_str(), "{v}");
+    assert_eq!(last["request_id"], "stray-7", "{v}");
+    let table = ok(&wasmprov(&plugins, &state, &cache, &token, &["history"])
+        .output()
+        .unwrap());
+    assert!(
+        table.contains("leak_terminated") && table.contains(&stray),
+        "{table}"
+    );
 }
 
 /// A second process cannot take a journal that is in use.
@@ -234,6 +267,6 @@ fn a_journal_in_use_is_refused() {
     assert!(err.contains("in use by another process"), "{err}");
 }
 
-fn wasmprov_host_journal(state: &Path) -> wasmprov_host::journal::Journal {
-    wasmprov_host::journal::Journal::open(state.join("journal.redb")).unwrap()
+fn wasmprov_host_journal(state: &Path) -> wasmprov_fleet::journal::Journal {
+    wasmprov_fleet::journal::Journal::open(state.join("journal.redb")).unwrap()
 }

@@ -58,6 +58,10 @@ pub(crate) struct SharedEngine {
     /// tasks and timers there, so such a call never depends on the caller's
     /// runtime having a free thread.
     side: Option<tokio::runtime::Runtime>,
+    /// Instance slots for calls that can do I/O: such a call waits here,
+    /// first come first served and within its deadline, rather than fail
+    /// when the pool is full. An eighth of the pool stays for price hints.
+    pub(crate) io_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl SharedEngine {
@@ -132,8 +136,10 @@ impl SharedEngine {
             .enable_all()
             .build()
             .context("starting the host's side runtime")?;
+        let io = settings.max_instances - settings.max_instances / 8;
         Ok(Arc::new(Self {
             engine,
+            io_slots: Arc::new(tokio::sync::Semaphore::new(io.max(1) as usize)),
             settings,
             stop,
             side: Some(side),

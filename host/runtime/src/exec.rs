@@ -48,19 +48,24 @@ impl ExecRunner {
                 return Err(ExecError::Denied(denial.to_string()));
             }
         };
-        let Ok(_permit) = self.running.clone().try_acquire_owned() else {
-            tracing::warn!(plugin, program = %cmd.program, "exec over the concurrency limit");
-            self.report_denial(plugin, &cmd.program, "over the concurrency limit");
-            return Err(ExecError::Denied(format!(
-                "at most {} processes may run at once for this plugin",
-                self.policy.max_concurrent
-            )));
-        };
         let granted = Granted {
             timeout: cmd.timeout_ms.map_or(grant.timeout, |ms| {
                 grant.timeout.min(Duration::from_millis(u64::from(ms)))
             }),
             max_output: grant.max_output_bytes,
+        };
+        // Over the concurrency limit a command waits for a slot, first come
+        // first served, for up to its own time limit (the call's deadline
+        // bounds it too); then it fails as a timeout, which is retryable.
+        let Ok(Ok(_permit)) =
+            tokio::time::timeout(granted.timeout, self.running.clone().acquire_owned()).await
+        else {
+            tracing::warn!(plugin, program = %cmd.program, "exec waited past its time limit for a process slot");
+            return Err(ExecError::Timeout(format!(
+                "waited {} ms for one of the {} process slots of this plugin",
+                granted.timeout.as_millis(),
+                self.policy.max_concurrent
+            )));
         };
         let req = ExecRequest {
             plugin: plugin.to_string(),

@@ -128,7 +128,9 @@ impl HostBuilder {
         self
     }
 
-    /// The owner id every node this host creates is tagged with.
+    /// The owner id every node this host creates is tagged with, unchanged:
+    /// it must follow `wasmprov_api::ids` (1–63 of `[a-z0-9_-]`,
+    /// alphanumeric at both ends), or [`build`](Self::build) fails.
     #[must_use]
     pub fn owner_id(mut self, owner: impl Into<String>) -> Self {
         self.owner_id = Some(owner.into());
@@ -183,6 +185,9 @@ impl HostBuilder {
     /// When the engine cannot be set up or the directory cannot be opened.
     pub async fn build(self) -> Result<Host> {
         let owner_id = self.owner_id.unwrap_or_else(default_owner_id);
+        if let Some(problem) = wasmprov_api::ids::id_problem("owner id", &owner_id) {
+            anyhow::bail!(problem);
+        }
         let work_root = self
             .work_dir
             .unwrap_or_else(|| crate::plugin::default_work_root().join(&owner_id));
@@ -672,15 +677,36 @@ impl ReloadInput {
     }
 }
 
-/// `wasmprov-<hostname>`: distinct per machine, stable across restarts, so a
-/// restarted host finds its nodes again.
+/// The loaded plugins, for orchestration over any set of backends
+/// (`wasmprov-fleet`).
+impl wasmprov_api::Backends for Host {
+    fn backend_names(&self) -> Vec<String> {
+        self.plugin_names()
+    }
+
+    fn backend(&self, name: &str) -> Option<Arc<dyn CloudProvisioner>> {
+        self.plugin(name)
+    }
+
+    fn nodes_listed(&self, name: &str, count: usize) {
+        self.metrics().set_nodes(name, count);
+    }
+
+    fn fleet_event(&self, name: &str, event: &str) {
+        self.metrics().fleet_event(name, event);
+    }
+}
+
+/// `wasmprov-<hostname>`, made a valid id (`wasmprov_api::ids`: lowercase,
+/// other characters as `-`, at most 63): distinct per machine, stable
+/// across restarts, so a restarted host finds its nodes again.
 #[must_use]
 pub fn default_owner_id() -> String {
     let host = nix::unistd::gethostname()
         .ok()
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "localhost".into());
-    format!("wasmprov-{host}")
+    wasmprov_api::ids::id_from_text(&format!("wasmprov-{host}"), "wasmprov-host")
 }
 
 fn default_cache_dir() -> Option<PathBuf> {

@@ -10,7 +10,9 @@
 //! 4. the name resolves, and only to addresses the policy accepts; the
 //!    connection goes to an address that was checked (no second lookup).
 //!
-//! Then limits: requests in flight (`connection-limit-reached`), one deadline
+//! Then limits: requests in flight (over the limit a request waits for a
+//! slot, in order, for up to one request timeout; then
+//! `connection-limit-reached`, retryable), one deadline
 //! for connect-to-last-byte (`connection-timeout` / `connection-read-timeout`)
 //! and the response body size (`HTTP-response-body-size`). Redirects are
 //! never followed by the host: a 3xx goes back to the guest, and a follow-up
@@ -81,6 +83,7 @@ impl HttpGate {
         &self,
         plugin: &str,
         may_do_io: bool,
+        open: &std::sync::atomic::AtomicBool,
         req: http::Request<WasiBody>,
     ) -> Result<http::Response<WasiBody>, Error> {
         let checked = match self.check(may_do_io, &req) {
@@ -92,11 +95,27 @@ impl HttpGate {
                 return Err(Error::HttpRequestDenied);
             }
         };
-        let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
-            tracing::warn!(plugin, uri = %req.uri(), limit = self.limits.http_max_in_flight, "HTTP request over the in-flight limit");
-            self.report_denial(plugin, req.uri(), "over the in-flight limit");
-            drain(req.into_body()).await;
-            return Err(Error::ConnectionLimitReached);
+        // Over the in-flight limit a request waits for a permit, first come
+        // first served (tokio's semaphore is fair), for up to one request
+        // timeout; the call's own deadline bounds it too. Only then does it
+        // fail, as `connection-limit-reached`, which the SDK reports as
+        // retryable: load is back-pressure, never a configuration error.
+        let permit = match tokio::time::timeout(
+            self.limits.http_timeout,
+            self.in_flight.clone().acquire_owned(),
+        )
+        .await
+        {
+            // The call ended while this request waited: it never goes out.
+            Ok(Ok(_)) if !open.load(std::sync::atomic::Ordering::SeqCst) => {
+                return Err(Error::ConnectionTerminated);
+            }
+            Ok(Ok(permit)) => permit,
+            _ => {
+                tracing::warn!(plugin, uri = %req.uri(), limit = self.limits.http_max_in_flight, "HTTP request waited past its timeout for an in-flight slot");
+                drain(req.into_body()).await;
+                return Err(Error::ConnectionLimitReached);
+            }
         };
         let deadline = Instant::now() + self.limits.http_timeout;
         if let Some(interceptor) = &self.hooks.http {
@@ -570,6 +589,9 @@ impl Body for LimitedBody {
 pub(crate) struct HttpHooks {
     plugin: Arc<PluginShared>,
     may_do_io: bool,
+    /// False once the call ended: a request still waiting for an in-flight
+    /// slot then never goes out (the slot goes to the next call's request).
+    open: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl HttpHooks {
@@ -577,7 +599,13 @@ impl HttpHooks {
         Self {
             plugin,
             may_do_io: kind == crate::state::CallKind::Io,
+            open: Arc::new(std::sync::atomic::AtomicBool::new(true)),
         }
+    }
+
+    /// The call ended: requests still waiting for a slot are dropped.
+    pub(crate) fn close(&self) {
+        self.open.store(false, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -592,10 +620,11 @@ impl WasiHttpHooks for HttpHooks {
     ) -> Box<dyn Future<Output = Result<(http::Response<WasiBody>, IoFuture), Error>> + Send> {
         let plugin = self.plugin.clone();
         let may_do_io = self.may_do_io;
+        let open = self.open.clone();
         Box::new(async move {
             let response = plugin
                 .http
-                .send(&plugin.manifest.name, may_do_io, request)
+                .send(&plugin.manifest.name, may_do_io, &open, request)
                 .await?;
             Ok((response, Box::new(async { Ok(()) }) as IoFuture))
         })

@@ -42,20 +42,11 @@
 //! # Ok(()) }
 //! ```
 //!
-//! # Provisioning that survives crashes
+//! # Orchestration
 //!
-//! A [`Fleet`] journals every intent ([`journal`]) before it asks a cloud,
-//! and [`Fleet::reconcile`] settles what a crash left behind: interrupted
-//! provisions are confirmed or resumed under their request id, interrupted
-//! terminations finished, expired leases ([`ProvisionOptions::lease`])
-//! terminated, and nodes no intent wants reported or terminated
-//! ([`LeakPolicy`]).
-//!
-//! # Price and capacity groups
-//!
-//! [`Host::rank`] asks every plugin what a shape costs. A [`CapacityGroup`]
-//! (an instance type or a CPU/memory/GPU profile, min and max) is scaled by
-//! [`Fleet::scale`] on the cheapest plugin that has room.
+//! The host implements `wasmprov_api::Backends`: the intent journal,
+//! reconcile, leases, capacity groups and price ranking work over it (and
+//! over native backends) in `wasmprov-fleet`; nothing of that lives here.
 //!
 //! # Metrics
 //!
@@ -75,31 +66,21 @@ mod bindings;
 mod engine;
 mod error;
 mod exec;
-mod fleet;
-mod group;
 mod host;
 mod http;
 pub mod intercept;
-pub mod journal;
 pub mod lock;
 mod log;
 pub mod metrics;
 mod plugin;
-mod rank;
 mod state;
 mod watch;
 
 pub use engine::{EPOCH_TICK, EngineSettings};
 pub use error::LoadError;
-pub use fleet::{
-    Fleet, FleetError, GROUP_LABEL, Leak, LeakPolicy, ProvisionOptions, REQUEST_LABEL,
-    ReconcilePolicy, ReconcileReport,
-};
-pub use group::{CapacityGroup, Member, ScaleReport};
 pub use host::{Host, HostBuilder, ReloadReport, default_owner_id};
 pub use lock::LockMode;
 pub use plugin::{CONTRACT_VERSION, LimitsInfo, PluginInfo, WasmPlugin};
-pub use rank::{NoOffer, Offer, Ranking};
 pub use wasmprov_api as api;
 pub use wasmprov_policy as policy;
 pub use watch::{DEFAULT_DEBOUNCE, Watcher};

@@ -11,7 +11,8 @@
 //! | `wasmprov_denials_total` | `plugin`, `kind` (`http` / `exec`) | `http.rs`, `exec.rs`, where a request is refused |
 //! | `wasmprov_instances_total` | `plugin` | `plugin.rs`, once per instance made (every call and the probe at load; a reused price-hint instance once) |
 //! | `wasmprov_instances_in_flight` (gauge) | `plugin` | same, while the instance lives |
-//! | `wasmprov_nodes` (gauge) | `plugin` | `fleet.rs`, the nodes each reconcile's describe found |
+//! | `wasmprov_nodes` (gauge) | `plugin` | `wasmprov-fleet`, the nodes each reconcile's describe found |
+//! | `wasmprov_fleet_events_total` | `plugin`, `event` | `wasmprov-fleet`: `lease_expired`, `leak_terminated`, `vanished`, `abandoned` |
 //!
 //! The hot path does not allocate: a plugin takes its handles (one counter
 //! and one histogram per operation, the instance counter and gauge) once at
@@ -138,6 +139,13 @@ pub struct Metrics {
     instances: Family<PluginLabels, Counter>,
     in_flight: Family<PluginLabels, Gauge>,
     nodes: Family<PluginLabels, Gauge>,
+    fleet_events: Family<EventLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabels {
+    plugin: Arc<str>,
+    event: Arc<str>,
 }
 
 impl Default for Metrics {
@@ -160,6 +168,7 @@ impl Metrics {
         let instances = Family::<PluginLabels, Counter>::default();
         let in_flight = Family::<PluginLabels, Gauge>::default();
         let nodes = Family::<PluginLabels, Gauge>::default();
+        let fleet_events = Family::<EventLabels, Counter>::default();
         let mut registry = Registry::with_prefix("wasmprov");
         registry.register(
             "calls",
@@ -202,6 +211,11 @@ impl Metrics {
             "Nodes this owner has on the plugin's cloud, as the last reconcile found them",
             nodes.clone(),
         );
+        registry.register(
+            "fleet_events",
+            "Orchestration events on a plugin's nodes (lease_expired, leak_terminated, vanished, abandoned), as the fleet journals them",
+            fleet_events.clone(),
+        );
         Self {
             registry,
             calls,
@@ -212,7 +226,18 @@ impl Metrics {
             instances,
             in_flight,
             nodes,
+            fleet_events,
         }
+    }
+
+    /// Counts one orchestration event on `plugin`'s nodes.
+    pub(crate) fn fleet_event(&self, plugin: &str, event: &str) {
+        self.fleet_events
+            .get_or_create(&EventLabels {
+                plugin: Arc::from(plugin),
+                event: Arc::from(event),
+            })
+            .inc();
     }
 
     /// Records how many nodes a reconcile found on `plugin`'s cloud.

@@ -491,7 +491,10 @@ impl WasmPlugin {
         let _instance = self.metrics.instance();
         let mut store = self.new_store(CallKind::Io);
         let deadline = self.shared.manifest.limits.call_timeout;
+        let slots = self.engine.io_slots.clone();
         let outcome = tokio::time::timeout(deadline, async {
+            // Under load, wait for a slot of the pool instead of failing.
+            let _slot = slots.acquire_owned().await?;
             let instance = self.pre.instantiate_async(&mut store).await?;
             f(&mut store, &instance).await
         })
@@ -542,6 +545,7 @@ impl WasmPlugin {
     }
 
     fn price_hint_call(&self, shape: &NodeShape, started: Instant) -> Result<Option<PriceHint>> {
+        shape.validate()?;
         let shape = shape_to_wit(shape);
         let reuse = self.engine.settings.price_hint_reuse;
         let r = if reuse > 1 {
@@ -862,12 +866,20 @@ impl CloudProvisioner for WasmPlugin {
     fn name(&self) -> &str {
         &self.shared.manifest.name
     }
+
+    fn try_price_hint(&self, shape: &NodeShape) -> Result<Option<PriceHint>> {
+        WasmPlugin::try_price_hint(self, shape)
+    }
 }
 
 /// The contract calls themselves; the trait methods above wrap them in
 /// metrics.
 impl WasmPlugin {
     async fn provision_call(&self, request: &ProvisionRequest) -> Result<NodeHandle> {
+        // The host boundary: an id outside the syntax or a shape no cloud
+        // could make never reaches a plugin.
+        wasmprov_api::ids::check_request_id(&request.request_id)?;
+        request.shape.validate()?;
         let req = w::ProvisionRequest {
             request_id: request.request_id.clone(),
             owner_id: self.owner_id.clone(),

@@ -62,6 +62,15 @@ pub(crate) struct CallState {
     pub(crate) stderr: TailPipe,
 }
 
+impl Drop for CallState {
+    /// Runs before the fields (the resource table holding the call's
+    /// requests) are dropped: requests that waited for an in-flight slot
+    /// see the call closed and do not go out when the slots free up.
+    fn drop(&mut self) {
+        self.hooks.close();
+    }
+}
+
 impl CallState {
     pub(crate) fn new(plugin: Arc<PluginShared>, kind: CallKind) -> Self {
         let stderr = TailPipe::new(STDERR_CAPTURE);

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use base64::Engine as _;
 use wasmprov_guest::http::Response;
-use wasmprov_guest::tags::{OWNER, REQUEST, label_value};
+use wasmprov_guest::tags::{OWNER, REQUEST, id_tag};
 use wasmprov_guest::{CapacityType, Error, JoinState, NodeHandle, ProvisionRequest, Result};
 
 use crate::api::{self, ApiFailure, Instance};
@@ -167,8 +167,8 @@ impl<'a, T: Transport> Client<'a, T> {
     /// all odds, there are several: one that has not failed, lowest id).
     fn find_for_request(&self, owner_id: &str, request_id: &str) -> Result<Option<Instance>> {
         let filters = [
-            (format!("tag:{OWNER}"), vec![label_value(owner_id)]),
-            (format!("tag:{REQUEST}"), vec![label_value(request_id)]),
+            (format!("tag:{OWNER}"), vec![id_tag(owner_id)]),
+            (format!("tag:{REQUEST}"), vec![id_tag(request_id)]),
             Self::live_states(),
         ];
         Ok(self
@@ -329,7 +329,7 @@ impl<'a, T: Transport> Client<'a, T> {
                 ("instance_type", &choice.instance_type),
                 ("capacity_type", handle.capacity_type.as_str()),
                 ("zone", handle.zone.as_deref().unwrap_or("")),
-                ("owner", &label_value(owner_id)),
+                ("owner", &id_tag(owner_id)),
                 ("request_id", request_id),
             ],
         );
@@ -358,7 +358,7 @@ impl<'a, T: Transport> Client<'a, T> {
         if !tagging::is_owned(&instance, owner_id) {
             return Err(Error::NotFound(format!(
                 "instance {provider_id} is not owned by this host (no {OWNER}={} tag)",
-                label_value(owner_id)
+                id_tag(owner_id)
             )));
         }
         if instance.is_terminated() {
@@ -370,10 +370,7 @@ impl<'a, T: Transport> Client<'a, T> {
         self.call(&req, false)?;
         self.transport.info(
             "instance terminated",
-            &[
-                ("instance_id", provider_id),
-                ("owner", &label_value(owner_id)),
-            ],
+            &[("instance_id", provider_id), ("owner", &id_tag(owner_id))],
         );
         Ok(())
     }
@@ -384,7 +381,7 @@ impl<'a, T: Transport> Client<'a, T> {
     /// The API's errors; [`Error::Transport`] when pagination does not end.
     pub fn describe(&self, owner_id: &str) -> Result<Vec<NodeHandle>> {
         let filters = [
-            (format!("tag:{OWNER}"), vec![label_value(owner_id)]),
+            (format!("tag:{OWNER}"), vec![id_tag(owner_id)]),
             Self::live_states(),
         ];
         let mut seen = BTreeSet::new();

@@ -1,7 +1,7 @@
 //! Tags on instances: ownership, request id, the shape's labels and `Name`;
 //! the `ClientToken` of `RunInstances`; and the filters that find them.
 
-use wasmprov_guest::tags::{OWNER, REQUEST, label_value};
+use wasmprov_guest::tags::{OWNER, REQUEST, id_tag};
 use wasmprov_guest::{Error, Labels, Result};
 
 use crate::api::Instance;
@@ -53,11 +53,11 @@ pub fn instance_tags(
     if !shape_labels.contains_key("Name") {
         tags.push((
             "Name".into(),
-            format!("{NAME_PREFIX}{}", label_value(request_id)),
+            format!("{NAME_PREFIX}{}", id_tag(request_id)),
         ));
     }
-    tags.push((OWNER.into(), label_value(owner_id)));
-    tags.push((REQUEST.into(), label_value(request_id)));
+    tags.push((OWNER.into(), id_tag(owner_id)));
+    tags.push((REQUEST.into(), id_tag(request_id)));
     if tags.len() > MAX_TAGS {
         return Err(Error::Unsupported(format!(
             "{} tags asked for; EC2 allows at most {MAX_TAGS} on an instance",
@@ -73,19 +73,19 @@ pub fn instance_tags(
 /// instance back.
 #[must_use]
 pub fn client_token(owner_id: &str, request_id: &str) -> String {
-    label_value(&format!("{owner_id}/{request_id}"))
+    wasmprov_guest::tags::pair_token(owner_id, request_id, 64)
 }
 
 /// Whether `instance` carries this owner's tag.
 #[must_use]
 pub fn is_owned(instance: &Instance, owner_id: &str) -> bool {
-    instance.tag(OWNER) == Some(label_value(owner_id).as_str())
+    instance.tag(OWNER) == Some(id_tag(owner_id).as_str())
 }
 
 /// Whether `instance` was created for this owner and request.
 #[must_use]
 pub fn is_for_request(instance: &Instance, owner_id: &str, request_id: &str) -> bool {
-    is_owned(instance, owner_id) && instance.tag(REQUEST) == Some(label_value(request_id).as_str())
+    is_owned(instance, owner_id) && instance.tag(REQUEST) == Some(id_tag(request_id).as_str())
 }
 
 /// Whether `s` looks like an instance id (`i-` and 8 or 17 hex digits), so
@@ -107,13 +107,13 @@ mod tests {
             ("pool".to_string(), "gpu a/b".to_string()),
             (OWNER.to_string(), "forged".to_string()),
         ]);
-        let tags = instance_tags("Host A", "req-1", &labels).unwrap();
+        let tags = instance_tags("host-a", "req-1", &labels).unwrap();
         assert_eq!(
             tags,
             [
                 ("pool".into(), "gpu a/b".into()),
                 ("Name".into(), "wasmprov-req-1".into()),
-                (OWNER.into(), label_value("Host A")),
+                (OWNER.into(), "host-a".to_string()),
                 (REQUEST.into(), "req-1".into()),
             ]
         );
@@ -166,15 +166,15 @@ mod tests {
         let i = Instance {
             id: "i-1".into(),
             tags: vec![
-                (OWNER.into(), label_value("Host A")),
+                (OWNER.into(), "host-a".to_string()),
                 (REQUEST.into(), "r1".into()),
             ],
             ..Instance::default()
         };
-        assert!(is_owned(&i, "Host A"));
+        assert!(is_owned(&i, "host-a"));
         assert!(!is_owned(&i, "host-b"));
-        assert!(is_for_request(&i, "Host A", "r1"));
-        assert!(!is_for_request(&i, "Host A", "r2"));
+        assert!(is_for_request(&i, "host-a", "r1"));
+        assert!(!is_for_request(&i, "host-a", "r2"));
         assert!(!is_owned(&Instance::default(), "o"));
         for ok in ["i-0123abcd", "i-0598c7d356eba48d7", "i-73f0cd0aac24fd380"] {
             assert!(is_instance_id(ok), "{ok}");

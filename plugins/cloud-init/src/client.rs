@@ -13,9 +13,9 @@ use crate::protocol::{self, Node};
 use crate::settings::{Settings, Which};
 use crate::template::Values;
 
-/// `WASMPROV_OWNER`: the owner id, as a label value.
+/// `WASMPROV_OWNER`: the owner id.
 pub const ENV_OWNER: &str = "WASMPROV_OWNER";
-/// `WASMPROV_REQUEST_ID`: the request id, as a label value.
+/// `WASMPROV_REQUEST_ID`: the request id.
 pub const ENV_REQUEST_ID: &str = "WASMPROV_REQUEST_ID";
 /// `WASMPROV_INSTANCE_TYPE`: the instance type, or empty.
 pub const ENV_INSTANCE_TYPE: &str = "WASMPROV_INSTANCE_TYPE";
@@ -159,8 +159,8 @@ impl<'a, R: Runner> Client<'a, R> {
             None => shape.instance_type.clone(),
         };
 
-        let owner = tags::label_value(owner_id);
-        let request_id = tags::label_value(&request.request_id);
+        let owner = tags::id_tag(owner_id);
+        let request_id = tags::id_tag(&request.request_id);
         if let Some(node) = self
             .list()?
             .into_iter()
@@ -257,7 +257,7 @@ impl<'a, R: Runner> Client<'a, R> {
     /// # Errors
     /// The list command's errors.
     pub fn describe(&self, owner_id: &str) -> Result<Vec<NodeHandle>> {
-        let owner = tags::label_value(owner_id);
+        let owner = tags::id_tag(owner_id);
         Ok(self
             .list()?
             .into_iter()
@@ -275,7 +275,7 @@ impl<'a, R: Runner> Client<'a, R> {
     pub fn terminate(&self, owner_id: &str, id: &str) -> Result<()> {
         self.settings.command(Which::List)?;
         self.settings.command(Which::Destroy)?;
-        let owner = tags::label_value(owner_id);
+        let owner = tags::id_tag(owner_id);
         let ours = self
             .list()?
             .into_iter()
@@ -499,20 +499,18 @@ mod tests {
     }
 
     #[test]
-    fn request_and_owner_ids_are_passed_as_label_values() {
+    fn request_and_owner_ids_are_passed_unchanged() {
+        // Ids reach a provider checked (`wasmprov_api::ids`): they never
+        // start with `-`, so as arguments they are never taken for options.
         let s = settings(&[]);
         let fake = Fake::default();
         let c = Client::new(&s, &fake);
-        let node = c.provision("Owner One", &request("--rm -rf")).unwrap();
-        let id = tags::label_value("--rm -rf");
-        assert!(
-            id.starts_with(|ch: char| ch.is_ascii_alphanumeric()),
-            "{id}"
-        );
+        let id = "rm_rf-1";
+        let node = c.provision("owner-one", &request(id)).unwrap();
         assert_eq!(node.labels["wasmprov-request"], id);
-        assert_eq!(fake.calls.borrow()[1].args.last().unwrap(), &id);
-        // And found again by the same rewrite.
-        c.provision("Owner One", &request("--rm -rf")).unwrap();
+        assert_eq!(fake.calls.borrow()[1].args.last().unwrap(), id);
+        // And found again by the same value.
+        c.provision("owner-one", &request(id)).unwrap();
         assert_eq!(fake.runs("create"), 1);
     }
 

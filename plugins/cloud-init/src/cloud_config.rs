@@ -29,9 +29,9 @@ pub const NODE_FILE: &str = "/etc/wasmprov/node.json";
 /// What the node is, as written to [`NODE_FILE`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct NodeInfo<'a> {
-    /// The host's owner id, as a label value.
+    /// The host's owner id.
     pub owner: &'a str,
-    /// The request id, as a label value.
+    /// The request id.
     pub request_id: &'a str,
     /// The instance type asked for, when known.
     pub instance_type: Option<&'a str>,

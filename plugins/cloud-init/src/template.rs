@@ -22,9 +22,9 @@ pub enum Var {
     Token,
     /// `{labels}`: the node's labels as `k=v,k=v` (sorted by key).
     Labels,
-    /// `{request_id}`: the request id, as a label value.
+    /// `{request_id}`: the request id.
     RequestId,
-    /// `{owner}`: the host's owner id, as a label value.
+    /// `{owner}`: the host's owner id.
     Owner,
     /// `{instance_type}`: the instance type, or empty.
     InstanceType,

@@ -291,7 +291,7 @@ mod tests {
     use std::collections::VecDeque;
 
     use serde_json::{Value, json};
-    use wasmprov_guest::tags::{OWNER, REQUEST, label_value};
+    use wasmprov_guest::tags::{OWNER, REQUEST, id_tag, label_value};
     use wasmprov_guest::{CapacityType, JoinState, Labels, NodeShape};
 
     use super::*;
@@ -373,7 +373,7 @@ mod tests {
     }
 
     fn owned(owner: &str, request: &str) -> Value {
-        json!({OWNER: label_value(owner), REQUEST: label_value(request)})
+        json!({OWNER: id_tag(owner), REQUEST: id_tag(request)})
     }
 
     fn page(servers: Vec<Value>, next: Option<u64>) -> Response {

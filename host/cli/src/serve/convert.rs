@@ -1,5 +1,5 @@
 //! Between the wire and the library: protobuf messages to and from the
-//! `wasmprov_api` / `wasmprov_host` types, and errors to gRPC statuses that
+//! `wasmprov_api` / `wasmprov_fleet` types, and errors to gRPC statuses that
 //! carry the contract's error kind in their metadata.
 
 use std::time::Duration;
@@ -7,8 +7,8 @@ use std::time::Duration;
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Code, Status};
 use wasmprov_api::{PluginFault, ProvisionerError};
-use wasmprov_host::journal::{Intent, IntentState};
-use wasmprov_host::{CapacityGroup, FleetError, ReconcileReport};
+use wasmprov_fleet::journal::{Event, EventKind, Intent, IntentState};
+use wasmprov_fleet::{CapacityGroup, FleetError, ReconcileReport};
 
 use super::{KIND_KEY, pb};
 
@@ -30,6 +30,9 @@ pub(super) fn fleet_status(err: &FleetError) -> Status {
             with_kind(Code::NotFound, err.to_string(), "unknown_plugin")
         }
         FleetError::Conflict { .. } => with_kind(Code::AlreadyExists, err.to_string(), "conflict"),
+        FleetError::Terminating(_) => {
+            with_kind(Code::FailedPrecondition, err.to_string(), "terminating")
+        }
         FleetError::Provisioner(e) => status_of(e),
         FleetError::Journal(e) => journal_status(e),
     }
@@ -114,19 +117,13 @@ pub(super) fn shape_from_pb(
     shape: Option<pb::NodeShape>,
 ) -> std::result::Result<wasmprov_api::NodeShape, Status> {
     let shape = shape.ok_or_else(|| Status::invalid_argument("shape is required"))?;
-    if !shape.cpu.is_finite() || shape.cpu < 0.0 {
-        return Err(Status::invalid_argument(format!(
-            "shape.cpu {} is not a CPU count",
-            shape.cpu
-        )));
-    }
     let capacity_type = pb::CapacityType::try_from(shape.capacity_type).map_err(|_| {
         Status::invalid_argument(format!(
             "shape.capacity_type {} is not a capacity type",
             shape.capacity_type
         ))
     })?;
-    Ok(wasmprov_api::NodeShape {
+    let shape = wasmprov_api::NodeShape {
         cpu: shape.cpu,
         memory_bytes: shape.memory_bytes,
         gpu: shape.gpu,
@@ -135,7 +132,10 @@ pub(super) fn shape_from_pb(
         zone: shape.zone,
         capacity_type: capacity_from_pb(capacity_type),
         instance_type: shape.instance_type,
-    })
+    };
+    // The contract's own rule (INVALID_ARGUMENT, kind `unsupported`).
+    shape.validate().map_err(|e| status_of(&e))?;
+    Ok(shape)
 }
 
 pub(super) fn hint_to_pb(h: wasmprov_api::PriceHint) -> pb::PriceHint {
@@ -243,7 +243,7 @@ pub(super) fn reconcile_to_pb(r: ReconcileReport) -> pb::ReconcileResponse {
     }
 }
 
-pub(super) fn member_to_pb(m: wasmprov_host::Member) -> pb::Member {
+pub(super) fn member_to_pb(m: wasmprov_fleet::Member) -> pb::Member {
     pb::Member {
         plugin: m.plugin,
         request_id: m.request_id,
@@ -270,5 +270,24 @@ pub(super) fn intent_to_pb(i: Intent) -> pb::Intent {
         state: state.into(),
         provider_id,
         hourly_usd: i.hourly_usd,
+        last_error: i.last_error,
+    }
+}
+
+pub(super) fn event_to_pb(e: Event) -> pb::Event {
+    let kind = match e.kind {
+        EventKind::LeaseExpired => pb::EventKind::LeaseExpired,
+        EventKind::LeakTerminated => pb::EventKind::LeakTerminated,
+        EventKind::Vanished => pb::EventKind::Vanished,
+        EventKind::Abandoned => pb::EventKind::Abandoned,
+    };
+    pb::Event {
+        seq: e.seq,
+        at_ms: e.at_ms,
+        kind: kind.into(),
+        plugin: e.plugin,
+        request_id: e.request_id,
+        provider_id: e.provider_id,
+        reason: e.reason,
     }
 }

@@ -25,7 +25,9 @@
 //!   with room; an invalid group is `INVALID_ARGUMENT`; plugin failures are
 //!   in the answer (`errors`, `converged`), not a failed call;
 //! - `ListIntents(group?)` lists the journal: the nodes this server wants,
-//!   pending, active or terminating.
+//!   pending, active or terminating;
+//! - `History(limit)` lists what reconcile and the lease sweep terminated
+//!   or forgot, when and why.
 //!
 //! The plugin directory is also watched, so plugins hot-reload without a
 //! `Reload` call.
@@ -38,19 +40,29 @@
 //! use by another process. Keep one journal per owner id: reconcile takes
 //! every node of the owner that the journal does not name for a leak.
 //!
-//! Before it listens, the server runs one reconcile, so a daemon restarted
-//! after a crash first settles what it left half done; then it runs one
-//! every `--reconcile-every` seconds (default 60, counted from the end of
-//! the last; 0 turns the periodic reconcile off). Leaks are listed only,
-//! unless `--terminate-leaks` is given (which the `Reconcile` RPC decides
-//! for itself with `terminate_leaks`). The outcome is logged with
+//! The server listens at once. Behind the listeners it runs one reconcile,
+//! so a daemon restarted after a crash settles what it left half done, and
+//! reports readiness when that is done: the standard gRPC health service
+//! (`grpc.health.v1.Health`, for the whole server `""` and for
+//! `wasmprov.v1.Provisioner`) says `NOT_SERVING` until then and `SERVING`
+//! after, and `GET /ready` on the metrics listener answers 503 until then
+//! and 200 after. Calls are answered meanwhile: the fleet runs the calls of
+//! one request id one after the other, a reconcile's pass over it included,
+//! so a provision never races a reconcile of the same id. Then a reconcile
+//! runs every `--reconcile-every` seconds (default 60, counted from the end
+//! of the last; 0 turns it off), and a lease sweep every `--lease-every`
+//! seconds (default 10; 0 turns it off), which terminates the journaled
+//! nodes whose lease ran out without listing any cloud. A node missing from
+//! its cloud's list is believed gone only after `--grace` seconds (default
+//! 60). Leaks are listed only, unless `--terminate-leaks` is given (which
+//! the `Reconcile` RPC decides for itself with `terminate_leaks`). Every
+//! lease expiry, leak termination, vanished node and abandoned provision is
+//! kept in the journal's history (`History` RPC, `wasmprov history`, and
+//! `wasmprov_fleet_events_total` on /metrics). The outcome is logged with
 //! `tracing` (target `wasmprov::serve`; `serve` logs at info by default,
 //! `WASMPROV_LOG` overrides): the startup reconcile always, a periodic
-//! one when it found something to settle; a report with errors at `warn`.
-//! A reconcile never overlaps a `Provision`, `Terminate` or `Scale` in
-//! flight (it would take a provision that is still waiting for the cloud
-//! for an interrupted one); those wait for a running reconcile, and scales
-//! run one at a time.
+//! one or a sweep when it found something to settle; a report with errors
+//! at `warn`.
 //!
 //! # Errors
 //! A failed call has a gRPC code chosen for what a generic client should do
@@ -82,8 +94,8 @@
 //! token travels in clear text, so a remote listener belongs behind a
 //! TLS-terminating proxy. The first line on stdout is machine-readable:
 //! `listening grpc=ADDR metrics=ADDR` (`metrics=off` with `--no-metrics`),
-//! with the ports really bound (so `:0` works); it comes after the startup
-//! reconcile, when calls are answered.
+//! with the ports really bound (so `:0` works); it comes as soon as both
+//! listen (readiness: see above).
 //!
 //! # Metrics
 //! `GET /metrics` on `--metrics-listen` (default `127.0.0.1:9151`, loopback
@@ -91,10 +103,10 @@
 //! answers the host's per-plugin metrics in the OpenMetrics text format
 //! (see `wasmprov_host::metrics`). `--no-metrics` turns it off.
 //!
-//! SIGINT or SIGTERM stops both listeners and the periodic reconcile, lets
-//! calls (and a reconcile) in flight finish for up to [`GRACE`], and exits
-//! 0. A signal during the startup reconcile stops it there (the journal is
-//! made for being stopped at any point).
+//! SIGINT or SIGTERM stops both listeners and the background reconciles,
+//! lets calls (and a reconcile) in flight finish for up to [`GRACE`], and
+//! exits 0. A signal during the startup reconcile stops it there (the
+//! journal is made for being stopped at any point).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -104,10 +116,11 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use tonic::{Code, Request, Response, Status};
 use wasmprov_api::CloudProvisioner;
-use wasmprov_host::{
-    CapacityGroup, Fleet, FleetError, Host, LeakPolicy, ProvisionOptions, ReconcilePolicy,
+use wasmprov_fleet::{
+    CapacityGroup, Fleet, FleetError, LeakPolicy, ProvisionOptions, ReconcilePolicy,
     ReconcileReport,
 };
+use wasmprov_host::Host;
 
 /// The generated messages, server and client of `proto/wasmprov.proto`.
 #[allow(
@@ -133,6 +146,8 @@ const GRACE: Duration = Duration::from_secs(10);
 const KIND_KEY: &str = "wasmprov-error-kind";
 /// The `tracing` target of what the server logs.
 const LOG_TARGET: &str = "wasmprov::serve";
+/// The gRPC service's full name, as the health service reports it.
+const SERVICE_NAME: &str = "wasmprov.v1.Provisioner";
 
 /// Options of `wasmprov serve`.
 #[derive(Debug, clap::Args)]
@@ -161,6 +176,12 @@ pub(crate) struct ServeArgs {
     /// Let the periodic reconcile terminate leaked nodes (owned, wanted by no intent) instead of only logging them.
     #[arg(long)]
     terminate_leaks: bool,
+    /// Seconds between lease sweeps (terminating journaled nodes whose lease ran out; no cloud listing needed); 0 turns them off.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    lease_every: u64,
+    /// Seconds a node may be missing from its cloud's list before a reconcile believes it (clouds list new nodes late); 0 believes at once.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    grace: u64,
 }
 
 /// Runs `wasmprov serve` until SIGINT or SIGTERM.
@@ -216,36 +237,34 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
             LeakPolicy::Report
         },
         resume_pending: true,
+        grace: Duration::from_secs(args.grace),
     };
-    // Settle what an earlier run left half done before taking calls.
-    tokio::select! {
-        report = fleet.reconcile(&policy) => {
-            let report = report.context("reconciling the journal at startup")?;
-            log_reconcile("startup", &report, true);
-        }
-        signal = signals.recv() => {
-            eprintln!("wasmprov serve: {signal} during the startup reconcile, shutting down");
-            return Ok(());
-        }
-    }
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = move |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
+    // Not ready until the startup reconcile settled what an earlier run left
+    // half done; calls are answered meanwhile (the fleet keeps each request
+    // id's calls in order, a reconcile included).
+    let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
+    let (health, health_service) = tonic_health::server::health_reporter();
+    for name in ["", SERVICE_NAME] {
+        health
+            .set_service_status(name, tonic_health::ServingStatus::NotServing)
+            .await;
+    }
 
-    let ops = Arc::new(tokio::sync::RwLock::new(()));
     let service = ProvisionerServer::with_interceptor(
         Service {
             host: host.clone(),
             fleet: fleet.clone(),
-            ops: ops.clone(),
-            scaling: tokio::sync::Mutex::new(()),
         },
         bearer_check(token.into_bytes()),
     );
     let mut grpc = tokio::spawn(
         tonic::transport::Server::builder()
+            .add_service(health_service)
             .add_service(service)
             .serve_with_incoming_shutdown(
                 tonic::transport::server::TcpIncoming::from(grpc_listener),
@@ -256,7 +275,12 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
         Some(listener) => {
             let app = axum::Router::new()
                 .route("/metrics", axum::routing::get(metrics_text))
-                .with_state(host.clone());
+                .with_state(host.clone())
+                .merge(
+                    axum::Router::new()
+                        .route("/ready", axum::routing::get(ready_text))
+                        .with_state(ready_rx.clone()),
+                );
             let stop = stopped(stop_rx.clone());
             tokio::spawn(async move {
                 axum::serve(listener, app)
@@ -273,15 +297,6 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
             })
         }
     };
-    let reconciler = (args.reconcile_every > 0).then(|| {
-        tokio::spawn(reconcile_periodically(
-            fleet.clone(),
-            ops.clone(),
-            policy,
-            Duration::from_secs(args.reconcile_every),
-            stop_rx.clone(),
-        ))
-    });
 
     {
         use std::io::Write;
@@ -289,6 +304,18 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
         writeln!(out, "listening grpc={grpc_addr} metrics={metrics_addr}")?;
         out.flush()?;
     }
+
+    // Settle what an earlier run left half done, behind the listeners; then
+    // reconcile periodically.
+    let background = tokio::spawn(background_work(
+        fleet.clone(),
+        policy,
+        Duration::from_secs(args.reconcile_every),
+        Duration::from_secs(args.lease_every),
+        ready_tx,
+        health,
+        stop_rx.clone(),
+    ));
 
     let early = tokio::select! {
         signal = signals.recv() => {
@@ -306,11 +333,9 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
     let drained = tokio::time::timeout(GRACE, async {
         let grpc = flatten(grpc.await.map(|r| r.context("serving gRPC")));
         let metrics = flatten(metrics.await);
-        if let Some(task) = reconciler {
-            // It only ends once told to; a panic in it is worth saying.
-            if let Err(e) = task.await {
-                eprintln!("wasmprov serve: the periodic reconcile failed: {e}");
-            }
+        // It only ends once told to; a panic in it is worth saying.
+        if let Err(e) = background.await {
+            eprintln!("wasmprov serve: the background reconcile failed: {e}");
         }
         grpc.and(metrics)
     })
@@ -324,33 +349,78 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
     }
 }
 
-/// Reconciles every `every` (from the end of one pass to the start of the
-/// next) until `stop` turns true; a pass under way when it does is let
-/// finish.
-async fn reconcile_periodically(
+/// The startup reconcile (then ready), the periodic reconciles every
+/// `every` (from the end of one pass to the start of the next; 0: none)
+/// and the lease sweep every `leases` (0: none), until `stop` turns true;
+/// a pass under way when it does is let finish.
+async fn background_work(
     fleet: Arc<Fleet>,
-    ops: Arc<tokio::sync::RwLock<()>>,
     policy: ReconcilePolicy,
     every: Duration,
+    leases: Duration,
+    ready: tokio::sync::watch::Sender<bool>,
+    health: tonic_health::server::HealthReporter,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
-        tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
-            () = tokio::time::sleep(every) => {}
-        }
-        let _alone = tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
-            guard = ops.write() => guard,
+        let pass = tokio::select! {
+            () = wait_stop(&mut stop) => return,
+            r = fleet.reconcile(&policy) => r,
         };
-        match fleet.reconcile(&policy).await {
-            Ok(report) => log_reconcile("periodic", &report, false),
-            Err(e) => tracing::warn!(
-                target: LOG_TARGET,
-                "periodic reconcile failed (retried in {every:?}): {e:#}"
-            ),
+        match pass {
+            Ok(report) => {
+                log_reconcile("startup", &report, true);
+                break;
+            }
+            Err(e) => {
+                tracing::warn!(target: LOG_TARGET, "startup reconcile failed (retried in 5 s): {e:#}");
+                tokio::select! {
+                    () = wait_stop(&mut stop) => return,
+                    () = tokio::time::sleep(Duration::from_secs(5)) => {}
+                }
+            }
         }
     }
+    let _ = ready.send(true);
+    for name in ["", SERVICE_NAME] {
+        health
+            .set_service_status(name, tonic_health::ServingStatus::Serving)
+            .await;
+    }
+    tracing::info!(target: LOG_TARGET, "ready");
+    let far = Duration::from_secs(u64::from(u32::MAX));
+    let every = if every.is_zero() { far } else { every };
+    let leases = if leases.is_zero() { far } else { leases };
+    let mut next_reconcile = tokio::time::Instant::now() + every;
+    let mut next_sweep = tokio::time::Instant::now() + leases;
+    loop {
+        tokio::select! {
+            () = wait_stop(&mut stop) => return,
+            () = tokio::time::sleep_until(next_sweep) => {
+                match fleet.expire_leases().await {
+                    Ok(report) if !report.is_clean() => log_reconcile("lease sweep", &report, false),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(target: LOG_TARGET, "lease sweep failed (retried in {leases:?}): {e:#}"),
+                }
+                next_sweep = tokio::time::Instant::now() + leases;
+            }
+            () = tokio::time::sleep_until(next_reconcile) => {
+                match fleet.reconcile(&policy).await {
+                    Ok(report) => log_reconcile("periodic", &report, false),
+                    Err(e) => tracing::warn!(
+                        target: LOG_TARGET,
+                        "periodic reconcile failed (retried in {every:?}): {e:#}"
+                    ),
+                }
+                next_reconcile = tokio::time::Instant::now() + every;
+            }
+        }
+    }
+}
+
+/// Waits until `stop` turns true (or its sender is gone).
+async fn wait_stop(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
 }
 
 /// Logs a reconcile's outcome: at `warn` when something could not be
@@ -501,6 +571,20 @@ impl Signals {
     }
 }
 
+/// `GET /ready`: 200 once the startup reconcile is done, 503 before.
+async fn ready_text(
+    axum::extract::State(ready): axum::extract::State<tokio::sync::watch::Receiver<bool>>,
+) -> impl axum::response::IntoResponse {
+    if *ready.borrow() {
+        (axum::http::StatusCode::OK, "ready\n")
+    } else {
+        (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "starting: reconciling the journal\n",
+        )
+    }
+}
+
 async fn metrics_text(
     axum::extract::State(host): axum::extract::State<Arc<Host>>,
 ) -> impl axum::response::IntoResponse {
@@ -513,16 +597,12 @@ async fn metrics_text(
     )
 }
 
-/// The gRPC service over one host and its journal.
+/// The gRPC service over one host and its journal. The fleet keeps the
+/// calls of one request id in order (a reconcile's pass over it included)
+/// and runs scales one at a time.
 struct Service {
     host: Arc<Host>,
     fleet: Arc<Fleet>,
-    /// Held shared by journaled operations, exclusively by a reconcile: a
-    /// reconcile running beside a provision would take its pending intent
-    /// for an interrupted one and ask the cloud again.
-    ops: Arc<tokio::sync::RwLock<()>>,
-    /// Scales run one at a time: two at once would both see the group short.
-    scaling: tokio::sync::Mutex<()>,
 }
 
 impl Service {
@@ -602,7 +682,7 @@ impl Provisioner for Service {
     async fn rank(&self, req: Request<pb::RankRequest>) -> RpcResult<pb::RankResponse> {
         let shape = shape_from_pb(req.into_inner().shape)?;
         let host = self.host.clone();
-        let ranking = tokio::task::spawn_blocking(move || host.rank(&shape))
+        let ranking = tokio::task::spawn_blocking(move || wasmprov_fleet::rank(&*host, &shape))
             .await
             .map_err(|e| Status::internal(format!("ranking task failed: {e}")))?;
         Ok(Response::new(pb::RankResponse {
@@ -630,11 +710,14 @@ impl Provisioner for Service {
         req: Request<pb::ProvisionRequest>,
     ) -> RpcResult<pb::ProvisionResponse> {
         let req = req.into_inner();
-        if req.request_id.trim().is_empty() {
-            return Err(Status::invalid_argument(
-                "request_id is required: it makes provisioning idempotent (a retry with the same id returns the same node)",
+        if req.request_id.is_empty() {
+            return Err(with_kind(
+                Code::InvalidArgument,
+                "request_id is required: it makes provisioning idempotent (a retry with the same id returns the same node)".into(),
+                "unsupported",
             ));
         }
+        wasmprov_api::ids::check_request_id(&req.request_id).map_err(|e| status_of(&e))?;
         let shape = shape_from_pb(req.shape)?;
         self.plugin(&req.plugin)?;
         let lease = lease_from_pb(req.lease_seconds, "lease_seconds")?;
@@ -650,7 +733,6 @@ impl Provisioner for Service {
             group: req.group,
             hourly_usd: None,
         };
-        let _op = self.ops.read().await;
         let node = self
             .fleet
             .provision(&req.plugin, &shape, options)
@@ -678,7 +760,6 @@ impl Provisioner for Service {
             return Err(Status::invalid_argument("provider_id is required"));
         }
         self.plugin(&req.plugin)?;
-        let _op = self.ops.read().await;
         self.fleet
             .terminate(&req.plugin, &req.provider_id)
             .await
@@ -713,8 +794,10 @@ impl Provisioner for Service {
                 LeakPolicy::Report
             },
             resume_pending: !req.no_resume,
+            grace: req
+                .grace_seconds
+                .map_or(wasmprov_fleet::DEFAULT_GRACE, Duration::from_secs),
         };
-        let _alone = self.ops.write().await;
         let report = self
             .fleet
             .reconcile(&policy)
@@ -727,8 +810,6 @@ impl Provisioner for Service {
     async fn scale(&self, req: Request<pb::ScaleRequest>) -> RpcResult<pb::ScaleResponse> {
         let req = req.into_inner();
         let group = group_from_pb(req.group)?;
-        let _op = self.ops.read().await;
-        let _one = self.scaling.lock().await;
         // The group was validated: what is left to fail is the journal.
         let report = self
             .fleet
@@ -743,6 +824,17 @@ impl Provisioner for Service {
             added: report.added.into_iter().map(member_to_pb).collect(),
             removed: report.removed.into_iter().map(member_to_pb).collect(),
             errors: report.errors,
+        }))
+    }
+
+    async fn history(&self, req: Request<pb::HistoryRequest>) -> RpcResult<pb::HistoryResponse> {
+        let limit = match req.into_inner().limit {
+            0 => 100,
+            n => n as usize,
+        };
+        let events = self.fleet.history(limit).map_err(|e| journal_status(&e))?;
+        Ok(Response::new(pb::HistoryResponse {
+            events: events.into_iter().map(event_to_pb).collect(),
         }))
     }
 

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use wasmprov_guest::http::{Request, Response};
 use wasmprov_guest::shape::{self, InstanceType};
 use wasmprov_guest::state::StateTable;
-use wasmprov_guest::tags::{self, OWNER, REQUEST, label_value};
+use wasmprov_guest::tags::{self, OWNER, REQUEST, id_tag, label_value};
 use wasmprov_guest::{
     CapacityScope, CapacityType, Error, JoinState, Labels, NodeHandle, NodeShape, PriceHint,
     Provider, ProvisionRequest, Result, config, export_provider, log,
@@ -290,7 +290,7 @@ impl Node {
     fn owned_by(&self, owner_id: &str) -> bool {
         self.labels
             .get(OWNER)
-            .is_some_and(|v| *v == label_value(owner_id))
+            .is_some_and(|v| *v == id_tag(owner_id))
     }
 
     fn for_request(&self, owner_id: &str, request_id: &str) -> bool {
@@ -298,7 +298,7 @@ impl Node {
             && self
                 .labels
                 .get(REQUEST)
-                .is_some_and(|v| *v == label_value(request_id))
+                .is_some_and(|v| *v == id_tag(request_id))
     }
 }
 
@@ -365,7 +365,7 @@ pub fn node_labels(owner_id: &str, request_id: &str, shape_labels: &Labels) -> L
 /// `idempotency_conflict`.
 #[must_use]
 pub fn idempotency_key(owner_id: &str, request_id: &str) -> String {
-    format!("{}/{}", label_value(owner_id), label_value(request_id))
+    format!("{}/{}", id_tag(owner_id), id_tag(request_id))
 }
 
 /// Whether `id` can be a node id (and is safe in a URL path).
@@ -459,8 +459,8 @@ impl BuggyRefCloud {
     fn find_for_request(&self, owner_id: &str, request_id: &str) -> Result<Option<Node>> {
         let selector = format!(
             "{OWNER}={},{REQUEST}={}",
-            label_value(owner_id),
-            label_value(request_id)
+            id_tag(owner_id),
+            id_tag(request_id)
         );
         let list = self.list_page(Some(&selector), 1)?;
         Ok(list
@@ -580,7 +580,7 @@ impl Provider for BuggyRefCloud {
 
     fn describe(&self, owner_id: &str) -> Result<Vec<NodeHandle>> {
         let owner_only = self.bug != Bug::ForeignInDescribe;
-        let selector = format!("{OWNER}={}", label_value(owner_id));
+        let selector = format!("{OWNER}={}", id_tag(owner_id));
         let selector = owner_only.then_some(selector.as_str());
         let mut seen = BTreeSet::new();
         let mut nodes = Vec::new();
@@ -791,9 +791,9 @@ mod tests {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let labels = node_labels("Owner 1", "req-1", &shape);
+        let labels = node_labels("owner-1", "req-1", &shape);
         assert_eq!(labels["role"], "worker");
-        assert_eq!(labels[OWNER], label_value("Owner 1"));
+        assert_eq!(labels[OWNER], "owner-1");
         assert_eq!(labels[REQUEST], "req-1");
         assert!(
             labels
@@ -802,7 +802,7 @@ mod tests {
         );
         assert_ne!(idempotency_key("a", "r"), idempotency_key("b", "r"));
         assert!(
-            idempotency_key("o", &"x".repeat(300))
+            idempotency_key("o", &"x".repeat(63))
                 .bytes()
                 .all(|b| b.is_ascii_graphic())
         );

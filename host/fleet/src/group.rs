@@ -9,14 +9,15 @@ use wasmprov_api::{NodeShape, ProvisionerError};
 
 use crate::fleet::{Fleet, FleetError, ProvisionOptions};
 use crate::journal::{Intent, IntentState};
+use crate::rank::rank;
 
 /// A set of like nodes scaled as one, in the spirit of a cluster's node
 /// pool: an instance type or a machine profile (CPU, memory, GPUs) and the
 /// bounds of its size.
 ///
 /// ```
-/// use wasmprov_host::CapacityGroup;
-/// use wasmprov_host::api::NodeShape;
+/// use wasmprov_fleet::CapacityGroup;
+/// use wasmprov_api::NodeShape;
 ///
 /// let mut shape = NodeShape::new(8.0, 32 << 30);
 /// shape.gpu = 1;
@@ -260,7 +261,7 @@ impl Fleet {
         count: u32,
         report: &mut ScaleReport,
     ) -> Result<()> {
-        let ranking = self.host().rank(&group.shape);
+        let ranking = rank(self.backends().as_ref(), &group.shape);
         let offers: Vec<_> = ranking
             .offers
             .iter()
@@ -285,9 +286,16 @@ impl Fleet {
         }
         let mut first_offer = 0;
         for _ in 0..count {
-            let request_id = format!("{}-{}", group.name, self.journal().next_seq(&group.name)?);
+            let mut request_id =
+                format!("{}-{}", group.name, self.journal().next_seq(&group.name)?);
             let mut made = false;
             for offer in &offers[first_offer..] {
+                // A failed attempt that may have left a node keeps its id
+                // (reconcile settles it); the next offer gets a new one.
+                if self.journal().get(&request_id)?.is_some() {
+                    request_id =
+                        format!("{}-{}", group.name, self.journal().next_seq(&group.name)?);
+                }
                 let options = ProvisionOptions {
                     request_id: Some(request_id.clone()),
                     lease: group.lease,
@@ -337,8 +345,8 @@ impl Fleet {
         let mut now: std::collections::BTreeMap<String, Option<f64>> = Default::default();
         for m in &members {
             now.entry(m.plugin.clone()).or_insert_with(|| {
-                self.host()
-                    .wasm_plugin(&m.plugin)
+                self.backends()
+                    .backend(&m.plugin)
                     .and_then(|p| p.try_price_hint(&group.shape).ok().flatten())
                     .map(|h| h.hourly_usd)
             });

@@ -662,6 +662,8 @@ fn document(
     for s in sections {
         d.push_str(&s.markdown());
     }
+    // Measured outside this suite (the daemon under load); kept as written.
+    d.push_str(include_str!("../RELIABILITY.md"));
     if let Some(p) = prof {
         d.push_str(&p.markdown());
     }

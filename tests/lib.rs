@@ -186,7 +186,7 @@ impl EchoServer {
     }
 }
 
-/// Serves one connection: one request, then close.
+/// Serves one connection: one request, then close (`/keep`: the client closes).
 async fn serve(mut sock: tokio::net::TcpStream, stats: Arc<EchoStats>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut buf = vec![0u8; 16 << 10];
@@ -224,6 +224,24 @@ async fn serve(mut sock: tokio::net::TcpStream, stats: Arc<EchoStats>) {
                 "HTTP/1.1 302 Found\r\nlocation: {to}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
             );
             let _ = sock.write_all(resp.as_bytes()).await;
+        }
+        "/keep" => {
+            // A keep-alive answer, then the connection stays open until the
+            // client closes it (what a client's idle pool holds).
+            let resp =
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 4\r\n\r\nkept";
+            if sock.write_all(resp.as_bytes()).await.is_err() {
+                return;
+            }
+            drop(_in_flight);
+            // Each later request on it (a GET: one read) gets the same answer.
+            let mut rest = vec![0u8; 16 << 10];
+            while matches!(sock.read(&mut rest).await, Ok(n) if n > 0) {
+                stats.hits.fetch_add(1, SeqCst);
+                if sock.write_all(resp.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
         }
         "/endless" => {
             let head = "HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ntransfer-encoding: chunked\r\n\r\n";

@@ -977,7 +977,8 @@ mod limits {
         let err = bounded("describe", l.p.describe()).await.unwrap_err();
         assert_fault(&err, PluginFault::ResourceLimit, HOSTCALL_FUEL);
         assert_normal(&l.p).await;
-        // Under the copy budget, aliasing is just a big answer.
+        // Under the copy budget, a 1 MiB provider id is still no provider
+        // id: the answer is refused at the host boundary, naming the field.
         let dir = PluginDir::new();
         dir.add(
             ATTACKER,
@@ -985,11 +986,10 @@ mod limits {
             "[config]\nmib = 1\ncount = 64\n[limits]\nmemory_mib = 32\n",
         );
         let host = host(&dir).await;
-        let nodes = bounded("describe", host.plugin(ATTACKER).unwrap().describe())
+        let err = bounded("describe", host.plugin(ATTACKER).unwrap().describe())
             .await
-            .unwrap();
-        assert_eq!(nodes.len(), 64);
-        assert!(nodes.iter().all(|n| n.provider_id.len() == 1 << 20));
+            .unwrap_err();
+        assert_fault(&err, PluginFault::Contract, "provider_id is 1048576 bytes");
     }
 
     /// This process's peak resident memory so far, in bytes.
@@ -1047,5 +1047,170 @@ mod limits {
             start.elapsed()
         );
         assert_normal(&l.p).await;
+    }
+}
+
+/// The probe guest (not a hostile-kit guest) answers a plain provision.
+async fn probe_ok(p: &Arc<dyn CloudProvisioner>) {
+    bounded("a normal call", p.provision_request(&request(NORMAL)))
+        .await
+        .unwrap_or_else(|e| panic!("a normal call after the attack failed: {e:?}"));
+}
+
+/// The plugin directory is untrusted input: files that are not regular, or
+/// too large, are refused from their type or size, and the old version
+/// keeps serving.
+mod directory {
+    use super::*;
+
+    fn priced(p: &Arc<dyn CloudProvisioner>) -> f64 {
+        p.try_price_hint(&NodeShape::new(2.0, 1 << 30))
+            .expect("a price")
+            .expect("priced")
+            .hourly_usd
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fifos_and_huge_files_in_the_directory_are_refused_at_once() {
+        let l = load(guests::PROBE, "").await;
+        let component = l.dir.path().join(format!("{ATTACKER}.wasm"));
+        let manifest = l.dir.path().join(format!("{ATTACKER}.toml"));
+        let before = priced(&l.p);
+
+        // The component becomes a FIFO nobody writes to: opening it for
+        // reading would block forever; the reload is refused at once.
+        std::fs::remove_file(&component).unwrap();
+        nix::unistd::mkfifo(&component, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let r = bounded("a reload over a FIFO", l.host.reload())
+            .await
+            .unwrap();
+        assert_eq!(r.kept_old, [ATTACKER], "{r}");
+        assert!(r.failed[0].contains("FIFO"), "{r}");
+        let p = l.host.plugin(ATTACKER).unwrap();
+        assert_eq!(priced(&p), before, "the old version serves");
+
+        // A 64 GiB sparse file: refused from its size, nothing read.
+        std::fs::remove_file(&component).unwrap();
+        std::fs::File::create(&component)
+            .unwrap()
+            .set_len(64 << 30)
+            .unwrap();
+        let r = bounded("a reload over a huge file", l.host.reload())
+            .await
+            .unwrap();
+        assert_eq!(r.kept_old, [ATTACKER], "{r}");
+        assert!(r.failed[0].contains("over the limit"), "{r}");
+        assert_eq!(priced(&l.host.plugin(ATTACKER).unwrap()), before);
+
+        // The manifest as a FIFO: refused too.
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        std::fs::remove_file(&manifest).unwrap();
+        nix::unistd::mkfifo(&manifest, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let r = bounded("a reload over a FIFO manifest", l.host.reload())
+            .await
+            .unwrap();
+        assert!(r.failed.iter().any(|f| f.contains("FIFO")), "{r}");
+
+        // Later changes are still taken: a good new plugin loads.
+        std::fs::remove_file(&manifest).unwrap();
+        std::fs::write(&manifest, text).unwrap();
+        l.dir.add("beta", guests::PROBE, "");
+        let r = bounded("a later reload", l.host.reload()).await.unwrap();
+        assert!(r.added.contains(&"beta".to_string()), "{r}");
+        assert!(priced(&l.host.plugin("beta").unwrap()) > 0.0);
+        probe_ok(&l.host.plugin(ATTACKER).unwrap()).await;
+    }
+}
+
+/// Host resources a plugin can hold are bounded per plugin.
+mod pool {
+    use super::*;
+
+    fn open_fds() -> usize {
+        std::fs::read_dir("/proc/self/fd").unwrap().count()
+    }
+
+    /// A plugin granted every loopback port reaches 150 destinations, one
+    /// request each; the host keeps at most 32 idle connections for it in
+    /// all (not 150), and the process's descriptors say so.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn idle_connections_are_bounded_across_destinations() {
+        let mut servers = Vec::new();
+        for _ in 0..150 {
+            servers.push(EchoServer::start().await);
+        }
+        let l = load(guests::PROBE, "[http]\nallow = [\"http://127.0.0.1:*\"]\n").await;
+        // Warm up: one call, so that per-process state (the engine's pools)
+        // is not counted as the attack's.
+        let call = |url: String| {
+            let mut shape = NodeShape::new(1.0, 1 << 30);
+            shape.labels.insert("mode".into(), "http".into());
+            shape.labels.insert("url".into(), url);
+            ProvisionRequest {
+                request_id: "probe".into(),
+                shape,
+            }
+        };
+        bounded(
+            "warm-up",
+            l.p.provision_request(&call(servers[0].url("/keep"))),
+        )
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let before = open_fds();
+        for s in &servers {
+            bounded("a request", l.p.provision_request(&call(s.url("/keep"))))
+                .await
+                .unwrap();
+        }
+        // Connections the pool let go close on both sides.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let after = open_fds();
+        let held = after.saturating_sub(before);
+        // Each idle connection is two descriptors here (the test's servers
+        // run in this process): at most 32 idle, plus slack for the runtime.
+        assert!(
+            held <= 2 * 32 + 16,
+            "{held} descriptors held after 150 destinations"
+        );
+        assert!(servers.iter().all(|s| s.hits() >= 1));
+        bounded(
+            "a call after",
+            l.p.provision_request(&call(servers[149].url("/keep"))),
+        )
+        .await
+        .unwrap();
+        probe_ok(&l.p).await;
+    }
+}
+
+/// Plugin answers are checked once, at the host boundary.
+mod answers {
+    use super::*;
+
+    fn priced(usd: &str) -> NodeShape {
+        let mut shape = NodeShape::new(2.0, 1 << 30);
+        shape.labels.insert("mode".into(), "price".into());
+        shape.labels.insert("usd".into(), usd.into());
+        shape
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn prices_that_are_not_prices_are_contract_faults_everywhere() {
+        let l = load(guests::PROBE, "").await;
+        for bad in ["NaN", "inf", "-inf", "-1", "-0.0001"] {
+            let err = l.p.try_price_hint(&priced(bad)).unwrap_err();
+            assert_fault(&err, PluginFault::Contract, "hourly_usd");
+            // The trait's infallible form sees no price; ranking says why.
+            assert!(l.p.price_hint(&priced(bad)).is_none());
+            let ranking = wasmprov_fleet::rank(&l.host, &priced(bad));
+            assert!(ranking.offers.is_empty(), "{bad}: {ranking:?}");
+            assert!(ranking.none[0].reason.contains("hourly_usd"), "{ranking:?}");
+        }
+        // -0.0 is 0.0, and does not sort before it.
+        let zero = l.p.try_price_hint(&priced("-0")).unwrap().unwrap();
+        assert!(zero.hourly_usd == 0.0 && zero.hourly_usd.is_sign_positive());
+        probe_ok(&l.p).await;
     }
 }

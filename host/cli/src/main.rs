@@ -672,7 +672,8 @@ async fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let json = cli.json;
-    match run(cli).await {
+    let daemon = matches!(cli.command, Command::Serve(_));
+    let code = match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             if json && e.downcast_ref::<Reported>().is_none() {
@@ -688,7 +689,15 @@ async fn main() -> ExitCode {
             eprintln!("error: {line}");
             ExitCode::FAILURE
         }
+    };
+    if daemon {
+        // Shutdown is never held up by work on blocking threads (a reload
+        // pass stuck on a file, say): the runtime would wait for it on drop.
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        std::process::exit(if code == ExitCode::SUCCESS { 0 } else { 1 });
     }
+    code
 }
 
 #[cfg(test)]

@@ -29,6 +29,10 @@ pub struct EngineSettings {
     /// one hint to the next stays inside the plugin. An instance that traps,
     /// runs out of time, grows its memory or reaches this count is dropped.
     pub price_hint_reuse: u32,
+    /// Largest component file read from the plugin directory, in bytes
+    /// (default 64 MiB, well above any real plugin); a larger file is
+    /// refused from its size without being read.
+    pub max_component_bytes: u64,
     /// Write `/tmp/perf-<pid>.map` naming the JIT-compiled guest functions,
     /// so that `perf report` shows a plugin's own functions (for profiling a
     /// plugin; off by default).
@@ -42,6 +46,7 @@ impl Default for EngineSettings {
             max_instances: 1000,
             max_memory_bytes: wasmprov_policy::limits::MAX_MEMORY_MIB << 20,
             price_hint_reuse: 1,
+            max_component_bytes: crate::files::DEFAULT_MAX_COMPONENT_BYTES,
             perf_map: false,
         }
     }

@@ -217,7 +217,7 @@ impl HostBuilder {
 /// The engines of a host, one per guest stack size in use (wasmtime sets the
 /// stack per engine), each with its linker. Most hosts have one.
 pub(crate) struct Engines {
-    settings: EngineSettings,
+    pub(crate) settings: EngineSettings,
     by_stack: std::sync::Mutex<BTreeMap<usize, EngineAndLinker>>,
 }
 
@@ -269,7 +269,7 @@ struct Fingerprint {
 
 impl Fingerprint {
     fn of(dir: &cap_std::fs::Dir, manifest_file: &str) -> Option<Self> {
-        let text = dir.read_to_string(manifest_file).ok()?;
+        let text = crate::files::read_text(dir, manifest_file).ok()?;
         let component = wasmprov_policy::Manifest::parse(manifest_file, &text)
             .ok()
             .and_then(|m| dir.metadata(&m.component).ok())
@@ -515,8 +515,19 @@ impl Host {
             hooks: self.hooks.clone(),
             default_limits: self.default_limits.clone(),
         };
-        let (registry, report) = tokio::task::spawn_blocking(move || input.run(&before))
+        // Files are opened without blocking and read up to a cap
+        // (`files.rs`); the bound here is the backstop for anything else
+        // that stalls a pass: the old plugins keep serving.
+        let pass = tokio::task::spawn_blocking(move || input.run(&before));
+        let (registry, report) = tokio::time::timeout(RELOAD_LIMIT, pass)
             .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "reloading {} took longer than {} s; the loaded plugins keep serving",
+                    self.plugin_dir.display(),
+                    RELOAD_LIMIT.as_secs()
+                )
+            })?
             .context("plugin loading panicked")??;
         match self.registry.write() {
             Ok(mut r) => *r = Arc::new(registry),
@@ -530,6 +541,10 @@ impl Host {
         Ok(Arc::unwrap_or_clone(report))
     }
 }
+
+/// The longest one reload pass may take (100 cold compiles take ~20 s on
+/// two cores); past it the pass is abandoned and the old plugins serve.
+pub const RELOAD_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// What a reload needs, owned so it can run on a blocking thread.
 struct ReloadInput {

@@ -60,7 +60,7 @@ impl HttpGate {
     pub(crate) fn new(policy: HttpPolicy, limits: Limits, hooks: Hooks) -> Self {
         Self {
             in_flight: Arc::new(Semaphore::new(limits.http_max_in_flight)),
-            pool: Arc::new(ConnPool::new(limits.http_max_in_flight)),
+            pool: ConnPool::new(limits.http_max_in_flight),
             policy,
             limits,
             hooks,
@@ -401,9 +401,9 @@ type Sender = hyper::client::conn::http1::SendRequest<WasiBody>;
 
 /// Idle connections older than this are not reused.
 const IDLE_LIMIT: Duration = Duration::from_secs(20);
-/// Idle connections kept per destination, at least (a plugin allowed more
-/// requests in flight keeps as many as it may use at once).
-const MIN_IDLE_PER_KEY: usize = 32;
+/// Idle connections a plugin's pool keeps in all, at least (a plugin allowed
+/// more requests in flight keeps as many as it may use at once).
+const MIN_IDLE: usize = 32;
 
 /// Where a pooled connection goes: the checked address, and the name it was
 /// checked (and, for TLS, verified) for. A connection is reused only for a
@@ -415,33 +415,78 @@ struct PoolKey {
     addr: SocketAddr,
 }
 
-/// Keep-alive connections of one plugin.
+/// Keep-alive connections of one plugin, bounded in total: at most
+/// `max_idle` idle connections across all destinations (so a plugin granted
+/// a wildcard cannot make the host hold a socket per address it ever
+/// reached), none older than [`IDLE_LIMIT`] (a reaper drops them on a timer,
+/// whether or not the destination is used again).
 #[derive(Debug)]
 pub(crate) struct ConnPool {
-    idle: std::sync::Mutex<std::collections::HashMap<PoolKey, Vec<(Sender, Instant)>>>,
-    idle_per_key: usize,
+    idle: std::sync::Mutex<IdleSet>,
+    max_idle: usize,
+}
+
+#[derive(Debug, Default)]
+struct IdleSet {
+    by_key: std::collections::HashMap<PoolKey, Vec<(Sender, Instant)>>,
+    total: usize,
+}
+
+impl IdleSet {
+    /// Drops closed and expired connections, and destinations left with none.
+    fn prune(&mut self) {
+        let mut total = 0;
+        self.by_key.retain(|_, list| {
+            list.retain(|(s, since)| !s.is_closed() && since.elapsed() < IDLE_LIMIT);
+            total += list.len();
+            !list.is_empty()
+        });
+        self.total = total;
+    }
 }
 
 impl ConnPool {
     /// A pool for a plugin that may have `max_in_flight` requests at once:
-    /// it keeps up to that many idle connections per destination, so a busy
-    /// plugin does not close connections it needs again a moment later.
-    fn new(max_in_flight: usize) -> Self {
-        Self {
+    /// it keeps up to that many idle connections (at least
+    /// [`MIN_IDLE`]), so a busy plugin does not close connections it
+    /// needs again a moment later, and starts its reaper.
+    fn new(max_in_flight: usize) -> Arc<Self> {
+        let pool = Arc::new(Self {
             idle: std::sync::Mutex::default(),
-            idle_per_key: max_in_flight.max(MIN_IDLE_PER_KEY),
+            max_idle: max_in_flight.max(MIN_IDLE),
+        });
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let weak = Arc::downgrade(&pool);
+            rt.spawn(async move {
+                loop {
+                    tokio::time::sleep(IDLE_LIMIT / 4).await;
+                    let Some(pool) = weak.upgrade() else { return };
+                    if let Ok(mut idle) = pool.idle.lock() {
+                        idle.prune();
+                    }
+                }
+            });
         }
+        pool
     }
 
     fn take(&self, key: &PoolKey) -> Option<Sender> {
         let mut idle = self.idle.lock().ok()?;
-        let list = idle.get_mut(key)?;
+        let list = idle.by_key.get_mut(key)?;
+        let mut found = None;
+        let mut taken = 0;
         while let Some((sender, since)) = list.pop() {
+            taken += 1;
             if !sender.is_closed() && since.elapsed() < IDLE_LIMIT {
-                return Some(sender);
+                found = Some(sender);
+                break;
             }
         }
-        None
+        if list.is_empty() {
+            idle.by_key.remove(key);
+        }
+        idle.total -= taken;
+        found
     }
 
     fn put(&self, key: PoolKey, sender: Sender) {
@@ -449,10 +494,16 @@ impl ConnPool {
             return;
         }
         if let Ok(mut idle) = self.idle.lock() {
-            let list = idle.entry(key).or_default();
-            list.retain(|(s, since)| !s.is_closed() && since.elapsed() < IDLE_LIMIT);
-            if list.len() < self.idle_per_key {
-                list.push((sender, Instant::now()));
+            if idle.total >= self.max_idle {
+                idle.prune();
+            }
+            // Still full: this connection closes instead of waiting.
+            if idle.total < self.max_idle {
+                idle.by_key
+                    .entry(key)
+                    .or_default()
+                    .push((sender, Instant::now()));
+                idle.total += 1;
             }
         }
     }

@@ -62,10 +62,12 @@
 
 #![warn(missing_docs)]
 
+mod answers;
 mod bindings;
 mod engine;
 mod error;
 mod exec;
+mod files;
 mod host;
 mod http;
 pub mod intercept;
@@ -78,7 +80,8 @@ mod watch;
 
 pub use engine::{EPOCH_TICK, EngineSettings};
 pub use error::LoadError;
-pub use host::{Host, HostBuilder, ReloadReport, default_owner_id};
+pub use files::{DEFAULT_MAX_COMPONENT_BYTES, MAX_TEXT_BYTES};
+pub use host::{Host, HostBuilder, RELOAD_LIMIT, ReloadReport, default_owner_id};
 pub use lock::LockMode;
 pub use plugin::{CONTRACT_VERSION, LimitsInfo, PluginInfo, WasmPlugin};
 pub use wasmprov_api as api;

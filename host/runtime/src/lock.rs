@@ -55,10 +55,10 @@ impl Lock {
     /// # Errors
     /// When the file exists but cannot be read or parsed.
     pub fn read(dir: &cap_std::fs::Dir) -> Result<Self> {
-        match dir.read_to_string(LOCK_FILE) {
+        match crate::files::read_text(dir, LOCK_FILE) {
             Ok(text) => toml::from_str(&text).with_context(|| format!("{LOCK_FILE} is malformed")),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(e) => Err(e).with_context(|| format!("reading {LOCK_FILE}")),
+            Err(crate::files::FileError::NotFound) => Ok(Self::default()),
+            Err(e) => anyhow::bail!("reading {LOCK_FILE}: {e}"),
         }
     }
 
@@ -143,22 +143,25 @@ fn current(dir: &cap_std::fs::Dir) -> Result<(BTreeMap<String, LockEntry>, Vec<D
     let mut found = BTreeMap::new();
     let mut problems = Vec::new();
     for file in crate::host::manifest_files(dir)? {
-        let entry = dir
-            .read_to_string(&file)
+        let entry = crate::files::read_text(dir, &file)
             .map_err(|e| e.to_string())
             .and_then(|text| Manifest::parse(&file, &text).map_err(|e| e.to_string()))
             .and_then(|m| {
-                dir.read(&m.component)
-                    .map(|bytes| {
-                        (
-                            m.name.clone(),
-                            LockEntry {
-                                component: m.component.clone(),
-                                sha256: sha256_hex(&bytes),
-                            },
-                        )
-                    })
-                    .map_err(|e| format!("component {}: {e}", m.component))
+                crate::files::read_regular(
+                    dir,
+                    &m.component,
+                    crate::files::DEFAULT_MAX_COMPONENT_BYTES,
+                )
+                .map(|(_, sha256)| {
+                    (
+                        m.name.clone(),
+                        LockEntry {
+                            component: m.component.clone(),
+                            sha256,
+                        },
+                    )
+                })
+                .map_err(|e| format!("component {}: {e}", m.component))
             });
         match entry {
             Ok((name, e)) => {

@@ -172,13 +172,10 @@ impl WasmPlugin {
     /// Reads, verifies, compiles and pre-links one plugin. Blocking (compiles).
     pub(crate) fn load(input: &LoadInput<'_>) -> std::result::Result<Self, LoadError> {
         let file = input.manifest_file;
-        let text = input
-            .dir
-            .read_to_string(file)
-            .map_err(|e| LoadError::Directory {
-                dir: input.dir_path.to_path_buf(),
-                reason: format!("reading {file}: {e}"),
-            })?;
+        let text = crate::files::read_text(input.dir, file).map_err(|e| LoadError::Directory {
+            dir: input.dir_path.to_path_buf(),
+            reason: format!("reading {file}: {e}"),
+        })?;
         let manifest = Manifest::parse_with_defaults(file, &text, input.default_limits)?;
         let expected = file.strip_suffix(".toml").unwrap_or(file);
         if manifest.name != expected {
@@ -189,15 +186,17 @@ impl WasmPlugin {
             });
         }
         let name = manifest.name.clone();
-        let bytes = read_component(input.dir, &manifest.component).map_err(|reason| {
-            LoadError::Component {
-                file: file.to_string(),
-                component: manifest.component.clone(),
-                dir: input.dir_path.to_path_buf(),
-                reason,
-            }
+        let (bytes, sha256) = crate::files::read_regular(
+            input.dir,
+            &manifest.component,
+            input.engines.settings.max_component_bytes,
+        )
+        .map_err(|e| LoadError::Component {
+            file: file.to_string(),
+            component: manifest.component.clone(),
+            dir: input.dir_path.to_path_buf(),
+            reason: e.to_string(),
         })?;
-        let sha256 = crate::lock::sha256_hex(&bytes);
         if let Some(pin) = &manifest.sha256
             && *pin != sha256
         {
@@ -389,7 +388,13 @@ impl WasmPlugin {
                 plugin: name.clone(),
                 reason: format!("failed its first call: {e}"),
             })?;
-        plugin.capacity_types = types.into_iter().map(capacity_from_wit).collect();
+        let (backend, types) = crate::answers::identity(&name, backend, types).map_err(|e| {
+            LoadError::NotAProvider {
+                plugin: name.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        plugin.capacity_types = types;
         plugin.info.backend_name = backend;
         plugin.info.capacity_types = plugin.capacity_types.clone();
         Ok(plugin)
@@ -557,14 +562,11 @@ impl WasmPlugin {
                     .await
             })?
         };
-        r.map(|o| {
-            o.map(|h| PriceHint {
-                hourly_usd: h.hourly_usd,
-                capacity_type: capacity_from_wit(h.capacity_type),
-                instance_type: h.instance_type,
-            })
-        })
-        .map_err(|e| error_from_wit(&self.shared.secret_values, e))
+        match r {
+            Ok(Some(h)) => crate::answers::price(&self.shared.manifest.name, h).map(Some),
+            Ok(None) => Ok(None),
+            Err(e) => Err(error_from_wit(&self.shared.secret_values, e)),
+        }
     }
 }
 
@@ -668,21 +670,6 @@ fn block_on_until<F: Future>(end: Instant, fut: F) -> Option<F::Output> {
     }
 }
 
-fn read_component(dir: &cap_std::fs::Dir, path: &str) -> std::result::Result<Vec<u8>, String> {
-    // cap-std resolves the path inside the directory: `..`, absolute paths and
-    // symlinks that lead outside are refused by the capability, not by string checks.
-    dir.read(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file".to_string(),
-        std::io::ErrorKind::PermissionDenied => {
-            format!("{e} (the path leads outside the plugin directory, or is not readable)")
-        }
-        _ if e.to_string().contains("outside") || e.raw_os_error().is_none() => {
-            format!("the path leads outside the plugin directory ({e})")
-        }
-        _ => e.to_string(),
-    })
-}
-
 /// The text of the `wasmprov-contract` custom section, wherever it sits in
 /// the component's nested modules.
 fn contract_section(bytes: &[u8]) -> Option<String> {
@@ -725,13 +712,6 @@ fn check_exports(
     })
 }
 
-fn capacity_from_wit(c: w::CapacityType) -> CapacityType {
-    match c {
-        w::CapacityType::OnDemand => CapacityType::OnDemand,
-        w::CapacityType::Spot => CapacityType::Spot,
-    }
-}
-
 fn capacity_to_wit(c: CapacityType) -> w::CapacityType {
     match c {
         CapacityType::OnDemand => w::CapacityType::OnDemand,
@@ -753,24 +733,6 @@ fn shape_to_wit(s: &NodeShape) -> w::NodeShape {
         zone: s.zone.clone(),
         capacity_type: capacity_to_wit(s.capacity_type),
         instance_type: s.instance_type.clone(),
-    }
-}
-
-fn handle_from_wit(h: w::NodeHandle) -> NodeHandle {
-    NodeHandle {
-        provider_id: h.provider_id,
-        address: h.address,
-        zone: h.zone,
-        capacity_type: capacity_from_wit(h.capacity_type),
-        join_state: match h.join_state {
-            w::JoinState::Provisioning => wasmprov_api::JoinState::Provisioning,
-            w::JoinState::Booting => wasmprov_api::JoinState::Booting,
-            w::JoinState::Joining => wasmprov_api::JoinState::Joining,
-            w::JoinState::Joined => wasmprov_api::JoinState::Joined,
-            w::JoinState::Failed => wasmprov_api::JoinState::Failed,
-        },
-        instance_type: h.instance_type,
-        labels: h.labels.into_iter().collect(),
     }
 }
 
@@ -892,8 +854,10 @@ impl WasmPlugin {
                     .await
             })
             .await?;
-        r.map(handle_from_wit)
-            .map_err(|e| error_from_wit(&self.shared.secret_values, e))
+        match r {
+            Ok(h) => crate::answers::handle(&self.shared.manifest.name, h),
+            Err(e) => Err(error_from_wit(&self.shared.secret_values, e)),
+        }
     }
 
     async fn terminate_call(&self, id: &str) -> Result<()> {
@@ -918,8 +882,10 @@ impl WasmPlugin {
                     .await
             })
             .await?;
-        r.map(|nodes| nodes.into_iter().map(handle_from_wit).collect())
-            .map_err(|e| error_from_wit(&self.shared.secret_values, e))
+        match r {
+            Ok(nodes) => crate::answers::handles(&self.shared.manifest.name, nodes),
+            Err(e) => Err(error_from_wit(&self.shared.secret_values, e)),
+        }
     }
 }
 

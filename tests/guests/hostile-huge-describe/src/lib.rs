@@ -13,9 +13,10 @@ hostile_kit::hostile! {
     fn describe(_owner: &str) -> Result<Vec<NodeHandle>> {
         let count: usize = cfg_or("count", 2_000_000)?;
         let mut nodes = Vec::with_capacity(count);
-        for _ in 0..count {
+        for i in 0..count {
             nodes.push(NodeHandle {
-                provider_id: String::new(),
+                // Short and distinct: the answer is a well-formed list.
+                provider_id: format!("{i:x}"),
                 address: None,
                 zone: None,
                 capacity_type: CapacityType::Spot,

@@ -2,7 +2,8 @@
 //! normal answers, HTTP or exec through the sandbox, or misbehaviour
 //! (panic, trap, endless loop, memory bomb, deep recursion). `price_hint`
 //! also has `count` (the answer's type names how many price hints this
-//! instance has answered) and `grow` (the same after growing the memory).
+//! instance has answered), `grow` (the same after growing the memory) and
+//! `price` (answers the price the `usd` label spells, valid or not).
 
 use wasmprov_guest::exec::Command;
 use wasmprov_guest::http::Request;
@@ -103,6 +104,14 @@ impl Provider for Probe {
                 Command::new(label(shape, "program")).run()?;
             }
             "none" => return Ok(None),
+            "price" => {
+                // Any price the `usd` label spells (NaN, inf, -1, -0 ...).
+                return Ok(Some(PriceHint {
+                    hourly_usd: label(shape, "usd").parse().unwrap_or(f64::NAN),
+                    capacity_type: shape.capacity_type,
+                    instance_type: "probe-priced".into(),
+                }));
+            }
             "unsupported" => return Err(Error::Unsupported("probe cannot price this".into())),
             _ => {}
         }

@@ -58,7 +58,7 @@ pub async fn run(args: TestArgs) -> Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!("{report}");
+        println!("{}", crate::output::block(&report.to_string()));
     }
     if report.passed() {
         Ok(())

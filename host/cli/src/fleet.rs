@@ -32,7 +32,7 @@ pub async fn reconcile(
     if json {
         print_json(&serde_json::json!({ "report": report, "intents": intents }))?;
     } else {
-        println!("{report}");
+        println!("{}", crate::output::line(&report.to_string()));
         println!("{} node(s) wanted in the journal", intents.len());
     }
     let left = report.leaks.iter().filter(|l| !l.terminated).count();
@@ -77,9 +77,16 @@ pub async fn scale(
         print_json(&serde_json::json!({ "reconcile": reconciled, "scale": report }))?;
     } else {
         if !reconciled.is_clean() {
-            println!("reconcile: {reconciled}");
+            println!(
+                "reconcile: {}",
+                crate::output::line(&reconciled.to_string())
+            );
         }
-        println!("group {}: {report}", group.name);
+        println!(
+            "group {}: {}",
+            group.name,
+            crate::output::line(&report.to_string())
+        );
     }
     if !report.converged() {
         return Err(Reported(format!(

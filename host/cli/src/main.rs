@@ -455,7 +455,7 @@ async fn run(cli: Cli) -> Result<()> {
             if json {
                 println!("{}", serde_json::json!({ "terminated": id }));
             } else {
-                println!("terminated {id}");
+                println!("terminated {}", output::c(id));
             }
         }
         Command::Fake {
@@ -685,8 +685,11 @@ async fn main() -> ExitCode {
                 };
                 println!("{value}");
             }
-            let line = format!("{e:#}").replace('\n', " ");
-            eprintln!("error: {line}");
+            // One line, whatever a plugin put in its message.
+            eprintln!(
+                "error: {}",
+                output::line(&format!("{e:#}").replace('\n', " "))
+            );
             ExitCode::FAILURE
         }
     };

@@ -1,9 +1,18 @@
 //! Tables for people, JSON (the API types' serde names) for programs.
+//!
+//! Every text a plugin (or a file of the plugin directory) supplied goes
+//! through [`c`] before it reaches a table or a line: control characters
+//! and escape sequences are shown escaped, long values cut with a marker
+//! (`wasmprov_host::policy::text`). Tables of more than [`MAX_ROWS`] rows show
+//! the first ones and say how many more `--json` has. JSON is exact.
 
 use anyhow::Result;
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use wasmprov_api::{NodeHandle, PriceHint};
 use wasmprov_host::{Host, PluginInfo};
+
+/// Rows a table shows; the rest are counted below it.
+pub const MAX_ROWS: usize = 1000;
 
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
@@ -11,6 +20,34 @@ fn table(header: &[&str]) -> Table {
         .set_content_arrangement(ContentArrangement::Dynamic)
         .set_header(header.iter().copied());
     t
+}
+
+/// A value shown in a table cell or a line: escaped and cut.
+pub(crate) fn c(s: &str) -> String {
+    wasmprov_host::policy::text::cell(s).into_owned()
+}
+
+/// A whole line (an error, a report) shown on a terminal.
+pub(crate) fn line(s: &str) -> String {
+    wasmprov_host::policy::text::line(s).into_owned()
+}
+
+/// A text of several lines (a report), each line shown as [`line`] does.
+pub(crate) fn block(s: &str) -> String {
+    s.lines().map(line).collect::<Vec<_>>().join("\n")
+}
+
+/// Several values, one per line of a cell.
+fn lines(items: &[String]) -> String {
+    items.iter().map(|s| c(s)).collect::<Vec<_>>().join("\n")
+}
+
+/// Prints `t` and, when rows were left out, how many.
+fn print_table(t: &Table, left_out: usize) {
+    println!("{t}");
+    if left_out > 0 {
+        println!("… and {left_out} more rows not shown (--json shows every one)");
+    }
 }
 
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
@@ -33,11 +70,12 @@ pub fn plugins(host: &Host, json: bool) -> Result<()> {
         "exec grants",
         "sha256",
     ]);
-    for p in host.plugins() {
+    let plugins = host.plugins();
+    for p in plugins.iter().take(MAX_ROWS) {
         let i = p.info();
         t.add_row(vec![
-            i.name.clone(),
-            i.backend_name.clone(),
+            c(&i.name),
+            c(&i.backend_name),
             i.capacity_types
                 .iter()
                 .map(ToString::to_string)
@@ -46,12 +84,12 @@ pub fn plugins(host: &Host, json: bool) -> Result<()> {
             if i.http_allow.is_empty() {
                 "none".into()
             } else {
-                i.http_allow.join("\n")
+                lines(&i.http_allow)
             },
             if i.exec_allow.is_empty() {
                 "none".into()
             } else {
-                i.exec_allow.join("\n")
+                lines(&i.exec_allow)
             },
             format!(
                 "{}{}",
@@ -60,9 +98,9 @@ pub fn plugins(host: &Host, json: bool) -> Result<()> {
             ),
         ]);
     }
-    println!("{t}");
+    print_table(&t, plugins.len().saturating_sub(MAX_ROWS));
     for e in host.errors() {
-        println!("not loaded: {e}");
+        println!("not loaded: {}", line(&e.to_string()));
     }
     Ok(())
 }
@@ -74,10 +112,10 @@ pub fn inspect(info: &PluginInfo, owner: &str, json: bool) -> Result<()> {
     let mut t = table(&["", ""]);
     let l = &info.limits;
     let rows: Vec<(&str, String)> = vec![
-        ("plugin", info.name.clone()),
-        ("backend", info.backend_name.clone()),
-        ("owner id", owner.to_string()),
-        ("component", info.component.clone()),
+        ("plugin", c(&info.name)),
+        ("backend", c(&info.backend_name)),
+        ("owner id", c(owner)),
+        ("component", c(&info.component)),
         (
             "sha256",
             format!(
@@ -89,8 +127,8 @@ pub fn inspect(info: &PluginInfo, owner: &str, json: bool) -> Result<()> {
         (
             "built for",
             info.built_for
-                .clone()
-                .unwrap_or_else(|| "(not recorded)".into()),
+                .as_deref()
+                .map_or_else(|| "(not recorded)".into(), c),
         ),
         (
             "capacity types",
@@ -102,26 +140,30 @@ pub fn inspect(info: &PluginInfo, owner: &str, json: bool) -> Result<()> {
         ),
         (
             "config",
-            info.config
-                .iter()
-                .map(|(k, v)| format!("{k} = {v}"))
-                .collect::<Vec<_>>()
-                .join("\n"),
+            lines(
+                &info
+                    .config
+                    .iter()
+                    .map(|(k, v)| format!("{k} = {v}"))
+                    .collect::<Vec<_>>(),
+            ),
         ),
         (
             "secrets",
-            info.secrets
-                .iter()
-                .map(|(k, v)| format!("{k}: {v}"))
-                .collect::<Vec<_>>()
-                .join("\n"),
+            lines(
+                &info
+                    .secrets
+                    .iter()
+                    .map(|(k, v)| format!("{k}: {v}"))
+                    .collect::<Vec<_>>(),
+            ),
         ),
         (
             "http allow",
             if info.http_allow.is_empty() {
                 "none".into()
             } else {
-                info.http_allow.join("\n")
+                lines(&info.http_allow)
             },
         ),
         (
@@ -129,7 +171,7 @@ pub fn inspect(info: &PluginInfo, owner: &str, json: bool) -> Result<()> {
             if info.exec_allow.is_empty() {
                 "none".into()
             } else {
-                info.exec_allow.join("\n")
+                lines(&info.exec_allow)
             },
         ),
         (
@@ -145,7 +187,7 @@ pub fn inspect(info: &PluginInfo, owner: &str, json: bool) -> Result<()> {
                 l.exec_max_concurrent
             ),
         ),
-        ("warnings", info.warnings.join("\n")),
+        ("warnings", lines(&info.warnings)),
     ];
     for (k, v) in rows {
         t.add_row(vec![k.to_string(), v]);
@@ -160,7 +202,9 @@ pub fn price(hint: &PriceHint, json: bool) -> Result<()> {
     }
     println!(
         "{} ({}): ${:.4}/hour",
-        hint.instance_type, hint.capacity_type, hint.hourly_usd
+        c(&hint.instance_type),
+        hint.capacity_type,
+        hint.hourly_usd
     );
     Ok(())
 }
@@ -171,28 +215,30 @@ pub fn ranking(r: &wasmprov_fleet::Ranking, json: bool) -> Result<()> {
         return print_json(r);
     }
     let mut t = table(&["rank", "plugin", "instance type", "capacity", "$/hour"]);
-    for (i, o) in r.offers.iter().enumerate() {
+    for (i, o) in r.offers.iter().enumerate().take(MAX_ROWS) {
         t.add_row(vec![
             (i + 1).to_string(),
-            o.plugin.clone(),
-            o.hint.instance_type.clone(),
+            c(&o.plugin),
+            c(&o.hint.instance_type),
             o.hint.capacity_type.to_string(),
             format!("{:.4}", o.hint.hourly_usd),
         ]);
     }
-    for n in &r.none {
+    let room = MAX_ROWS.saturating_sub(r.offers.len());
+    for n in r.none.iter().take(room) {
         t.add_row(vec![
             "-".to_string(),
-            n.plugin.clone(),
-            n.reason.clone(),
+            c(&n.plugin),
+            c(&n.reason),
             String::new(),
             String::new(),
         ]);
     }
-    println!("{t}");
+    print_table(&t, (r.offers.len() + r.none.len()).saturating_sub(MAX_ROWS));
     Ok(())
 }
 
+/// The nodes as a table (at most [`MAX_ROWS`] of them).
 pub fn node_table(nodes: &[NodeHandle]) -> Table {
     let mut t = table(&[
         "provider id",
@@ -203,17 +249,18 @@ pub fn node_table(nodes: &[NodeHandle]) -> Table {
         "address",
         "request",
     ]);
-    for n in nodes {
+    let opt = |v: &Option<String>| v.as_deref().map(c).unwrap_or_default();
+    for n in nodes.iter().take(MAX_ROWS) {
         t.add_row(vec![
-            n.provider_id.clone(),
+            c(&n.provider_id),
             n.join_state.to_string(),
-            n.instance_type.clone().unwrap_or_default(),
-            n.zone.clone().unwrap_or_default(),
+            opt(&n.instance_type),
+            opt(&n.zone),
             n.capacity_type.to_string(),
-            n.address.clone().unwrap_or_default(),
+            opt(&n.address),
             n.labels
                 .get("wasmprov-request")
-                .cloned()
+                .map(|r| c(r))
                 .unwrap_or_default(),
         ]);
     }
@@ -231,7 +278,7 @@ pub fn nodes(nodes: &[NodeHandle], json: bool, single: bool) -> Result<()> {
     if nodes.is_empty() {
         println!("no nodes");
     } else {
-        println!("{}", node_table(nodes));
+        print_table(&node_table(nodes), nodes.len().saturating_sub(MAX_ROWS));
     }
     Ok(())
 }
@@ -251,7 +298,8 @@ pub fn history(events: &[wasmprov_fleet::journal::Event]) {
         "node",
         "why",
     ]);
-    for e in events {
+    let left_out = events.len().saturating_sub(MAX_ROWS);
+    for e in &events[left_out..] {
         let when = httpdate::fmt_http_date(
             std::time::UNIX_EPOCH + std::time::Duration::from_millis(e.at_ms),
         );
@@ -259,11 +307,74 @@ pub fn history(events: &[wasmprov_fleet::journal::Event]) {
             e.seq.to_string(),
             when,
             e.kind.to_string(),
-            e.plugin.clone(),
-            e.request_id.clone().unwrap_or_default(),
-            e.provider_id.clone().unwrap_or_default(),
-            e.reason.clone(),
+            c(&e.plugin),
+            e.request_id.as_deref().map(c).unwrap_or_default(),
+            e.provider_id.as_deref().map(c).unwrap_or_default(),
+            c(&e.reason),
         ]);
     }
+    if left_out > 0 {
+        println!("({left_out} older entries not shown; --json shows every one)");
+    }
     println!("{t}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmprov_api::{CapacityType, JoinState};
+
+    fn node(i: usize, id: String) -> NodeHandle {
+        NodeHandle {
+            provider_id: id,
+            address: Some(format!("\x1b]52;c;{i}\x07")),
+            zone: Some("fsn1\rEVIL".into()),
+            capacity_type: CapacityType::OnDemand,
+            join_state: JoinState::Joined,
+            instance_type: Some("\x1b[2Jcx22".into()),
+            labels: Default::default(),
+        }
+    }
+
+    #[test]
+    fn plugin_text_reaches_a_table_escaped_and_cut() {
+        let table = node_table(&[node(1, "x".repeat(72 << 10))]).to_string();
+        assert!(!table.contains('\x1b') && !table.contains('\r') && !table.contains('\x07'));
+        assert!(
+            table.contains("\\x1b[2Jcx22") && table.contains("fsn1\\x0dEVIL"),
+            "{table}"
+        );
+        assert!(table.contains("…[+"), "a 72 KiB id is cut");
+        assert!(table.len() < 4 << 10, "{}", table.len());
+        assert_eq!(
+            block("line one\x1b[A\nline two\r"),
+            "line one\\x1b[A\nline two\\x0d"
+        );
+    }
+
+    /// 100 000 nodes, or one cell of 100 000 values: the work is bounded
+    /// by what is shown (rows and cells are capped), not by what came in.
+    #[test]
+    fn huge_answers_render_in_bounded_time() {
+        let nodes: Vec<NodeHandle> = (0..100_000).map(|i| node(i, format!("n-{i}"))).collect();
+        let started = std::time::Instant::now();
+        let table = node_table(&nodes).to_string();
+        assert_eq!(table.matches("n-").count(), MAX_ROWS);
+        let many: Vec<String> = (0..100_000).map(|i| format!("type-{i}")).collect();
+        let mut t = table_for_test();
+        t.add_row(vec![c(&many.join(", "))]);
+        let one = t.to_string();
+        assert!(one.len() < 8 << 10, "{}", one.len());
+        // Generous for a debug build on a busy machine: quadratic rendering
+        // of the same input took tens of seconds.
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    fn table_for_test() -> Table {
+        table(&["value"])
+    }
 }

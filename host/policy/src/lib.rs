@@ -5,7 +5,8 @@
 //! - [`http`]: which outgoing HTTP requests pass (the host's send hook asks it);
 //! - [`exec`]: which programs run with which arguments (the host's exec asks it);
 //! - [`limits`]: memory, time and concurrency limits and their defaults;
-//! - [`manifest`]: the operator's `NAME.toml`, which holds all of the above.
+//! - [`manifest`]: the operator's `NAME.toml`, which holds all of the above;
+//! - [`text`]: how text from a plugin is shown to a person (escaped, cut).
 
 #![warn(missing_docs)]
 
@@ -13,6 +14,7 @@ pub mod exec;
 pub mod http;
 pub mod limits;
 pub mod manifest;
+pub mod text;
 
 pub use exec::{ExecDenial, ExecGrant, ExecPolicy};
 pub use http::{Destination, HttpDenial, HttpGrant, HttpPolicy};

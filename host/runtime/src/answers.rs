@@ -32,7 +32,7 @@ pub const MAX_BACKEND_NAME: usize = 64;
 
 /// The fault for an answer that breaks the contract.
 pub(crate) fn broken(plugin: &str, field: &str, why: String) -> ProvisionerError {
-    tracing::warn!(plugin, field, %why, "plugin answer refused");
+    tracing::warn!(plugin, field, why = %wasmprov_policy::text::line(&why), "plugin answer refused");
     ProvisionerError::Plugin {
         plugin: plugin.to_string(),
         fault: PluginFault::Contract,

@@ -43,7 +43,7 @@ impl ExecRunner {
         let grant = match self.policy.check(&cmd.program, &cmd.args, &cmd.env) {
             Ok(g) => g,
             Err(denial) => {
-                tracing::warn!(plugin, program = %cmd.program, args = ?cmd.args, %denial, "exec denied");
+                tracing::warn!(plugin, program = %wasmprov_policy::text::cell(&cmd.program), args = ?cmd.args, %denial, "exec denied");
                 self.report_denial(plugin, &cmd.program, &denial.to_string());
                 return Err(ExecError::Denied(denial.to_string()));
             }
@@ -60,7 +60,7 @@ impl ExecRunner {
         let Ok(Ok(_permit)) =
             tokio::time::timeout(granted.timeout, self.running.clone().acquire_owned()).await
         else {
-            tracing::warn!(plugin, program = %cmd.program, "exec waited past its time limit for a process slot");
+            tracing::warn!(plugin, program = %wasmprov_policy::text::cell(&cmd.program), "exec waited past its time limit for a process slot");
             return Err(ExecError::Timeout(format!(
                 "waited {} ms for one of the {} process slots of this plugin",
                 granted.timeout.as_millis(),
@@ -240,7 +240,7 @@ async fn read_capped<R: AsyncRead + Unpin>(
 impl Host for CallState {
     async fn run(&mut self, cmd: Command) -> wasmtime::Result<Result<Output, ExecError>> {
         if self.kind == CallKind::Pure {
-            tracing::warn!(plugin = %self.plugin.manifest.name, program = %cmd.program, "exec denied: price-hint must not do I/O");
+            tracing::warn!(plugin = %self.plugin.manifest.name, program = %wasmprov_policy::text::cell(&cmd.program), "exec denied: price-hint must not do I/O");
             self.plugin
                 .exec
                 .hooks

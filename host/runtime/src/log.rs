@@ -1,6 +1,7 @@
 //! Guest log records become host `tracing` events tagged with the plugin's
-//! name. Secret values are redacted from messages and fields, and records
-//! are capped in size so a plugin cannot flood the host's log with one call.
+//! name. Secret values are redacted from messages and fields, control
+//! characters shown escaped, and records capped in size so a plugin cannot
+//! flood (or paint) the host's log with one call.
 
 use crate::bindings::log::{Host, Level};
 use crate::state::CallState;
@@ -42,11 +43,14 @@ impl Host for CallState {
         }
         let secrets = &self.plugin.secret_values;
         let plugin = self.plugin.manifest.name.as_str();
-        let message = redact(secrets, &message);
+        // Redacted, then shown escaped: a log line never carries a plugin's
+        // control characters to a terminal (wasmprov_policy::text).
+        let shown = |t: &str| wasmprov_policy::text::line(&redact(secrets, t)).into_owned();
+        let message = shown(&message);
         let fields: Vec<String> = fields
             .iter()
             .take(MAX_FIELDS)
-            .map(|(k, v)| format!("{}={}", redact(secrets, k), redact(secrets, v)))
+            .map(|(k, v)| format!("{}={}", shown(k), shown(v)))
             .collect();
         let fields = fields.join(" ");
         match level {

@@ -470,7 +470,7 @@ impl WasmPlugin {
             message = format!("{message}; guest stderr: {tail}");
         }
         let message = crate::log::redact(&self.shared.secret_values, &message);
-        tracing::warn!(plugin = %self.shared.manifest.name, %fault, %message, "plugin call failed");
+        tracing::warn!(plugin = %self.shared.manifest.name, %fault, message = %wasmprov_policy::text::line(&message), "plugin call failed");
         ProvisionerError::Plugin {
             plugin: self.shared.manifest.name.clone(),
             fault,

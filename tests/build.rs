@@ -65,6 +65,7 @@ const HOSTILE: &[&str] = &[
     "alias-describe",
     "fields-hoard",
     "sleep-forever",
+    "host-limits",
 ];
 
 /// Support crates under `guests/`: libraries the guests link, not components.

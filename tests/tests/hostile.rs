@@ -1185,6 +1185,30 @@ mod pool {
     }
 }
 
+/// Limits wasmtime enforces on what one call takes from the host are
+/// reported as `resource_limit`, like the host's own.
+mod host_limits {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn wasmtime_host_limits_are_resource_limit_faults() {
+        for (attack, fragment) in [("random", "requested len"), ("headers", "field")] {
+            let l = load(
+                guests::HOSTILE_HOST_LIMITS,
+                &format!("[config]\nattack = \"{attack}\"\n"),
+            )
+            .await;
+            let err = attack_err(&l.p).await;
+            assert_fault(&err, PluginFault::ResourceLimit, fragment);
+            assert_normal(&l.p).await;
+        }
+    }
+
+    async fn attack_err(p: &Arc<dyn CloudProvisioner>) -> ProvisionerError {
+        attack(p).await.expect_err("the attack must fail")
+    }
+}
+
 /// Plugin answers are checked once, at the host boundary.
 mod answers {
     use super::*;

@@ -440,13 +440,7 @@ impl WasmPlugin {
             PluginFault::CpuLimit
         } else if state.memory.hit {
             PluginFault::MemoryLimit
-        } else if matches!(
-            err.downcast_ref::<wasmtime::component::ResourceTableError>(),
-            Some(wasmtime::component::ResourceTableError::Full)
-        ) || format!("{err:#}").contains("fuel allocated for hostcalls")
-        {
-            // Out of handles, or of the bytes wasmtime copies between guest
-            // and host in one call.
+        } else if host_limit(err) {
             PluginFault::ResourceLimit
         } else if err.downcast_ref::<Trap>().is_some() {
             PluginFault::Trap
@@ -668,6 +662,36 @@ fn block_on_until<F: Future>(end: Instant, fut: F) -> Option<F::Output> {
         }
         std::thread::park_timeout(end - now);
     }
+}
+
+/// Whether a failed call ran into a limit the host (wasmtime) enforces on
+/// what one call may take from it: live handles, the bytes copied between
+/// guest and host, random bytes per request, the size or count of a header
+/// map, a stream's write budget. These are `resource_limit` faults, not
+/// broken contracts. Where wasmtime gives no typed error, its message is
+/// matched (these strings are pinned by the hostile suite).
+fn host_limit(err: &wasmtime::Error) -> bool {
+    use wasmtime_wasi_http::FieldMapError;
+    if matches!(
+        err.downcast_ref::<wasmtime::component::ResourceTableError>(),
+        Some(wasmtime::component::ResourceTableError::Full)
+    ) || matches!(
+        err.downcast_ref::<FieldMapError>(),
+        Some(FieldMapError::TooManyFields | FieldMapError::TotalSizeTooBig)
+    ) {
+        return true;
+    }
+    let text = format!("{err:#}");
+    [
+        "fuel allocated for hostcalls",
+        "requested len",
+        "too many fields in the field map",
+        "total size of fields exceeds limit",
+        "write exceeded budget",
+        "max blocking attempts exceeded",
+    ]
+    .iter()
+    .any(|m| text.contains(m))
 }
 
 /// The text of the `wasmprov-contract` custom section, wherever it sits in

@@ -56,7 +56,9 @@
 //! # Where things are decided
 //!
 //! HTTP: `http.rs` (the one send-request hook); exec: `exec.rs`; guest
-//! logging: `log.rs`; per-call limits and store: `state.rs`, `plugin.rs`.
+//! logging: `log.rs`; per-call limits and store: `state.rs`, `plugin.rs`;
+//! reading the plugin directory's files: `files.rs`; checking a plugin's
+//! answers: `answers.rs`.
 //! The policy itself (grant patterns, manifest) is in `wasmprov-policy`,
 //! which has no WebAssembly runtime in it.
 

@@ -258,13 +258,25 @@ async fn fleet(dir: &PluginDir, state: &tempfile::TempDir) -> Fleet {
 }
 
 async fn fleet_and_host(dir: &PluginDir, state: &tempfile::TempDir) -> (Arc<Host>, Fleet) {
-    let host = HostBuilder::new(dir.path())
-        .owner_id(OWNER)
+    fleet_with(dir, state, OWNER, None).await
+}
+
+/// A host over `dir` (owner `owner`, the Hetzner token, an HTTP
+/// interceptor if given) and a fleet with its journal in `state`.
+async fn fleet_with(
+    dir: &PluginDir,
+    state: &tempfile::TempDir,
+    owner: &str,
+    interceptor: Option<Arc<dyn wasmprov_host::intercept::HttpInterceptor>>,
+) -> (Arc<Host>, Fleet) {
+    let mut builder = HostBuilder::new(dir.path())
+        .owner_id(owner)
         .cache_dir(cache())
-        .secret_source(|name| (name == "HCLOUD_TOKEN").then(|| "fake-hetzner-token".to_string()))
-        .build()
-        .await
-        .unwrap();
+        .secret_source(|name| (name == "HCLOUD_TOKEN").then(|| "fake-hetzner-token".to_string()));
+    if let Some(i) = interceptor {
+        builder = builder.http_interceptor(i);
+    }
+    let host = builder.build().await.unwrap();
     assert!(host.errors().is_empty(), "{:?}", host.errors());
     let host = Arc::new(host);
     let fleet = Fleet::open(host.clone(), state.path().join("journal.redb")).unwrap();
@@ -732,20 +744,7 @@ mod safety {
         owner: &str,
         script: Arc<Script>,
     ) -> (Arc<Host>, Fleet) {
-        let host = HostBuilder::new(dir.path())
-            .owner_id(owner)
-            .cache_dir(cache())
-            .secret_source(|name| {
-                (name == "HCLOUD_TOKEN").then(|| "fake-hetzner-token".to_string())
-            })
-            .http_interceptor(script)
-            .build()
-            .await
-            .unwrap();
-        assert!(host.errors().is_empty(), "{:?}", host.errors());
-        let host = Arc::new(host);
-        let fleet = Fleet::open(host.clone(), state.path().join("journal.redb")).unwrap();
-        (host, fleet)
+        fleet_with(dir, state, owner, Some(script)).await
     }
 
     /// A Hetzner fake whose every answer waits `delay`, servers running at once.

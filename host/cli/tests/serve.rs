@@ -168,6 +168,13 @@ fn shape() -> pb::NodeShape {
     }
 }
 
+/// The Hetzner fake on 127.0.0.1.
+async fn start_fake(options: HetznerFakeOptions) -> HetznerFake {
+    HetznerFake::start("127.0.0.1:0".parse().unwrap(), options)
+        .await
+        .unwrap()
+}
+
 /// A plain HTTP/1.1 GET; the status line, headers and body as text.
 async fn http_get(addr: SocketAddr, path: &str) -> String {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -237,12 +244,7 @@ fn send_signal(child: &tokio::process::Child, signal: nix::sys::signal::Signal) 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_contract_over_grpc_with_metrics() {
-    let fake = HetznerFake::start(
-        "127.0.0.1:0".parse().unwrap(),
-        HetznerFakeOptions::default(),
-    )
-    .await
-    .unwrap();
+    let fake = start_fake(HetznerFakeOptions::default()).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     bundle_hetzner_only(d, &fake.url()).await;
@@ -1158,15 +1160,11 @@ async fn provision_with_retries(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_faults_and_sigkill_never_lose_or_destroy_an_acknowledged_node() {
     use std::sync::Arc;
-    let fake = HetznerFake::start(
-        "127.0.0.1:0".parse().unwrap(),
-        HetznerFakeOptions {
-            boot_delay_polls: 0,
-            ..HetznerFakeOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let fake = start_fake(HetznerFakeOptions {
+        boot_delay_polls: 0,
+        ..HetznerFakeOptions::default()
+    })
+    .await;
     let upstream: SocketAddr = fake
         .url()
         .trim_start_matches("http://")
@@ -1362,16 +1360,12 @@ async fn soak_faults_and_sigkill_never_lose_or_destroy_an_acknowledged_node() {
 async fn serve_listens_at_once_and_reports_readiness() {
     use tonic_health::pb::health_check_response::ServingStatus;
     use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
-    let fake = HetznerFake::start(
-        "127.0.0.1:0".parse().unwrap(),
-        HetznerFakeOptions {
-            // Every answer of the cloud takes 3 s: the startup reconcile too.
-            response_delay: Duration::from_secs(3),
-            ..HetznerFakeOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let fake = start_fake(HetznerFakeOptions {
+        // Every answer of the cloud takes 3 s: the startup reconcile too.
+        response_delay: Duration::from_secs(3),
+        ..HetznerFakeOptions::default()
+    })
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     bundle_hetzner_only(d, &fake.url()).await;
@@ -1536,12 +1530,7 @@ async fn load_daemon(d: &Path, fake: &HetznerFake) -> Served {
 /// it is never a configuration error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_hundred_concurrent_provisions_wait_instead_of_failing() {
-    let fake = HetznerFake::start(
-        "127.0.0.1:0".parse().unwrap(),
-        HetznerFakeOptions::default(),
-    )
-    .await
-    .unwrap();
+    let fake = start_fake(HetznerFakeOptions::default()).await;
     let dir = tempfile::tempdir().unwrap();
     let served = load_daemon(dir.path(), &fake).await;
     let run = load_run(served.grpc, 500, "load").await;
@@ -1565,15 +1554,11 @@ async fn five_hundred_concurrent_provisions_wait_instead_of_failing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement; run in release by hand (docs/BENCHMARKS.md)"]
 async fn provision_load_figures() {
-    let fake = HetznerFake::start(
-        "127.0.0.1:0".parse().unwrap(),
-        HetznerFakeOptions {
-            max_servers: 100_000,
-            ..HetznerFakeOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let fake = start_fake(HetznerFakeOptions {
+        max_servers: 100_000,
+        ..HetznerFakeOptions::default()
+    })
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let served = load_daemon(dir.path(), &fake).await;
     // Warm the compile cache and the connections.

@@ -334,11 +334,7 @@ impl Journal {
         let outcome = {
             let mut counters = txn.open_table(COUNTERS)?;
             let mut table = txn.open_table(INTENTS)?;
-            let current = match table.get(new.request_id.as_str())? {
-                Some(v) => Some(decode(v.value())?.generation),
-                None => None,
-            };
-            if current == Some(generation) {
+            if holds(&table, new.request_id.as_str(), generation)? {
                 Some(write_intent(&mut table, &mut counters, new)?)
             } else {
                 None
@@ -357,11 +353,7 @@ impl Journal {
         let txn = self.db.begin_write()?;
         let removed = {
             let mut table = txn.open_table(INTENTS)?;
-            let current = match table.get(request_id)? {
-                Some(v) => Some(decode(v.value())?.generation),
-                None => None,
-            };
-            if current == Some(generation) {
+            if holds(&table, request_id, generation)? {
                 table.remove(request_id)?;
                 true
             } else {
@@ -386,11 +378,7 @@ impl Journal {
         let txn = self.db.begin_write()?;
         let removed = {
             let mut table = txn.open_table(INTENTS)?;
-            let current = match table.get(request_id)? {
-                Some(v) => Some(decode(v.value())?.generation),
-                None => None,
-            };
-            if current == Some(generation) {
+            if holds(&table, request_id, generation)? {
                 table.remove(request_id)?;
                 let mut counters = txn.open_table(COUNTERS)?;
                 let mut history = txn.open_table(HISTORY)?;
@@ -493,6 +481,14 @@ impl Journal {
         txn.commit().context("committing to the journal")?;
         Ok(next)
     }
+}
+
+/// Whether the intent of `request_id` is stored under `generation`.
+fn holds(table: &redb::Table<&str, &[u8]>, request_id: &str, generation: u64) -> Result<bool> {
+    Ok(match table.get(request_id)? {
+        Some(v) => decode(v.value())?.generation == generation,
+        None => false,
+    })
 }
 
 fn bump(counters: &mut redb::Table<&str, u64>, name: &str) -> Result<u64> {

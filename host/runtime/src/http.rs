@@ -100,22 +100,9 @@ impl HttpGate {
         // timeout; the call's own deadline bounds it too. Only then does it
         // fail, as `connection-limit-reached`, which the SDK reports as
         // retryable: load is back-pressure, never a configuration error.
-        let permit = match tokio::time::timeout(
-            self.limits.http_timeout,
-            self.in_flight.clone().acquire_owned(),
-        )
-        .await
-        {
-            // The call ended while this request waited: it never goes out.
-            Ok(Ok(_)) if !open.load(std::sync::atomic::Ordering::SeqCst) => {
-                return Err(Error::ConnectionTerminated);
-            }
-            Ok(Ok(permit)) => permit,
-            _ => {
-                tracing::warn!(plugin, uri = %req.uri(), limit = self.limits.http_max_in_flight, "HTTP request waited past its timeout for an in-flight slot");
-                drain(req.into_body()).await;
-                return Err(Error::ConnectionLimitReached);
-            }
+        let (permit, req) = match self.in_flight.clone().try_acquire_owned() {
+            Ok(permit) => (permit, req),
+            Err(_) => self.wait_for_slot(plugin, open, req).await?,
         };
         let deadline = Instant::now() + self.limits.http_timeout;
         if let Some(interceptor) = &self.hooks.http {
@@ -171,6 +158,33 @@ impl HttpGate {
             }
             .boxed_unsync()
         }))
+    }
+
+    /// Waits, in order, for an in-flight slot for up to one request timeout;
+    /// `connection-limit-reached` after it, or when the call ended meanwhile.
+    async fn wait_for_slot(
+        &self,
+        plugin: &str,
+        open: &std::sync::atomic::AtomicBool,
+        req: http::Request<WasiBody>,
+    ) -> Result<(OwnedSemaphorePermit, http::Request<WasiBody>), Error> {
+        match tokio::time::timeout(
+            self.limits.http_timeout,
+            self.in_flight.clone().acquire_owned(),
+        )
+        .await
+        {
+            // The call ended while this request waited: it never goes out.
+            Ok(Ok(_)) if !open.load(std::sync::atomic::Ordering::SeqCst) => {
+                Err(Error::ConnectionTerminated)
+            }
+            Ok(Ok(permit)) => Ok((permit, req)),
+            _ => {
+                tracing::warn!(plugin, uri = %req.uri(), limit = self.limits.http_max_in_flight, "HTTP request waited past its timeout for an in-flight slot");
+                drain(req.into_body()).await;
+                Err(Error::ConnectionLimitReached)
+            }
+        }
     }
 
     /// Hands an allowed request to the embedder's interceptor, its body read.

@@ -10,6 +10,11 @@ use std::path::Path;
 const GUESTS: &[(&str, &str, &str)] = &[
     ("PROBE", "wasmprov-test-probe", "tests/guests/probe"),
     (
+        "CONTRACT_0_1",
+        "wasmprov-test-contract-0-1",
+        "tests/guests/contract-0-1",
+    ),
+    (
         "FUTURE_CONTRACT",
         "wasmprov-test-future-contract",
         "tests/guests/future-contract",

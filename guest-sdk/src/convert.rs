@@ -5,11 +5,11 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use crate::wit::exports::wasmprov::provisioner::provisioner::Guest;
-use crate::wit::wasmprov::provisioner::types as w;
+use crate::wit::exports::wasmprov::provisioner0_2_0::provisioner::Guest;
+use crate::wit::wasmprov::provisioner0_2_0::types as w;
 use crate::{
-    CapacityScope, CapacityType, Error, Export, JoinState, NodeHandle, NodeShape, PriceHint,
-    Provider, ProvisionRequest,
+    Arch, BootData, CapacityScope, CapacityType, Error, Export, JoinState, NodeHandle, NodeShape,
+    NodeStatus, Offering, PriceHint, Provider, ProvisionRequest,
 };
 
 pub(crate) fn capacity_to_wit(c: CapacityType) -> w::CapacityType {
@@ -26,12 +26,29 @@ fn capacity_from_wit(c: w::CapacityType) -> CapacityType {
     }
 }
 
+fn arch_to_wit(a: Arch) -> w::Arch {
+    match a {
+        Arch::X86_64 => w::Arch::X8664,
+        Arch::Arm64 => w::Arch::Arm64,
+    }
+}
+
+fn arch_from_wit(a: w::Arch) -> Arch {
+    match a {
+        w::Arch::X8664 => Arch::X86_64,
+        w::Arch::Arm64 => Arch::Arm64,
+    }
+}
+
 fn shape_from_wit(s: w::NodeShape) -> NodeShape {
     NodeShape {
         cpu: s.cpu,
         memory_bytes: s.memory_bytes,
         gpu: s.gpu,
         gpu_vendor: s.gpu_vendor,
+        gpu_model: s.gpu_model,
+        arch: s.arch.map(arch_from_wit),
+        disk_bytes: s.disk_bytes,
         labels: s.labels.into_iter().collect(),
         zone: s.zone,
         capacity_type: capacity_from_wit(s.capacity_type),
@@ -42,6 +59,24 @@ fn shape_from_wit(s: w::NodeShape) -> NodeShape {
 fn handle_to_wit(h: NodeHandle) -> w::NodeHandle {
     w::NodeHandle {
         provider_id: h.provider_id,
+        status: match h.status {
+            NodeStatus::Pending => w::NodeStatus::Pending,
+            NodeStatus::Running => w::NodeStatus::Running,
+            NodeStatus::Stopping => w::NodeStatus::Stopping,
+            NodeStatus::Stopped => w::NodeStatus::Stopped,
+            NodeStatus::Suspending => w::NodeStatus::Suspending,
+            NodeStatus::Suspended => w::NodeStatus::Suspended,
+            NodeStatus::Deleting => w::NodeStatus::Deleting,
+            NodeStatus::Deleted => w::NodeStatus::Deleted,
+            NodeStatus::Repairing => w::NodeStatus::Repairing,
+            NodeStatus::Unknown => w::NodeStatus::Unknown,
+        },
+        raw_state: h.raw_state,
+        created_at_ms: h.created_at_ms,
+        private_address: h.private_address,
+        public_address: h.public_address,
+        arch: h.arch.map(arch_to_wit),
+        gpu_model: h.gpu_model,
         address: h.address,
         zone: h.zone,
         capacity_type: capacity_to_wit(h.capacity_type),
@@ -54,6 +89,22 @@ fn handle_to_wit(h: NodeHandle) -> w::NodeHandle {
         },
         instance_type: h.instance_type,
         labels: h.labels.into_iter().collect(),
+    }
+}
+
+fn offering_to_wit(o: Offering) -> w::Offering {
+    w::Offering {
+        instance_type: o.instance_type,
+        cpu: o.cpu,
+        memory_bytes: o.memory_bytes,
+        gpu: o.gpu,
+        gpu_vendor: o.gpu_vendor,
+        gpu_model: o.gpu_model,
+        arch: o.arch.map(arch_to_wit),
+        disk_bytes: o.disk_bytes,
+        zones: o.zones,
+        on_demand_usd: o.on_demand_usd,
+        spot_usd: o.spot_usd,
     }
 }
 
@@ -80,6 +131,7 @@ fn error_to_wit(e: Error) -> w::ProvisionError {
         Error::Auth(m) => w::ProvisionError::Auth(m),
         Error::Transport(m) => w::ProvisionError::Transport(m),
         Error::InvalidConfig(m) => w::ProvisionError::InvalidConfig(m),
+        Error::Conflict(m) => w::ProvisionError::Conflict(m),
         other => w::ProvisionError::Other(other.to_string()),
     }
 }
@@ -139,11 +191,25 @@ impl<T: Provider + 'static> Guest for Export<T> {
         let request = ProvisionRequest {
             request_id: request.request_id,
             shape: shape_from_wit(request.shape),
+            boot: BootData {
+                image: request.boot.image,
+                user_data: request.boot.user_data,
+                ssh_keys: request.boot.ssh_keys,
+            },
         };
         // The ids become tags unchanged (`tags`), so a plugin never sees
         // one outside the syntax, whichever host called it.
         wasmprov_api::ids::check_owner_id(&owner).map_err(error_to_wit)?;
         wasmprov_api::ids::check_request_id(&request.request_id).map_err(error_to_wit)?;
+        // Boot data the provider does not honour is refused, never dropped.
+        let refused = T::BOOT.refused(&request.boot);
+        if !refused.is_empty() {
+            return Err(error_to_wit(Error::Unsupported(format!(
+                "{} cannot honour boot data: {}",
+                T::NAME,
+                refused.join(", ")
+            ))));
+        }
         with_provider(|p: &T| p.provision(&owner, &request))
             .map(handle_to_wit)
             .map_err(error_to_wit)
@@ -158,6 +224,22 @@ impl<T: Provider + 'static> Guest for Export<T> {
         wasmprov_api::ids::check_owner_id(&owner_id).map_err(error_to_wit)?;
         with_provider(|p: &T| p.describe(&owner_id))
             .map(|nodes| nodes.into_iter().map(handle_to_wit).collect())
+            .map_err(error_to_wit)
+    }
+
+    fn get(
+        owner_id: String,
+        provider_id: String,
+    ) -> Result<Option<w::NodeHandle>, w::ProvisionError> {
+        wasmprov_api::ids::check_owner_id(&owner_id).map_err(error_to_wit)?;
+        with_provider(|p: &T| p.get(&owner_id, &provider_id))
+            .map(|node| node.map(handle_to_wit))
+            .map_err(error_to_wit)
+    }
+
+    fn offerings() -> Result<Vec<w::Offering>, w::ProvisionError> {
+        with_provider(|p: &T| p.offerings())
+            .map(|list| list.into_iter().map(offering_to_wit).collect())
             .map_err(error_to_wit)
     }
 }

@@ -58,25 +58,68 @@ pub mod log;
 pub mod shape;
 pub mod state;
 pub mod tags;
+pub mod time;
 
 mod convert;
 
 pub use wasmprov_api::{
-    CapacityScope, CapacityType, JoinState, Labels, NodeHandle, NodeShape, PriceHint,
-    ProvisionRequest, ProvisionerError as Error,
+    Arch, BootData, CapacityScope, CapacityType, JoinState, Labels, NodeHandle, NodeShape,
+    NodeStatus, Offering, PriceHint, ProvisionRequest, ProvisionerError as Error,
 };
 
 /// Result of provider operations; the error is the contract's error variant.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The contract version this SDK builds plugins for.
-pub const CONTRACT_VERSION: &str = "0.1.0";
+pub const CONTRACT_VERSION: &str = "0.2.0";
 
 /// What [`export_provider!`] writes into the component's `wasmprov-contract`
 /// custom section, so the host can name the version a plugin was built for.
 #[doc(hidden)]
 pub const CONTRACT_SECTION: &[u8] =
-    concat!("wasmprov:provisioner@0.1.0;sdk=", env!("CARGO_PKG_VERSION")).as_bytes();
+    concat!("wasmprov:provisioner@0.2.0;sdk=", env!("CARGO_PKG_VERSION")).as_bytes();
+
+/// Which fields of a request's [`BootData`] a provider honours. The export
+/// glue refuses a request that gives any other field with
+/// [`Error::Unsupported`] before the provider sees it, so no boot data is
+/// ever dropped silently.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BootSupport {
+    /// The image to boot.
+    pub image: bool,
+    /// User data for the first boot.
+    pub user_data: bool,
+    /// SSH public keys to authorize.
+    pub ssh_keys: bool,
+}
+
+impl BootSupport {
+    /// No boot data: every request booting as configured.
+    pub const NONE: Self = Self {
+        image: false,
+        user_data: false,
+        ssh_keys: false,
+    };
+    /// Every field.
+    pub const ALL: Self = Self {
+        image: true,
+        user_data: true,
+        ssh_keys: true,
+    };
+
+    /// The fields `boot` gives that are not supported.
+    #[must_use]
+    pub fn refused(self, boot: &BootData) -> Vec<&'static str> {
+        boot.given()
+            .into_iter()
+            .filter(|f| match *f {
+                "image" => !self.image,
+                "user_data" => !self.user_data,
+                _ => !self.ssh_keys,
+            })
+            .collect()
+    }
+}
 
 /// A provisioner backend.
 ///
@@ -88,6 +131,10 @@ pub const CONTRACT_SECTION: &[u8] =
 pub trait Provider: Sized {
     /// A short, stable name of the backend, such as `"hetzner"`.
     const NAME: &'static str;
+
+    /// The boot data fields [`provision`](Provider::provision) honours
+    /// (default: none; requests that give any are refused).
+    const BOOT: BootSupport = BootSupport::NONE;
 
     /// The capacity types the backend really offers (default: on-demand only).
     fn capacity_types() -> Vec<CapacityType> {
@@ -127,6 +174,33 @@ pub trait Provider: Sized {
     /// # Errors
     /// Any contract error.
     fn describe(&self, owner_id: &str) -> Result<Vec<NodeHandle>>;
+
+    /// The node `provider_id` when it exists and carries `owner_id`, else
+    /// `None`. The default looks for it in [`describe`](Provider::describe);
+    /// override it to ask the cloud for the one node.
+    ///
+    /// # Errors
+    /// Any contract error.
+    fn get(&self, owner_id: &str, provider_id: &str) -> Result<Option<NodeHandle>> {
+        Ok(self
+            .describe(owner_id)?
+            .into_iter()
+            .find(|n| n.provider_id == provider_id))
+    }
+
+    /// Every instance type the provider can create ([`shape::offerings`]
+    /// makes this from a catalogue). May do I/O. Must agree with
+    /// [`price_hint`](Provider::price_hint). The default is
+    /// [`Error::Unsupported`].
+    ///
+    /// # Errors
+    /// Any contract error.
+    fn offerings(&self) -> Result<Vec<Offering>> {
+        Err(Error::Unsupported(format!(
+            "{} lists no offerings",
+            Self::NAME
+        )))
+    }
 }
 
 /// Registers a [`Provider`] as the component's export.
@@ -160,12 +234,15 @@ macro_rules! export_provider {
 
 #[doc(hidden)]
 pub fn __use_provider<P: Provider + 'static>() {
-    let _ = <Export<P> as wit::exports::wasmprov::provisioner::provisioner::Guest>::name;
-    let _ = <Export<P> as wit::exports::wasmprov::provisioner::provisioner::Guest>::provision;
-    let _ = <Export<P> as wit::exports::wasmprov::provisioner::provisioner::Guest>::describe;
-    let _ = <Export<P> as wit::exports::wasmprov::provisioner::provisioner::Guest>::terminate;
-    let _ = <Export<P> as wit::exports::wasmprov::provisioner::provisioner::Guest>::price_hint;
-    let _ = <Export<P> as wit::exports::wasmprov::provisioner::provisioner::Guest>::capacity_types;
+    use wit::exports::wasmprov::provisioner0_2_0::provisioner::Guest;
+    let _ = <Export<P> as Guest>::name;
+    let _ = <Export<P> as Guest>::provision;
+    let _ = <Export<P> as Guest>::describe;
+    let _ = <Export<P> as Guest>::terminate;
+    let _ = <Export<P> as Guest>::price_hint;
+    let _ = <Export<P> as Guest>::capacity_types;
+    let _ = <Export<P> as Guest>::get;
+    let _ = <Export<P> as Guest>::offerings;
 }
 
 #[doc(hidden)]
@@ -191,7 +268,7 @@ pub struct Export<T>(std::marker::PhantomData<T>);
 pub mod wit {
     wit_bindgen::generate!({
         path: "../wit",
-        world: "wasmprov:provisioner/provider",
+        world: "wasmprov:provisioner/provider@0.2.0",
         with: {
             "wasi:http/types@0.2.12": wasip2::http::types,
             "wasi:http/outgoing-handler@0.2.12": wasip2::http::outgoing_handler,
@@ -200,9 +277,9 @@ pub mod wit {
             "wasi:io/error@0.2.12": wasip2::io::error,
             "wasi:clocks/monotonic-clock@0.2.12": wasip2::clocks::monotonic_clock,
             "wasi:config/store@0.2.0-rc.1": generate,
-            "wasmprov:provisioner/types@0.1.0": generate,
-            "wasmprov:provisioner/exec@0.1.0": generate,
-            "wasmprov:provisioner/log@0.1.0": generate,
+            "wasmprov:provisioner/types@0.2.0": generate,
+            "wasmprov:provisioner/exec@0.2.0": generate,
+            "wasmprov:provisioner/log@0.2.0": generate,
         },
         pub_export_macro: true,
         export_macro_name: "__export_provider_world",

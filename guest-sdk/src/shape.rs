@@ -1,18 +1,24 @@
 //! Matching a [`NodeShape`] to the cheapest instance type that satisfies it.
 //!
 //! Every provider has a catalogue of instance types with prices; the rule is
-//! the same everywhere: an explicit instance type in the shape wins (and must
-//! exist); otherwise the cheapest type with at least the CPU, memory and GPU
-//! count asked for, of the GPU vendor asked for, offered in the zone asked for.
+//! the same everywhere: an explicit instance type in the shape wins over
+//! CPU, memory and GPU count (and must exist); otherwise the cheapest type
+//! with at least the CPU, memory and GPU count asked for, of the GPU vendor
+//! asked for, offered in the zone asked for. The architecture, GPU model and
+//! disk asked for bind either way: a type whose catalogue entry does not say
+//! it has them does not match, so a plugin whose catalogue cannot tell
+//! refuses such shapes instead of guessing.
 //!
-//! [`pick`] works over any catalogue whose entries implement [`Offering`]:
-//! the owned [`InstanceType`] for catalogues read from configuration, or a
-//! provider's own `static` table, which then needs no allocation per call.
+//! [`pick`] works over any catalogue whose entries implement
+//! [`CatalogueEntry`]: the owned [`InstanceType`] for catalogues read from
+//! configuration, or a provider's own `static` table, which then needs no
+//! allocation per call. [`offerings`] turns a catalogue into the contract's
+//! `offerings` answer, so `price_hint` and `offerings` agree by construction.
 
-use crate::{CapacityScope, Error, NodeShape, Result};
+use crate::{Arch, CapacityScope, Error, NodeShape, Offering, Result};
 
 /// What [`pick`] needs to know about one entry of a catalogue.
-pub trait Offering {
+pub trait CatalogueEntry {
     /// The cloud's name of the type.
     fn name(&self) -> &str;
     /// vCPUs.
@@ -27,9 +33,42 @@ pub trait Offering {
     fn gpu_vendor(&self) -> Option<&str> {
         None
     }
+    /// GPU model (`"nvidia-a10g"`), when the type has GPUs and it is known.
+    fn gpu_model(&self) -> Option<&str> {
+        None
+    }
+    /// CPU architecture, when known.
+    fn arch(&self) -> Option<Arch> {
+        None
+    }
+    /// Disk that comes with the type, in bytes, when fixed.
+    fn disk_bytes(&self) -> Option<u64> {
+        None
+    }
     /// The hourly price in `zone` (or wherever it runs when `None`), or
     /// `None` when the type is not offered there.
     fn price_in(&self, zone: Option<&str>) -> Option<f64>;
+    /// The spot price per hour wherever it runs, when offered and known.
+    fn spot_price(&self) -> Option<f64> {
+        None
+    }
+    /// The zones it is offered in; empty is wherever the plugin creates nodes.
+    fn zones(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Whether the type has what `want` asks for beyond what an explicit
+    /// type overrides: architecture, GPU model and disk.
+    fn binds(&self, want: &Criteria<'_>) -> bool {
+        want.arch.is_none_or(|a| self.arch() == Some(a))
+            && want.gpu_model.is_none_or(|m| {
+                self.gpu_model()
+                    .is_some_and(|have| have.eq_ignore_ascii_case(m))
+            })
+            && want
+                .disk_bytes
+                .is_none_or(|d| self.disk_bytes().is_some_and(|have| have >= d))
+    }
 
     /// Whether the type has what `want` asks for (ignoring zone).
     fn satisfies(&self, want: &Criteria<'_>) -> bool {
@@ -41,7 +80,36 @@ pub trait Offering {
                     self.gpu_vendor()
                         .is_some_and(|have| have.eq_ignore_ascii_case(v))
                 }))
+            && self.binds(want)
     }
+
+    /// The entry as the contract's offering.
+    fn offering(&self) -> Offering {
+        Offering {
+            instance_type: self.name().to_string(),
+            cpu: self.cpu(),
+            memory_bytes: self.memory_bytes(),
+            gpu: self.gpu(),
+            gpu_vendor: self.gpu_vendor().map(str::to_ascii_lowercase),
+            gpu_model: self.gpu_model().map(str::to_ascii_lowercase),
+            arch: self.arch(),
+            disk_bytes: self.disk_bytes(),
+            zones: self.zones(),
+            on_demand_usd: self.price_in(None),
+            spot_usd: self.spot_price(),
+        }
+    }
+}
+
+/// The contract's `offerings` answer for a catalogue: one offering per
+/// entry, in catalogue order.
+pub fn offerings<'a, T: CatalogueEntry + 'a>(
+    catalogue: impl IntoIterator<Item = &'a T>,
+) -> Vec<Offering> {
+    catalogue
+        .into_iter()
+        .map(CatalogueEntry::offering)
+        .collect()
 }
 
 /// What a shape asks of an instance type, borrowed: what [`pick_for`] matches.
@@ -57,6 +125,13 @@ pub struct Criteria<'a> {
     pub gpu: u32,
     /// GPU vendor, compared ignoring case, when GPUs are asked for.
     pub gpu_vendor: Option<&'a str>,
+    /// GPU model, compared ignoring case.
+    pub gpu_model: Option<&'a str>,
+    /// Architecture.
+    pub arch: Option<Arch>,
+    /// Disk in bytes at least. A provider that sizes the disk itself (a root
+    /// volume) sets this to `None` before matching.
+    pub disk_bytes: Option<u64>,
     /// Zone the price must be offered in.
     pub zone: Option<&'a str>,
     /// An explicit type, which wins over the rest.
@@ -72,6 +147,9 @@ impl<'a> Criteria<'a> {
             memory_bytes: shape.memory_bytes,
             gpu: shape.gpu,
             gpu_vendor: shape.gpu_vendor.as_deref(),
+            gpu_model: shape.gpu_model.as_deref(),
+            arch: shape.arch,
+            disk_bytes: shape.disk_bytes,
             zone: shape.zone.as_deref(),
             instance_type: shape.instance_type.as_deref(),
         }
@@ -91,6 +169,14 @@ pub struct InstanceType {
     pub gpu: u32,
     /// GPU vendor, lowercase, when `gpu > 0`.
     pub gpu_vendor: Option<String>,
+    /// GPU model, lowercase (`"nvidia-t4"`), when `gpu > 0` and known.
+    pub gpu_model: Option<String>,
+    /// CPU architecture, when known.
+    pub arch: Option<Arch>,
+    /// Disk that comes with the type, in bytes, when fixed.
+    pub disk_bytes: Option<u64>,
+    /// Spot price per hour, when offered and known.
+    pub spot_hourly_usd: Option<f64>,
     /// Hourly price in USD, per zone where offered (zone, price). An empty
     /// list means "offered everywhere at `default_hourly_usd`".
     pub zone_prices: Vec<(String, f64)>,
@@ -116,11 +202,11 @@ impl InstanceType {
     /// Whether the type has what the shape asks for (ignoring zone).
     #[must_use]
     pub fn satisfies(&self, shape: &NodeShape) -> bool {
-        Offering::satisfies(self, &Criteria::of(shape))
+        CatalogueEntry::satisfies(self, &Criteria::of(shape))
     }
 }
 
-impl Offering for InstanceType {
+impl CatalogueEntry for InstanceType {
     fn name(&self) -> &str {
         &self.name
     }
@@ -136,8 +222,23 @@ impl Offering for InstanceType {
     fn gpu_vendor(&self) -> Option<&str> {
         self.gpu_vendor.as_deref()
     }
+    fn gpu_model(&self) -> Option<&str> {
+        self.gpu_model.as_deref()
+    }
+    fn arch(&self) -> Option<Arch> {
+        self.arch
+    }
+    fn disk_bytes(&self) -> Option<u64> {
+        self.disk_bytes
+    }
     fn price_in(&self, zone: Option<&str>) -> Option<f64> {
         InstanceType::price_in(self, zone)
+    }
+    fn spot_price(&self) -> Option<f64> {
+        self.spot_hourly_usd
+    }
+    fn zones(&self) -> Vec<String> {
+        self.zone_prices.iter().map(|(z, _)| z.clone()).collect()
     }
 }
 
@@ -157,7 +258,7 @@ pub struct Choice<'a, T = InstanceType> {
 ///   big enough;
 /// - [`Error::Capacity`] with [`CapacityScope::Zone`] when types exist but
 ///   none is offered in the zone asked for.
-pub fn pick<'a, T: Offering + 'a>(
+pub fn pick<'a, T: CatalogueEntry + 'a>(
     shape: &NodeShape,
     catalogue: impl IntoIterator<Item = &'a T>,
 ) -> Result<Choice<'a, T>> {
@@ -169,7 +270,7 @@ pub fn pick<'a, T: Offering + 'a>(
 ///
 /// # Errors
 /// As [`pick`].
-pub fn pick_for<'a, T: Offering + 'a>(
+pub fn pick_for<'a, T: CatalogueEntry + 'a>(
     want: &Criteria<'_>,
     catalogue: impl IntoIterator<Item = &'a T>,
 ) -> Result<Choice<'a, T>> {
@@ -179,6 +280,12 @@ pub fn pick_for<'a, T: Offering + 'a>(
             .into_iter()
             .find(|t| t.name() == name)
             .ok_or_else(|| Error::Unsupported(format!("instance type {name:?} does not exist")))?;
+        if !t.binds(want) {
+            return Err(Error::Unsupported(format!(
+                "instance type {name:?} does not have {}",
+                binding_text(want)
+            )));
+        }
         let hourly_usd = t.price_in(zone).ok_or_else(|| Error::Capacity {
             scope: CapacityScope::Zone,
             message: format!(
@@ -218,14 +325,20 @@ pub fn pick_for<'a, T: Offering + 'a>(
         return Ok(best);
     }
     if !any_fits {
+        let binding = binding_text(want);
         return Err(Error::Unsupported(format!(
-            "no instance type has {} vCPU, {} MiB and {} GPU{}",
+            "no instance type has {} vCPU, {} MiB and {} GPU{}{}",
             want.cpu,
             want.memory_bytes >> 20,
             want.gpu,
             want.gpu_vendor
                 .map(|v| format!(" ({v})"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            if binding.is_empty() {
+                String::new()
+            } else {
+                format!(" with {binding}")
+            }
         )));
     }
     Err(Error::Capacity {
@@ -235,6 +348,21 @@ pub fn pick_for<'a, T: Offering + 'a>(
             zone.unwrap_or("any zone")
         ),
     })
+}
+
+/// What of `want` an explicit type must also have, in words (empty if nothing).
+fn binding_text(want: &Criteria<'_>) -> String {
+    let mut parts = Vec::new();
+    if let Some(a) = want.arch {
+        parts.push(format!("architecture {a}"));
+    }
+    if let Some(m) = want.gpu_model {
+        parts.push(format!("GPU model {m}"));
+    }
+    if let Some(d) = want.disk_bytes {
+        parts.push(format!("a disk of {} GiB", d.div_ceil(1 << 30)));
+    }
+    parts.join(", ")
 }
 
 #[cfg(test)]
@@ -255,6 +383,10 @@ mod tests {
             memory_bytes: gib << 30,
             gpu,
             gpu_vendor: vendor.map(Into::into),
+            gpu_model: None,
+            arch: Some(Arch::X86_64),
+            disk_bytes: None,
+            spot_hourly_usd: None,
             zone_prices: prices.iter().map(|(z, p)| ((*z).into(), *p)).collect(),
             default_hourly_usd: prices.iter().map(|(_, p)| *p).fold(f64::INFINITY, f64::min),
         }
@@ -389,11 +521,68 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn arch_gpu_model_and_disk_bind() {
+        let mut c = catalogue();
+        c.push(InstanceType {
+            arch: Some(Arch::Arm64),
+            ..t("arm-cheap", 8.0, 32, 0, None, &[("a", 0.001)])
+        });
+        c[4].gpu_model = Some("nvidia-t4".into());
+        c.push(InstanceType {
+            gpu_model: Some("nvidia-a10g".into()),
+            disk_bytes: Some(250 << 30),
+            ..t("gpu-a10", 8.0, 32, 1, Some("nvidia"), &[("a", 1.2)])
+        });
+        let name = |s: &NodeShape| pick(s, &c).map(|ch| ch.instance_type.name.clone());
+        assert_eq!(name(&shape(1.0, 1)).unwrap(), "arm-cheap");
+        let x86 = NodeShape {
+            arch: Some(Arch::X86_64),
+            ..shape(1.0, 1)
+        };
+        assert_eq!(name(&x86).unwrap(), "small", "x86 never lands on ARM");
+        let named_arm = NodeShape {
+            instance_type: Some("arm-cheap".into()),
+            ..x86.clone()
+        };
+        match name(&named_arm) {
+            Err(Error::Unsupported(m)) => assert!(m.contains("architecture x86_64"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let gpu = |model: &str| NodeShape {
+            gpu: 1,
+            gpu_vendor: Some("nvidia".into()),
+            gpu_model: Some(model.into()),
+            ..shape(4.0, 16)
+        };
+        assert_eq!(name(&gpu("NVIDIA-A10G")).unwrap(), "gpu-a10");
+        assert_eq!(name(&gpu("nvidia-t4")).unwrap(), "gpu-n");
+        match name(&gpu("nvidia-a100")) {
+            Err(Error::Unsupported(m)) => assert!(m.contains("GPU model nvidia-a100"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let disk = |gib: u64| NodeShape {
+            disk_bytes: Some(gib << 30),
+            ..shape(1.0, 1)
+        };
+        assert_eq!(name(&disk(200)).unwrap(), "gpu-a10");
+        assert!(matches!(name(&disk(300)), Err(Error::Unsupported(_))));
+        let offered = offerings(&c);
+        assert_eq!(offered.len(), c.len());
+        let a10 = offered
+            .iter()
+            .find(|o| o.instance_type == "gpu-a10")
+            .unwrap();
+        assert_eq!(a10.gpu_model.as_deref(), Some("nvidia-a10g"));
+        assert_eq!(a10.on_demand_usd, Some(1.2));
+        assert_eq!(a10.zones, ["a"]);
+    }
+
     /// A provider's own static table works without building `InstanceType`s.
     #[test]
     fn static_tables_pick_like_owned_ones() {
         struct Row(&'static str, u32, u64, f64);
-        impl Offering for Row {
+        impl CatalogueEntry for Row {
             fn name(&self) -> &str {
                 self.0
             }

@@ -206,6 +206,7 @@ fn request(id: &str, zone: Option<&str>) -> ProvisionRequest {
     ProvisionRequest {
         request_id: id.into(),
         shape,
+        boot: Default::default(),
     }
 }
 

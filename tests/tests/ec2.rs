@@ -362,6 +362,7 @@ fn req(id: &str, shape: NodeShape) -> ProvisionRequest {
     ProvisionRequest {
         request_id: id.into(),
         shape,
+        boot: Default::default(),
     }
 }
 

@@ -51,6 +51,7 @@ mod reload {
         ProvisionRequest {
             request_id: id.into(),
             shape,
+            boot: Default::default(),
         }
     }
 
@@ -115,6 +116,7 @@ mod reload {
                 old.provision_request(&ProvisionRequest {
                     request_id: "slow".into(),
                     shape,
+                    boot: Default::default(),
                 })
                 .await
             }
@@ -315,6 +317,7 @@ mod reconcile {
             expires_ms: None,
             group: None,
             hourly_usd: None,
+            boot: Default::default(),
             state,
             generation: 0,
             last_error: None,
@@ -337,6 +340,7 @@ mod reconcile {
         let make = |id: &str| ProvisionRequest {
             request_id: id.into(),
             shape: shape(),
+            boot: Default::default(),
         };
         // Crashed after the cloud made the node, before the answer was journaled.
         fleet
@@ -932,6 +936,7 @@ mod safety {
                 .provision_request(&ProvisionRequest {
                     request_id: bad.into(),
                     shape: shape(),
+                    boot: Default::default(),
                 })
                 .await
                 .unwrap_err();
@@ -1124,6 +1129,7 @@ mod safety {
             .provision_request(&ProvisionRequest {
                 request_id: "stray".into(),
                 shape: shape(),
+                boot: Default::default(),
             })
             .await
             .unwrap();
@@ -1166,6 +1172,7 @@ mod safety {
             self.provision_request(&ProvisionRequest {
                 request_id: wasmprov_fleet::random_request_id(),
                 shape: shape.clone(),
+                boot: Default::default(),
             })
             .await
         }
@@ -1190,6 +1197,7 @@ mod safety {
                 join_state: JoinState::Joined,
                 instance_type: Some("native".into()),
                 labels,
+                ..Default::default()
             };
             nodes.insert(node.provider_id.clone(), node.clone());
             Ok(node)

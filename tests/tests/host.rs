@@ -43,6 +43,7 @@ fn request(id: &str, labels: &[(&str, &str)]) -> ProvisionRequest {
     ProvisionRequest {
         request_id: id.into(),
         shape: shape_with(labels),
+        boot: Default::default(),
     }
 }
 
@@ -802,7 +803,8 @@ mod loading {
         assert!(
             errors
                 .iter()
-                .any(|e| e.contains("wasmprov:provisioner@0.2.0")
+                .any(|e| e.contains("wasmprov:provisioner@0.99.0")
+                    && e.contains("wasmprov:provisioner@0.2.0")
                     && e.contains("wasmprov:provisioner@0.1.0")),
             "{errors:#?}"
         );
@@ -821,7 +823,7 @@ mod loading {
         assert!(
             built_for
                 .as_deref()
-                .is_some_and(|s| s.starts_with("wasmprov:provisioner@0.1.0;sdk=")),
+                .is_some_and(|s| s.starts_with("wasmprov:provisioner@0.2.0;sdk=")),
             "{built_for:?}"
         );
     }
@@ -869,6 +871,7 @@ mod hetzner {
                 zone: Some(zone.into()),
                 ..NodeShape::new(2.0, 4 << 30)
             },
+            boot: Default::default(),
         }
     }
 
@@ -905,6 +908,7 @@ mod hetzner {
                     capacity_type: CapacityType::Spot,
                     ..NodeShape::default()
                 },
+                boot: Default::default(),
             })
             .await,
             Err(ProvisionerError::Unsupported(_))

@@ -68,6 +68,7 @@ fn request(id: &str) -> ProvisionRequest {
     ProvisionRequest {
         request_id: id.into(),
         shape: NodeShape::new(1.0, 1 << 30),
+        boot: Default::default(),
     }
 }
 
@@ -1165,6 +1166,7 @@ mod pool {
             ProvisionRequest {
                 request_id: "probe".into(),
                 shape,
+                boot: Default::default(),
             }
         };
         assert_eq!(connections_to(&ports), 0);

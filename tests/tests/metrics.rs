@@ -28,6 +28,7 @@ fn request(id: &str) -> ProvisionRequest {
             zone: Some("nbg1".into()),
             ..NodeShape::new(2.0, 4 << 30)
         },
+        boot: Default::default(),
     }
 }
 

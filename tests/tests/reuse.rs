@@ -72,6 +72,7 @@ async fn an_instance_answers_up_to_the_limit_then_is_replaced() {
         .provision_request(&wasmprov_api::ProvisionRequest {
             request_id: "r1".into(),
             shape: mode(""),
+            boot: Default::default(),
         })
         .await
         .expect("provision works");

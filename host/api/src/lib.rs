@@ -5,9 +5,10 @@
 //! in-process backend: this crate depends only on `serde`, `thiserror` and
 //! `async-trait`, so implementing the trait pulls in no WebAssembly runtime.
 //!
-//! The value types mirror the WIT package `wasmprov:provisioner@0.1.0` one to
+//! The value types mirror the WIT package `wasmprov:provisioner@0.2.0` one to
 //! one; the guest SDK re-exports them so that plugin authors and embedders
-//! share one vocabulary.
+//! share one vocabulary. (The host still loads plugins built for 0.1.0 and
+//! maps them onto these types.)
 //!
 //! ```
 //! use wasmprov_api::{CapacityType, CloudProvisioner, NodeHandle, NodeShape, PriceHint, Result};
@@ -55,7 +56,7 @@ use serde::{Deserialize, Serialize};
 pub mod ids;
 
 /// The version of the WIT contract these types mirror.
-pub const CONTRACT_VERSION: &str = "0.1.0";
+pub const CONTRACT_VERSION: &str = "0.2.0";
 
 /// A backend's own identifier of a node (an instance id, a server number, an
 /// opaque token printed by a script).
@@ -92,6 +93,51 @@ impl std::fmt::Display for CapacityType {
     }
 }
 
+/// A CPU architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arch {
+    /// x86-64 (amd64).
+    #[serde(rename = "x86_64", alias = "x86-64", alias = "amd64")]
+    X86_64,
+    /// 64-bit ARM (aarch64).
+    #[serde(alias = "aarch64")]
+    Arm64,
+}
+
+impl Arch {
+    /// The name used in JSON and on the command line (`x86_64`, `arm64`).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::X86_64 => "x86_64",
+            Self::Arm64 => "arm64",
+        }
+    }
+}
+
+impl std::fmt::Display for Arch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Arch {
+    type Err = String;
+
+    /// Accepts the names clouds use: `x86_64`, `x86-64`, `amd64`, `arm64`,
+    /// `aarch64` (any case).
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "x86_64" | "x86-64" | "amd64" => Ok(Self::X86_64),
+            "arm64" | "aarch64" => Ok(Self::Arm64),
+            other => Err(format!(
+                "unknown architecture {other:?}: use x86_64 (amd64) or arm64 (aarch64)"
+            )),
+        }
+    }
+}
+
 /// What a caller wants a node to look like.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -104,6 +150,13 @@ pub struct NodeShape {
     pub gpu: u32,
     /// GPU vendor wanted (`"nvidia"`, `"amd"`).
     pub gpu_vendor: Option<String>,
+    /// GPU model wanted (`"nvidia-a100"`, `"nvidia-t4"`, `"amd-mi300x"`),
+    /// compared without regard to case against the offerings' model names.
+    pub gpu_model: Option<String>,
+    /// CPU architecture the caller's images run on; `None` is any.
+    pub arch: Option<Arch>,
+    /// Disk wanted, at least this many bytes; `None` is what the type comes with.
+    pub disk_bytes: Option<u64>,
     /// Scheduling labels to put on the node.
     pub labels: Labels,
     /// Availability zone or location wanted.
@@ -122,6 +175,9 @@ impl Default for NodeShape {
             memory_bytes: 1 << 30,
             gpu: 0,
             gpu_vendor: None,
+            gpu_model: None,
+            arch: None,
+            disk_bytes: None,
             labels: Labels::new(),
             zone: None,
             capacity_type: CapacityType::OnDemand,
@@ -140,8 +196,17 @@ pub const MAX_SHAPE_LABELS: usize = 64;
 pub const MAX_LABEL_KEY: usize = 128;
 /// Longest label value, in bytes.
 pub const MAX_LABEL_VALUE: usize = 256;
-/// Longest zone, instance type or GPU vendor name, in bytes.
+/// Longest zone, instance type, GPU vendor or GPU model name, in bytes.
 pub const MAX_SHAPE_NAME: usize = 128;
+/// Largest user data a request may carry, in bytes. Clouds allow less
+/// (EC2 16 KiB, Hetzner 32 KiB); their plugins refuse what their cloud would.
+pub const MAX_USER_DATA: usize = 64 << 10;
+/// Most SSH keys a request may carry.
+pub const MAX_SSH_KEYS: usize = 32;
+/// Longest SSH public key, in bytes.
+pub const MAX_SSH_KEY: usize = 16 << 10;
+/// Longest image name, in bytes.
+pub const MAX_IMAGE: usize = 256;
 
 impl NodeShape {
     /// A shape with this CPU and memory and defaults for everything else.
@@ -216,6 +281,7 @@ impl NodeShape {
             ("zone", &self.zone),
             ("instance_type", &self.instance_type),
             ("gpu_vendor", &self.gpu_vendor),
+            ("gpu_model", &self.gpu_model),
         ] {
             if let Some(v) = value
                 && (v.is_empty() || v.len() > MAX_SHAPE_NAME)
@@ -226,15 +292,108 @@ impl NodeShape {
                 ));
             }
         }
+        if self.disk_bytes == Some(0) {
+            return bad("disk_bytes must be above 0 when given".into());
+        }
+        if self.gpu_model.is_some() && self.gpu == 0 {
+            return bad("gpu_model is given but gpu is 0; ask for at least one GPU".into());
+        }
         Ok(())
     }
 }
 
+/// What a machine is doing, normalized across clouds: the status the cloud
+/// reports of the machine itself, where [`JoinState`] is the node's way into
+/// a cluster.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeStatus {
+    /// Accepted, not running yet.
+    Pending,
+    /// Running.
+    Running,
+    /// Being stopped.
+    Stopping,
+    /// Stopped; it can be started again.
+    Stopped,
+    /// Being suspended (hibernated, paused).
+    Suspending,
+    /// Suspended.
+    Suspended,
+    /// Being deleted.
+    Deleting,
+    /// Deleted; it will not come back.
+    Deleted,
+    /// Being repaired or migrated by the cloud.
+    Repairing,
+    /// No normalized equivalent; see the handle's `raw_state`.
+    #[default]
+    Unknown,
+}
+
+impl NodeStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [Self; 10] = [
+        Self::Pending,
+        Self::Running,
+        Self::Stopping,
+        Self::Stopped,
+        Self::Suspending,
+        Self::Suspended,
+        Self::Deleting,
+        Self::Deleted,
+        Self::Repairing,
+        Self::Unknown,
+    ];
+
+    /// The name used in JSON and tables.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Stopping => "stopping",
+            Self::Stopped => "stopped",
+            Self::Suspending => "suspending",
+            Self::Suspended => "suspended",
+            Self::Deleting => "deleting",
+            Self::Deleted => "deleted",
+            Self::Repairing => "repairing",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// The status a plugin of contract 0.1, which reports only a join
+    /// state, is taken to mean: provisioning is pending, booting to joined
+    /// is running, failed is unknown (0.1 folded stopped and deleted into it).
+    #[must_use]
+    pub fn from_join_state(state: JoinState) -> Self {
+        match state {
+            JoinState::Provisioning => Self::Pending,
+            JoinState::Booting | JoinState::Joining | JoinState::Joined => Self::Running,
+            JoinState::Failed => Self::Unknown,
+        }
+    }
+
+    /// Whether the machine is gone or going and will not run again.
+    #[must_use]
+    pub fn is_gone(self) -> bool {
+        matches!(self, Self::Deleting | Self::Deleted)
+    }
+}
+
+impl std::fmt::Display for NodeStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Where a node is on its way to cluster membership.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JoinState {
     /// The backend is creating the machine.
+    #[default]
     Provisioning,
     /// The machine exists and is booting.
     Booting,
@@ -267,12 +426,36 @@ impl std::fmt::Display for JoinState {
 }
 
 /// A node a backend created or is creating.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Build one with [`NodeHandle::new`] and set what the cloud said; the
+/// fields added since contract 0.1 default when missing from JSON.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeHandle {
     /// The backend's own identifier of the node.
     pub provider_id: ProviderNodeId,
-    /// Reachable address, once known.
+    /// The machine's status, normalized.
+    #[serde(default)]
+    pub status: NodeStatus,
+    /// The cloud's own name of the machine's state, unchanged.
+    #[serde(default)]
+    pub raw_state: Option<String>,
+    /// When the cloud created the machine, in milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub created_at_ms: Option<u64>,
+    /// Reachable address, once known (usually the private one).
     pub address: Option<String>,
+    /// Address in the cloud's private network.
+    #[serde(default)]
+    pub private_address: Option<String>,
+    /// Public address.
+    #[serde(default)]
+    pub public_address: Option<String>,
+    /// CPU architecture, when known.
+    #[serde(default)]
+    pub arch: Option<Arch>,
+    /// Model of its GPUs, when it has any and the cloud says.
+    #[serde(default)]
+    pub gpu_model: Option<String>,
     /// Zone the node landed in.
     pub zone: Option<String>,
     /// Billing the node runs under.
@@ -285,6 +468,57 @@ pub struct NodeHandle {
     /// Labels on the node, including the ownership and request-id tags.
     #[serde(default)]
     pub labels: Labels,
+}
+
+impl NodeHandle {
+    /// A handle with this id and join state; everything else unknown.
+    #[must_use]
+    pub fn new(provider_id: impl Into<String>, join_state: JoinState) -> Self {
+        Self {
+            provider_id: provider_id.into(),
+            join_state,
+            ..Self::default()
+        }
+    }
+}
+
+/// One instance type a backend can create: what it has, where and at what price.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Offering {
+    /// The cloud's name of the type.
+    pub instance_type: String,
+    /// vCPUs.
+    pub cpu: f64,
+    /// Memory in bytes.
+    pub memory_bytes: u64,
+    /// GPUs.
+    pub gpu: u32,
+    /// GPU vendor, lowercase, when it has GPUs.
+    pub gpu_vendor: Option<String>,
+    /// GPU model, lowercase (`"nvidia-a10g"`), when it has GPUs.
+    pub gpu_model: Option<String>,
+    /// CPU architecture, when known.
+    pub arch: Option<Arch>,
+    /// Disk that comes with the type, in bytes, when fixed.
+    pub disk_bytes: Option<u64>,
+    /// Zones it is offered in; empty is wherever the backend creates nodes.
+    pub zones: Vec<String>,
+    /// On-demand price per hour in US dollars, when known.
+    pub on_demand_usd: Option<f64>,
+    /// Spot price per hour in US dollars, when offered and known.
+    pub spot_usd: Option<f64>,
+}
+
+impl Offering {
+    /// The hourly price under `capacity`, when known.
+    #[must_use]
+    pub fn price(&self, capacity: CapacityType) -> Option<f64> {
+        match capacity {
+            CapacityType::OnDemand => self.on_demand_usd,
+            CapacityType::Spot => self.spot_usd,
+        }
+    }
 }
 
 /// An estimate of what a shape costs.
@@ -305,6 +539,119 @@ pub struct ProvisionRequest {
     pub request_id: String,
     /// The node wanted.
     pub shape: NodeShape,
+    /// What the node boots with.
+    #[serde(default)]
+    pub boot: BootData,
+}
+
+impl ProvisionRequest {
+    /// A request for `shape` under `request_id`, booting as the backend is configured.
+    #[must_use]
+    pub fn new(request_id: impl Into<String>, shape: NodeShape) -> Self {
+        Self {
+            request_id: request_id.into(),
+            shape,
+            boot: BootData::default(),
+        }
+    }
+}
+
+/// What a node boots with, per request. Every field is optional; a backend
+/// that cannot honour a field that is given fails
+/// [`ProvisionerError::Unsupported`] instead of dropping it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BootData {
+    /// The image (AMI, image name or id) to boot instead of the configured one.
+    pub image: Option<String>,
+    /// User data for the first boot, such as a `#cloud-config` document.
+    pub user_data: Option<Vec<u8>>,
+    /// SSH public keys (OpenSSH format) to authorize.
+    pub ssh_keys: Vec<String>,
+}
+
+impl BootData {
+    /// Whether nothing is asked.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.image.is_none() && self.user_data.is_none() && self.ssh_keys.is_empty()
+    }
+
+    /// The names of the fields that are given (`image`, `user_data`, `ssh_keys`).
+    #[must_use]
+    pub fn given(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.image.is_some() {
+            out.push("image");
+        }
+        if self.user_data.is_some() {
+            out.push("user_data");
+        }
+        if !self.ssh_keys.is_empty() {
+            out.push("ssh_keys");
+        }
+        out
+    }
+
+    /// Checks the boot data against the contract's bounds: image 1 to
+    /// [`MAX_IMAGE`] bytes of printable characters, user data at most
+    /// [`MAX_USER_DATA`] bytes, at most [`MAX_SSH_KEYS`] keys, each one line
+    /// of 1 to [`MAX_SSH_KEY`] bytes in OpenSSH form (`type base64 [comment]`).
+    ///
+    /// # Errors
+    /// [`ProvisionerError::Unsupported`] naming the field and the rule.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| {
+            Err(ProvisionerError::Unsupported(format!(
+                "invalid boot data: {m}"
+            )))
+        };
+        if let Some(image) = &self.image
+            && (image.is_empty()
+                || image.len() > MAX_IMAGE
+                || image.chars().any(|c| c.is_control() || c.is_whitespace()))
+        {
+            return bad(format!(
+                "image is 1 to {MAX_IMAGE} bytes without spaces or control characters, got {} bytes",
+                image.len()
+            ));
+        }
+        if let Some(data) = &self.user_data
+            && data.len() > MAX_USER_DATA
+        {
+            return bad(format!(
+                "user_data is {} bytes, at most {MAX_USER_DATA} allowed",
+                data.len()
+            ));
+        }
+        if self.ssh_keys.len() > MAX_SSH_KEYS {
+            return bad(format!(
+                "{} ssh_keys, at most {MAX_SSH_KEYS} allowed",
+                self.ssh_keys.len()
+            ));
+        }
+        for (i, key) in self.ssh_keys.iter().enumerate() {
+            let mut parts = key.split(' ');
+            let well_formed = key.len() <= MAX_SSH_KEY
+                && !key.chars().any(char::is_control)
+                && parts.next().is_some_and(|t| {
+                    !t.is_empty()
+                        && t.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "-@.".contains(c))
+                })
+                && parts.next().is_some_and(|b| {
+                    !b.is_empty()
+                        && b.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "+/=".contains(c))
+                });
+            if !well_formed {
+                return bad(format!(
+                    "ssh_keys[{i}] is not one OpenSSH public key line (`type base64 [comment]`, at most {MAX_SSH_KEY} bytes)"
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What ran out when a backend had no capacity.
@@ -420,6 +767,10 @@ pub enum ProvisionerError {
     /// The backend's configuration is wrong.
     #[error("invalid config: {0}")]
     InvalidConfig(String),
+    /// The request id was already used for a different request (another
+    /// shape or boot data).
+    #[error("conflict: {0}")]
+    Conflict(String),
     /// Anything else the backend reported.
     #[error("{0}")]
     Other(String),
@@ -449,6 +800,7 @@ impl ProvisionerError {
             Self::Auth(_) => "auth",
             Self::Transport(_) => "transport",
             Self::InvalidConfig(_) => "invalid_config",
+            Self::Conflict(_) => "conflict",
             Self::Other(_) => "other",
             Self::Plugin { .. } => "plugin",
         }
@@ -527,6 +879,30 @@ pub trait CloudProvisioner: Send + Sync {
     /// Why the shape could not be priced, when the backend says.
     fn try_price_hint(&self, shape: &NodeShape) -> Result<Option<PriceHint>> {
         Ok(self.price_hint(shape))
+    }
+
+    /// The node `id`, when it exists and this host owns it; `None` otherwise.
+    ///
+    /// The default looks for it in [`describe`](Self::describe); wasm
+    /// plugins of contract 0.2 ask the cloud for the one node.
+    async fn get(&self, id: &ProviderNodeId) -> Result<Option<NodeHandle>> {
+        Ok(self
+            .describe()
+            .await?
+            .into_iter()
+            .find(|n| &n.provider_id == id))
+    }
+
+    /// Every instance type the backend can create, with what it has and
+    /// costs. May do I/O. [`price_hint`](Self::price_hint) agrees with it.
+    ///
+    /// The default is [`ProvisionerError::Unsupported`]: a backend without
+    /// a catalogue is ranked by its price hints alone.
+    async fn offerings(&self) -> Result<Vec<Offering>> {
+        Err(ProvisionerError::Unsupported(format!(
+            "{} has no catalogue of offerings",
+            self.name()
+        )))
     }
 }
 
@@ -668,6 +1044,103 @@ mod tests {
     }
 
     #[test]
+    fn boot_data_is_bounded() {
+        assert!(BootData::default().validate().is_ok());
+        let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGw8 ops@example";
+        let ok = BootData {
+            image: Some("ami-0abc123".into()),
+            user_data: Some(vec![0; MAX_USER_DATA]),
+            ssh_keys: vec![key.into()],
+        };
+        assert!(ok.validate().is_ok());
+        assert_eq!(ok.given(), ["image", "user_data", "ssh_keys"]);
+        for (bad, field) in [
+            (
+                BootData {
+                    image: Some(String::new()),
+                    ..BootData::default()
+                },
+                "image",
+            ),
+            (
+                BootData {
+                    image: Some("ubuntu 24.04".into()),
+                    ..BootData::default()
+                },
+                "image",
+            ),
+            (
+                BootData {
+                    user_data: Some(vec![0; MAX_USER_DATA + 1]),
+                    ..BootData::default()
+                },
+                "user_data",
+            ),
+            (
+                BootData {
+                    ssh_keys: vec![format!("{key}\nssh-rsa AAAA evil")],
+                    ..BootData::default()
+                },
+                "ssh_keys[0]",
+            ),
+            (
+                BootData {
+                    ssh_keys: vec!["not-a-key".into()],
+                    ..BootData::default()
+                },
+                "ssh_keys[0]",
+            ),
+            (
+                BootData {
+                    ssh_keys: vec![key.into(); MAX_SSH_KEYS + 1],
+                    ..BootData::default()
+                },
+                "ssh_keys",
+            ),
+        ] {
+            match bad.validate() {
+                Err(ProvisionerError::Unsupported(m)) => {
+                    assert!(m.contains(field), "{field}: {m}");
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn statuses_arches_and_0_1_json() {
+        for s in NodeStatus::ALL {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        assert_eq!(
+            NodeStatus::from_join_state(JoinState::Joined),
+            NodeStatus::Running
+        );
+        assert_eq!(serde_json::to_value(Arch::X86_64).unwrap(), "x86_64");
+        assert_eq!(
+            serde_json::from_str::<Arch>("\"aarch64\"").unwrap(),
+            Arch::Arm64
+        );
+        assert_eq!("AMD64".parse::<Arch>().unwrap(), Arch::X86_64);
+        assert!("riscv".parse::<Arch>().is_err());
+        // A handle as 0.1 wrote it still parses, with the new fields unknown.
+        let old: NodeHandle = serde_json::from_str(
+            r#"{"provider_id": "n-1", "address": null, "zone": null,
+                "capacity_type": "on_demand", "join_state": "booting"}"#,
+        )
+        .unwrap();
+        assert_eq!(old.status, NodeStatus::Unknown);
+        let req: ProvisionRequest =
+            serde_json::from_str(r#"{"request_id": "r", "shape": {"cpu": 1}}"#).unwrap();
+        assert!(req.boot.is_empty());
+        let gpu_model_alone = NodeShape {
+            gpu_model: Some("nvidia-t4".into()),
+            ..NodeShape::default()
+        };
+        assert!(gpu_model_alone.validate().is_err(), "a model needs a count");
+    }
+
+    #[test]
     fn partial_shape_json_takes_defaults() {
         let shape: NodeShape = serde_json::from_str(r#"{"cpu": 8}"#).unwrap();
         assert_eq!(shape.cpu, 8.0);
@@ -734,6 +1207,7 @@ mod tests {
                 join_state: JoinState::Provisioning,
                 instance_type: None,
                 labels: shape.labels.clone(),
+                ..Default::default()
             })
         }
         async fn terminate(&self, id: &ProviderNodeId) -> Result<()> {
@@ -759,6 +1233,7 @@ mod tests {
         let req = ProvisionRequest {
             request_id: "r1".into(),
             shape: NodeShape::new(3.0, 1 << 30),
+            boot: Default::default(),
         };
         let node = backend.provision_request(&req).await.unwrap();
         assert_eq!(node.provider_id, "n-3");

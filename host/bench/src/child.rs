@@ -140,6 +140,7 @@ fn request(i: usize, phase: &str) -> ProvisionRequest {
     ProvisionRequest {
         request_id: format!("{phase}{}n{i}", std::process::id()),
         shape: shape(),
+        boot: Default::default(),
     }
 }
 
@@ -323,6 +324,7 @@ fn provision_loop(
             p.provision(&ProvisionRequest {
                 request_id: format!("p{pid}n{i}"),
                 shape: shape(),
+                boot: Default::default(),
             })
             .await
         }

@@ -46,6 +46,7 @@ fn request(run: u64, i: u64) -> ProvisionRequest {
     ProvisionRequest {
         request_id: format!("r{run}n{i}"),
         shape: shape(),
+        boot: Default::default(),
     }
 }
 

@@ -99,6 +99,7 @@ pub async fn run(json: bool) -> Result<()> {
                 zone: Some((*zone).to_string()),
                 ..NodeShape::new(*cpu, gib << 30)
             },
+            boot: Default::default(),
         };
         let node = hetzner.provision_request(&request).await?;
         emit(
@@ -129,6 +130,7 @@ pub async fn run(json: bool) -> Result<()> {
                 zone: Some("fsn1".into()),
                 ..NodeShape::new(2.0, 4 << 30)
             },
+            boot: Default::default(),
         })
         .await?;
     if again.provider_id != ids[0] {

@@ -120,6 +120,7 @@ pub async fn provision(
     let fleet = open(host, state_dir)?;
     let options = wasmprov_fleet::ProvisionOptions {
         request_id: Some(request.request_id),
+        boot: request.boot,
         ..wasmprov_fleet::ProvisionOptions::default()
     };
     fleet

@@ -13,9 +13,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use clap::{Args, Parser, Subcommand};
-use wasmprov_api::{CapacityType, NodeShape, ProvisionRequest, ProvisionerError};
+use wasmprov_api::{Arch, BootData, CapacityType, NodeShape, ProvisionRequest, ProvisionerError};
 use wasmprov_host::{Host, HostBuilder};
 
 /// Run cloud provisioner plugins (WebAssembly components) under a deny-by-default sandbox.
@@ -87,9 +87,24 @@ enum Command {
         /// A label for the node, as key=value (repeatable).
         #[arg(long = "label", value_parser = parse_label)]
         labels: Vec<(String, String)>,
+        #[command(flatten)]
+        boot: BootArgs,
     },
     /// List the nodes this owner has on the plugin's cloud.
     Describe {
+        /// Plugin name.
+        plugin: String,
+    },
+    /// Show one node of this owner (exit 1 when it does not exist or is not owned).
+    Get {
+        /// Plugin name.
+        plugin: String,
+        /// The node's provider id.
+        id: String,
+    },
+    /// List the instance types a plugin can create: size, GPUs, architecture,
+    /// disk, zones and prices.
+    Offerings {
         /// Plugin name.
         plugin: String,
     },
@@ -146,6 +161,8 @@ enum Command {
         /// Terminate leaked nodes found on the way.
         #[arg(long)]
         terminate_leaks: bool,
+        #[command(flatten)]
+        boot: BootArgs,
     },
     /// Run a fake cloud API on loopback for trying plugins without an account.
     Fake {
@@ -254,6 +271,67 @@ struct ShapeArgs {
     /// An explicit instance type (wins over cpu/memory/gpu matching).
     #[arg(long)]
     instance_type: Option<String>,
+    /// CPU architecture the node's images run on: x86_64 (amd64) or arm64
+    /// (aarch64) [default: any].
+    #[arg(long)]
+    arch: Option<Arch>,
+    /// GPU model (nvidia-a100, nvidia-t4, amd-mi300x), compared ignoring case;
+    /// needs --gpu.
+    #[arg(long, requires = "gpu")]
+    gpu_model: Option<String>,
+    /// Disk at least: bytes, or with a unit (100GiB).
+    #[arg(long, value_parser = parse_bytes)]
+    disk: Option<u64>,
+}
+
+/// What a node boots with.
+#[derive(Debug, Args)]
+struct BootArgs {
+    /// The image to boot (an AMI id, an image name) instead of the plugin's configured one.
+    #[arg(long)]
+    image: Option<String>,
+    /// A file of user data for the first boot, such as a #cloud-config.
+    #[arg(long, value_name = "FILE")]
+    user_data: Option<PathBuf>,
+    /// An SSH public key to authorize: the key itself, or a file holding one (repeatable).
+    #[arg(long = "ssh-key", value_name = "KEY|FILE")]
+    ssh_keys: Vec<String>,
+}
+
+impl BootArgs {
+    fn boot(&self) -> anyhow::Result<BootData> {
+        let user_data = match &self.user_data {
+            Some(path) => Some(
+                std::fs::read(path)
+                    .with_context(|| format!("reading --user-data {}", path.display()))?,
+            ),
+            None => None,
+        };
+        let mut ssh_keys = Vec::new();
+        for key in &self.ssh_keys {
+            // A key has a space between its type and its data; a path to a
+            // .pub file is read.
+            if key.contains(' ') {
+                ssh_keys.push(key.trim().to_string());
+            } else {
+                let text = std::fs::read_to_string(key)
+                    .with_context(|| format!("reading --ssh-key {key}"))?;
+                ssh_keys.extend(
+                    text.lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                        .map(str::to_string),
+                );
+            }
+        }
+        let boot = BootData {
+            image: self.image.clone(),
+            user_data,
+            ssh_keys,
+        };
+        boot.validate().map_err(CallFailed)?;
+        Ok(boot)
+    }
 }
 
 impl ShapeArgs {
@@ -271,6 +349,9 @@ impl ShapeArgs {
                 CapacityType::OnDemand
             },
             instance_type: self.instance_type.clone(),
+            gpu_model: self.gpu_model.clone(),
+            arch: self.arch,
+            disk_bytes: self.disk,
         }
     }
 }
@@ -427,12 +508,15 @@ async fn run(cli: Cli) -> Result<()> {
             shape,
             request_id,
             labels,
+            boot,
         } => {
+            let boot = boot.boot()?;
             let host = load(&cli).await?;
             let p = plugin(&host, name)?;
             let request = ProvisionRequest {
                 request_id: request_id.clone().unwrap_or_else(new_request_id),
                 shape: shape.shape(labels),
+                boot,
             };
             let node = match &cli.state_dir {
                 Some(state) => fleet::provision(host, state, name, request).await?,
@@ -444,6 +528,23 @@ async fn run(cli: Cli) -> Result<()> {
             let host = load(&cli).await?;
             let nodes = plugin(&host, name)?.describe().await.map_err(CallFailed)?;
             output::nodes(&nodes, json, false)?;
+        }
+        Command::Get { plugin: name, id } => {
+            let host = load(&cli).await?;
+            match plugin(&host, name)?.get(id).await.map_err(CallFailed)? {
+                Some(node) => output::nodes(std::slice::from_ref(&node), json, true)?,
+                None => {
+                    return Err(CallFailed(wasmprov_api::ProvisionerError::NotFound(format!(
+                        "no node {id} of this owner on {name}"
+                    )))
+                    .into());
+                }
+            }
+        }
+        Command::Offerings { plugin: name } => {
+            let host = load(&cli).await?;
+            let list = plugin(&host, name)?.offerings().await.map_err(CallFailed)?;
+            output::offerings(&list, json)?;
         }
         Command::Terminate { plugin: name, id } => {
             let host = load(&cli).await?;
@@ -554,7 +655,9 @@ async fn run(cli: Cli) -> Result<()> {
             plugins,
             lease_secs,
             terminate_leaks,
+            boot,
         } => {
+            let boot = boot.boot()?;
             let host = load(&cli).await?;
             let group = wasmprov_fleet::CapacityGroup {
                 name: group.clone(),
@@ -563,6 +666,7 @@ async fn run(cli: Cli) -> Result<()> {
                 max: *max,
                 plugins: plugins.clone(),
                 lease: lease_secs.map(std::time::Duration::from_secs),
+                boot,
             };
             fleet::scale(
                 host,

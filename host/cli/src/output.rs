@@ -242,7 +242,8 @@ pub fn ranking(r: &wasmprov_fleet::Ranking, json: bool) -> Result<()> {
 pub fn node_table(nodes: &[NodeHandle]) -> Table {
     let mut t = table(&[
         "provider id",
-        "state",
+        "status",
+        "join",
         "instance type",
         "zone",
         "capacity",
@@ -253,6 +254,7 @@ pub fn node_table(nodes: &[NodeHandle]) -> Table {
     for n in nodes.iter().take(MAX_ROWS) {
         t.add_row(vec![
             c(&n.provider_id),
+            n.status.to_string(),
             n.join_state.to_string(),
             opt(&n.instance_type),
             opt(&n.zone),
@@ -280,6 +282,61 @@ pub fn nodes(nodes: &[NodeHandle], json: bool, single: bool) -> Result<()> {
     } else {
         print_table(&node_table(nodes), nodes.len().saturating_sub(MAX_ROWS));
     }
+    Ok(())
+}
+
+/// A plugin's offerings, as listed.
+pub fn offerings(list: &[wasmprov_api::Offering], json: bool) -> Result<()> {
+    if json {
+        return print_json(&list);
+    }
+    if list.is_empty() {
+        println!("no offerings");
+        return Ok(());
+    }
+    let mut t = table(&[
+        "instance type",
+        "cpu",
+        "memory",
+        "gpu",
+        "arch",
+        "disk",
+        "zones",
+        "on-demand $/h",
+        "spot $/h",
+    ]);
+    let gib = |b: u64| format!("{:.1} GiB", b as f64 / f64::from(1u32 << 30));
+    let usd = |p: Option<f64>| p.map(|p| format!("{p:.4}")).unwrap_or_default();
+    for o in list.iter().take(MAX_ROWS) {
+        let gpu = if o.gpu == 0 {
+            String::new()
+        } else {
+            format!(
+                "{} {}",
+                o.gpu,
+                c(o.gpu_model
+                    .as_deref()
+                    .or(o.gpu_vendor.as_deref())
+                    .unwrap_or(""))
+            )
+        };
+        t.add_row(vec![
+            c(&o.instance_type),
+            o.cpu.to_string(),
+            gib(o.memory_bytes),
+            gpu,
+            o.arch.map(|a| a.to_string()).unwrap_or_default(),
+            o.disk_bytes.map(gib).unwrap_or_default(),
+            if o.zones.is_empty() {
+                "any".into()
+            } else {
+                c(&o.zones.join(","))
+            },
+            usd(o.on_demand_usd),
+            usd(o.spot_usd),
+        ]);
+    }
+    print_table(&t, list.len().saturating_sub(MAX_ROWS));
     Ok(())
 }
 
@@ -333,6 +390,7 @@ mod tests {
             join_state: JoinState::Joined,
             instance_type: Some("\x1b[2Jcx22".into()),
             labels: Default::default(),
+            ..Default::default()
         }
     }
 

@@ -595,6 +595,7 @@ async fn journaled_operations(
         shape: Some(shape),
         lease_seconds: Some(3600),
         group: None,
+        boot: None,
     };
     let before = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -663,6 +664,7 @@ async fn journaled_operations(
         max,
         plugins: vec![],
         lease_seconds: None,
+        boot: None,
     };
     let scale = |desired, min, max| pb::ScaleRequest {
         group: Some(group(min, max)),
@@ -1120,6 +1122,7 @@ async fn provision_with_retries(
             shape: Some(shape()),
             lease_seconds: None,
             group: None,
+            boot: None,
         };
         match tokio::time::timeout(STEP_LIMIT, c.provision(authed(TOKEN, req))).await {
             Ok(Ok(r)) => return Ok(r.into_inner().node.unwrap().provider_id),
@@ -1463,6 +1466,7 @@ async fn load_run(grpc: SocketAddr, n: usize, prefix: &str) -> LoadRun {
             shape: Some(shape()),
             lease_seconds: None,
             group: None,
+            boot: None,
         };
         calls.push(tokio::spawn(async move {
             let t = Instant::now();

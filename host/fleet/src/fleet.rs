@@ -21,7 +21,7 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::Serialize;
 use wasmprov_api::{
-    Backends, CloudProvisioner, NodeHandle, NodeShape, ProvisionRequest, ProvisionerError,
+    Backends, BootData, CloudProvisioner, NodeHandle, NodeShape, ProvisionRequest, ProvisionerError,
 };
 
 use crate::journal::{Intent, IntentState, Journal, deadline_ms, now_ms};
@@ -42,7 +42,9 @@ pub enum FleetError {
     #[error("request id {0:?} is being terminated; use another request id")]
     Terminating(String),
     /// The request id is already journaled for another plugin or shape.
-    #[error("request id {request_id:?} is already used for plugin {plugin:?} with another shape")]
+    #[error(
+        "request id {request_id:?} is already used for plugin {plugin:?} with another shape or boot data"
+    )]
     Conflict {
         /// The request id.
         request_id: String,
@@ -69,6 +71,9 @@ pub struct ProvisionOptions {
     pub group: Option<String>,
     /// The price the node was chosen at, kept for scale-down decisions.
     pub hourly_usd: Option<f64>,
+    /// What the node boots with; journaled with the intent, so that a
+    /// provision resumed after a crash boots the same.
+    pub boot: BootData,
 }
 
 /// What reconcile does with a node this host owns that no intent wants.
@@ -337,6 +342,7 @@ impl Fleet {
             .unwrap_or_else(crate::random_request_id);
         wasmprov_api::ids::check_request_id(&request_id)?;
         shape.validate()?;
+        options.boot.validate()?;
         let backend = self.backend(plugin)?;
         let mut shape = shape.clone();
         if let Some(group) = &options.group {
@@ -351,6 +357,7 @@ impl Fleet {
             expires_ms: options.lease.map(deadline_ms),
             group: options.group.clone(),
             hourly_usd: options.hourly_usd,
+            boot: options.boot.clone(),
             state: IntentState::Pending,
             generation: 0,
             last_error: None,
@@ -358,7 +365,11 @@ impl Fleet {
         };
         let (intent, fresh) = match self.journal.insert_new(&new)? {
             Ok(written) => (written, true),
-            Err(existing) if existing.plugin == plugin && existing.shape == shape => {
+            Err(existing)
+                if existing.plugin == plugin
+                    && existing.shape == shape
+                    && existing.boot == options.boot =>
+            {
                 (existing, false)
             }
             Err(existing) => {
@@ -374,6 +385,7 @@ impl Fleet {
         let request = ProvisionRequest {
             request_id: request_id.clone(),
             shape,
+            boot: options.boot,
         };
         match backend.provision_request(&request).await {
             Ok(node) => {

@@ -44,6 +44,9 @@ pub struct CapacityGroup {
     /// A lease on every member: reconcile terminates members older than this.
     #[serde(default, with = "opt_secs")]
     pub lease: Option<Duration>,
+    /// What every member boots with (image, user data, SSH keys).
+    #[serde(default, skip_serializing_if = "wasmprov_api::BootData::is_empty")]
+    pub boot: wasmprov_api::BootData,
 }
 
 mod opt_secs {
@@ -78,6 +81,7 @@ impl CapacityGroup {
             max,
             plugins: Vec::new(),
             lease: None,
+            boot: wasmprov_api::BootData::default(),
         }
     }
 
@@ -119,6 +123,9 @@ impl CapacityGroup {
                 self.name
             );
         }
+        self.boot
+            .validate()
+            .map_err(|e| anyhow::anyhow!("group {}: {e}", self.name))?;
         Ok(())
     }
 
@@ -301,6 +308,7 @@ impl Fleet {
                     lease: group.lease,
                     group: Some(group.name.clone()),
                     hourly_usd: Some(offer.hint.hourly_usd),
+                    boot: group.boot.clone(),
                 };
                 match self.provision(&offer.plugin, &group.shape, options).await {
                     Ok(node) => {

@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail};
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
-use wasmprov_api::NodeShape;
+use wasmprov_api::{BootData, NodeShape};
 
 const INTENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("intents");
 const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
@@ -68,6 +68,10 @@ pub struct Intent {
     pub group: Option<String>,
     /// The hourly price the plugin quoted when it was chosen, if known.
     pub hourly_usd: Option<f64>,
+    /// What the node boots with (user data may carry a join token: the
+    /// journal file is the operator's, like the plugin directory).
+    #[serde(default, skip_serializing_if = "BootData::is_empty")]
+    pub boot: BootData,
     /// Where it is.
     #[serde(flatten)]
     pub state: IntentState,
@@ -194,6 +198,7 @@ pub fn deadline_ms(ttl: Duration) -> u64 {
 ///     expires_ms: None,
 ///     group: Some("web".into()),
 ///     hourly_usd: None,
+///     boot: Default::default(),
 ///     state: IntentState::Pending,
 ///     generation: 0,
 ///     last_error: None,
@@ -548,6 +553,7 @@ mod tests {
             expires_ms: Some(10),
             group: None,
             hourly_usd: Some(0.5),
+            boot: BootData::default(),
             state: IntentState::Active {
                 provider_id: "n-1".into(),
             },

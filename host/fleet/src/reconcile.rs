@@ -238,6 +238,7 @@ impl Fleet {
                     let request = ProvisionRequest {
                         request_id: rid.to_string(),
                         shape: intent.shape.clone(),
+                        boot: intent.boot.clone(),
                     };
                     match backend.provision_request(&request).await {
                         Ok(node) => {

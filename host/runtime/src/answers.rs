@@ -1,19 +1,20 @@
-//! Where a plugin's answers are checked: once, at the host boundary, as
-//! they are converted from the WIT types, so that the trait, the CLI, gRPC
-//! and ranking all see only answers that keep the contract. A violation is
-//! a `contract` fault naming the field; nothing of the bad answer is used.
+//! Where a plugin's answers are checked: once, at the host boundary, after
+//! `contract` converted them from the WIT types of the plugin's version, so
+//! that the trait, the CLI, gRPC and ranking all see only answers that keep
+//! the contract. A violation is a `contract` fault naming the field; nothing
+//! of the bad answer is used.
 //!
 //! | answer | rule |
 //! | --- | --- |
 //! | price | `hourly_usd` finite and ≥ 0 (−0.0 becomes 0.0); instance type 1–[`MAX_NAME`] bytes |
-//! | node handle | provider id 1–[`MAX_PROVIDER_ID`] bytes; address, zone, instance type at most [`MAX_NAME`]; at most [`MAX_LABELS`] labels, keys 1–[`MAX_LABEL_KEY`] and values at most [`MAX_LABEL_VALUE`] bytes |
+//! | node handle | provider id 1–[`MAX_PROVIDER_ID`] bytes; addresses, zone, instance type, raw state, GPU model at most [`MAX_NAME`]; at most [`MAX_LABELS`] labels, keys 1–[`MAX_LABEL_KEY`] and values at most [`MAX_LABEL_VALUE`] bytes |
 //! | describe | at most [`MAX_NODES`] handles, provider ids distinct |
+//! | get | none, or the node asked for (same provider id) |
+//! | offerings | at most [`MAX_OFFERINGS`], instance types 1–[`MAX_NAME`] bytes and distinct, cpu finite and ≥ 0, prices finite and ≥ 0, at most [`MAX_ZONES`] zones of at most [`MAX_NAME`] bytes |
 //! | backend name | 1–[`MAX_BACKEND_NAME`] bytes |
 //! | capacity types | duplicates dropped |
 
-use wasmprov_api::{CapacityType, NodeHandle, PluginFault, PriceHint, ProvisionerError};
-
-use crate::bindings::types as w;
+use wasmprov_api::{CapacityType, NodeHandle, Offering, PluginFault, PriceHint, ProvisionerError};
 
 /// Longest provider id.
 pub const MAX_PROVIDER_ID: usize = 1024;
@@ -29,6 +30,10 @@ pub const MAX_LABEL_VALUE: usize = 1024;
 pub const MAX_NODES: usize = 1_000_000;
 /// Longest backend name.
 pub const MAX_BACKEND_NAME: usize = 64;
+/// Most offerings one plugin may list.
+pub const MAX_OFFERINGS: usize = 100_000;
+/// Most zones one offering may name.
+pub const MAX_ZONES: usize = 1024;
 
 /// The fault for an answer that breaks the contract.
 pub(crate) fn broken(plugin: &str, field: &str, why: String) -> ProvisionerError {
@@ -57,38 +62,37 @@ fn sized(
     Ok(())
 }
 
-pub(crate) fn capacity(c: w::CapacityType) -> CapacityType {
-    match c {
-        w::CapacityType::OnDemand => CapacityType::OnDemand,
-        w::CapacityType::Spot => CapacityType::Spot,
-    }
+/// A price estimate.
+pub(crate) fn price(plugin: &str, h: PriceHint) -> Result<PriceHint, ProvisionerError> {
+    let hourly_usd = usd(plugin, "hourly_usd", h.hourly_usd)?;
+    sized(plugin, "instance_type", &h.instance_type, 1, MAX_NAME)?;
+    Ok(PriceHint { hourly_usd, ..h })
 }
 
-/// A price estimate.
-pub(crate) fn price(plugin: &str, h: w::PriceEstimate) -> Result<PriceHint, ProvisionerError> {
-    if !h.hourly_usd.is_finite() || h.hourly_usd < 0.0 {
+/// A price: finite and at least 0; -0.0 is 0.0, so that it does not sort
+/// before a real 0.0.
+fn usd(plugin: &str, field: &str, v: f64) -> Result<f64, ProvisionerError> {
+    if !v.is_finite() || v < 0.0 {
         return Err(broken(
             plugin,
-            "hourly_usd",
-            format!("is {}, not a price (finite and at least 0)", h.hourly_usd),
+            field,
+            format!("is {v}, not a price (finite and at least 0)"),
         ));
     }
-    sized(plugin, "instance_type", &h.instance_type, 1, MAX_NAME)?;
-    Ok(PriceHint {
-        // -0.0 is 0.0: it must not sort before a real 0.0.
-        hourly_usd: h.hourly_usd + 0.0,
-        capacity_type: capacity(h.capacity_type),
-        instance_type: h.instance_type,
-    })
+    Ok(v + 0.0)
 }
 
 /// A node handle.
-pub(crate) fn handle(plugin: &str, h: w::NodeHandle) -> Result<NodeHandle, ProvisionerError> {
+pub(crate) fn handle(plugin: &str, h: NodeHandle) -> Result<NodeHandle, ProvisionerError> {
     sized(plugin, "provider_id", &h.provider_id, 1, MAX_PROVIDER_ID)?;
     for (field, v) in [
         ("address", &h.address),
+        ("private_address", &h.private_address),
+        ("public_address", &h.public_address),
         ("zone", &h.zone),
         ("instance_type", &h.instance_type),
+        ("raw_state", &h.raw_state),
+        ("gpu_model", &h.gpu_model),
     ] {
         if let Some(v) = v {
             sized(plugin, field, v, 0, MAX_NAME)?;
@@ -108,27 +112,106 @@ pub(crate) fn handle(plugin: &str, h: w::NodeHandle) -> Result<NodeHandle, Provi
         sized(plugin, "label key", k, 1, MAX_LABEL_KEY)?;
         sized(plugin, "label value", v, 0, MAX_LABEL_VALUE)?;
     }
-    Ok(NodeHandle {
-        provider_id: h.provider_id,
-        address: h.address,
-        zone: h.zone,
-        capacity_type: capacity(h.capacity_type),
-        join_state: match h.join_state {
-            w::JoinState::Provisioning => wasmprov_api::JoinState::Provisioning,
-            w::JoinState::Booting => wasmprov_api::JoinState::Booting,
-            w::JoinState::Joining => wasmprov_api::JoinState::Joining,
-            w::JoinState::Joined => wasmprov_api::JoinState::Joined,
-            w::JoinState::Failed => wasmprov_api::JoinState::Failed,
-        },
-        instance_type: h.instance_type,
-        labels: h.labels.into_iter().collect(),
-    })
+    Ok(h)
+}
+
+/// The answer of `get` for `asked`: none, or that node.
+pub(crate) fn got(
+    plugin: &str,
+    asked: &str,
+    node: Option<NodeHandle>,
+) -> Result<Option<NodeHandle>, ProvisionerError> {
+    let Some(node) = node else { return Ok(None) };
+    let node = handle(plugin, node)?;
+    if node.provider_id != asked {
+        return Err(broken(
+            plugin,
+            "provider_id",
+            format!(
+                "is {:?}, but {:?} was asked for",
+                cut(&node.provider_id),
+                cut(asked)
+            ),
+        ));
+    }
+    Ok(Some(node))
+}
+
+/// The answer of `offerings`.
+pub(crate) fn offerings(
+    plugin: &str,
+    list: Vec<Offering>,
+) -> Result<Vec<Offering>, ProvisionerError> {
+    if list.len() > MAX_OFFERINGS {
+        return Err(broken(
+            plugin,
+            "offerings",
+            format!(
+                "has {} entries; at most {MAX_OFFERINGS} are allowed",
+                list.len()
+            ),
+        ));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(list.len());
+    let mut out = Vec::with_capacity(list.len());
+    for o in list {
+        sized(
+            plugin,
+            "offering instance_type",
+            &o.instance_type,
+            1,
+            MAX_NAME,
+        )?;
+        if !seen.insert(o.instance_type.clone()) {
+            return Err(broken(
+                plugin,
+                "offerings",
+                format!("name instance type {:?} twice", cut(&o.instance_type)),
+            ));
+        }
+        if !o.cpu.is_finite() || o.cpu < 0.0 {
+            return Err(broken(
+                plugin,
+                "offering cpu",
+                format!("is {}, not a count of vCPUs", o.cpu),
+            ));
+        }
+        for (field, v) in [("gpu_vendor", &o.gpu_vendor), ("gpu_model", &o.gpu_model)] {
+            if let Some(v) = v {
+                sized(plugin, field, v, 1, MAX_NAME)?;
+            }
+        }
+        if o.zones.len() > MAX_ZONES {
+            return Err(broken(
+                plugin,
+                "offering zones",
+                format!(
+                    "has {} entries; at most {MAX_ZONES} are allowed",
+                    o.zones.len()
+                ),
+            ));
+        }
+        for z in &o.zones {
+            sized(plugin, "offering zone", z, 1, MAX_NAME)?;
+        }
+        let on_demand_usd = o
+            .on_demand_usd
+            .map(|v| usd(plugin, "on_demand_usd", v))
+            .transpose()?;
+        let spot_usd = o.spot_usd.map(|v| usd(plugin, "spot_usd", v)).transpose()?;
+        out.push(Offering {
+            on_demand_usd,
+            spot_usd,
+            ..o
+        });
+    }
+    Ok(out)
 }
 
 /// The answer of `describe`.
 pub(crate) fn handles(
     plugin: &str,
-    nodes: Vec<w::NodeHandle>,
+    nodes: Vec<NodeHandle>,
 ) -> Result<Vec<NodeHandle>, ProvisionerError> {
     if nodes.len() > MAX_NODES {
         return Err(broken(
@@ -160,11 +243,11 @@ pub(crate) fn handles(
 pub(crate) fn identity(
     plugin: &str,
     name: String,
-    types: Vec<w::CapacityType>,
+    types: Vec<CapacityType>,
 ) -> Result<(String, Vec<CapacityType>), ProvisionerError> {
     sized(plugin, "backend name", &name, 1, MAX_BACKEND_NAME)?;
     let mut out: Vec<CapacityType> = Vec::new();
-    for t in types.into_iter().map(capacity) {
+    for t in types {
         if !out.contains(&t) {
             out.push(t);
         }
@@ -185,24 +268,16 @@ pub(crate) fn cut(s: &str) -> String {
 mod tests {
     use super::*;
 
-    fn est(usd: f64) -> w::PriceEstimate {
-        w::PriceEstimate {
+    fn est(usd: f64) -> PriceHint {
+        PriceHint {
             hourly_usd: usd,
-            capacity_type: w::CapacityType::OnDemand,
+            capacity_type: CapacityType::OnDemand,
             instance_type: "t".into(),
         }
     }
 
-    fn node(id: &str) -> w::NodeHandle {
-        w::NodeHandle {
-            provider_id: id.into(),
-            address: None,
-            zone: None,
-            capacity_type: w::CapacityType::OnDemand,
-            join_state: w::JoinState::Joined,
-            instance_type: None,
-            labels: Vec::new(),
-        }
+    fn node(id: &str) -> NodeHandle {
+        NodeHandle::new(id, wasmprov_api::JoinState::Joined)
     }
 
     fn contract(r: Result<impl std::fmt::Debug, ProvisionerError>, field: &str) {
@@ -244,8 +319,41 @@ mod tests {
         let mut n = node("a");
         n.zone = Some("z".repeat(MAX_NAME + 1));
         contract(handle("p", n), "zone");
+        let mut n = node("a");
+        n.raw_state = Some("s".repeat(MAX_NAME + 1));
+        contract(handle("p", n), "raw_state");
         contract(handles("p", vec![node("a"), node("a")]), "twice");
         assert_eq!(handles("p", vec![node("a"), node("b")]).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn get_answers_the_node_asked_for() {
+        assert_eq!(got("p", "a", None).unwrap(), None);
+        assert_eq!(got("p", "a", Some(node("a"))).unwrap(), Some(node("a")));
+        contract(got("p", "a", Some(node("b"))), "asked for");
+    }
+
+    #[test]
+    fn offerings_are_distinct_and_priced_sanely() {
+        let o = |t: &str, usd: f64| Offering {
+            instance_type: t.into(),
+            cpu: 2.0,
+            memory_bytes: 4 << 30,
+            on_demand_usd: Some(usd),
+            spot_usd: Some(-0.0),
+            ..Offering::default()
+        };
+        let ok = offerings("p", vec![o("a", 0.1), o("b", 0.2)]).unwrap();
+        assert!(ok[0].spot_usd.unwrap().is_sign_positive());
+        contract(offerings("p", vec![o("a", 0.1), o("a", 0.2)]), "twice");
+        contract(offerings("p", vec![o("a", f64::NAN)]), "on_demand_usd");
+        contract(offerings("p", vec![o("", 0.1)]), "instance_type");
+        let mut bad = o("a", 0.1);
+        bad.cpu = f64::INFINITY;
+        contract(offerings("p", vec![bad]), "cpu");
+        let mut bad = o("a", 0.1);
+        bad.zones = vec![String::new()];
+        contract(offerings("p", vec![bad]), "zone");
     }
 
     #[test]
@@ -254,15 +362,15 @@ mod tests {
             "p",
             "b".into(),
             vec![
-                w::CapacityType::Spot,
-                w::CapacityType::Spot,
-                w::CapacityType::OnDemand,
+                CapacityType::Spot,
+                CapacityType::Spot,
+                CapacityType::OnDemand,
             ],
         )
         .unwrap();
         assert_eq!(types, [CapacityType::Spot, CapacityType::OnDemand]);
         contract(
-            identity("p", String::new(), vec![w::CapacityType::Spot]),
+            identity("p", String::new(), vec![CapacityType::Spot]),
             "backend name",
         );
     }

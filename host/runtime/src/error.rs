@@ -78,14 +78,14 @@ pub enum LoadError {
     },
     /// The component was built for a contract version this host does not speak.
     #[error(
-        "plugin {plugin}: built for contract wasmprov:provisioner@{found}, but this host speaks wasmprov:provisioner@{supported}; rebuild the plugin with a matching wasmprov-guest"
+        "plugin {plugin}: built for contract wasmprov:provisioner@{found}, but this host speaks {supported}; rebuild the plugin with a matching wasmprov-guest"
     )]
     ContractVersion {
         /// The plugin name.
         plugin: String,
         /// The version the component was built for.
         found: String,
-        /// The version this host speaks.
+        /// The versions this host speaks.
         supported: String,
     },
     /// The file is not a provisioner component.

@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 use wasmprov_policy::ExecPolicy;
 
-use crate::bindings::exec::{Command, ExecError, Host, Output};
+use crate::bindings::v02::exec::{Command, ExecError, Host, Output};
 use crate::intercept::{Denial, DenialKind, ExecFailure, ExecOutput, ExecRequest, RealExec};
 use crate::plugin::Hooks;
 use crate::state::{CallKind, CallState};

@@ -251,10 +251,14 @@ fn build_linker(engine: &wasmtime::Engine) -> Result<Linker<CallState>> {
         wasmtime_wasi_config::WasiConfig::new(s.config())
     })
     .map_err(wrap)?;
-    crate::bindings::exec::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
-        .map_err(wrap)?;
-    crate::bindings::log::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
-        .map_err(wrap)?;
+    // Both contract versions' imports: a plugin built for 0.1 links its
+    // `exec` and `log` of 0.1.0, served by the current ones (`contract::v01`).
+    use crate::bindings::{v01, v02};
+    use wasmtime::component::HasSelf;
+    v02::exec::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;
+    v02::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;
+    v01::exec::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;
+    v01::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;
     Ok(linker)
 }
 

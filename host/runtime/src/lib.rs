@@ -66,6 +66,7 @@
 
 mod answers;
 mod bindings;
+pub mod contract;
 mod engine;
 mod error;
 mod exec;

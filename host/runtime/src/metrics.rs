@@ -62,10 +62,21 @@ pub(crate) enum Op {
     Describe,
     /// `price_hint` / `try_price_hint`.
     PriceHint,
+    /// `get`.
+    Get,
+    /// `offerings`.
+    Offerings,
 }
 
 impl Op {
-    const ALL: [Op; 4] = [Op::Provision, Op::Terminate, Op::Describe, Op::PriceHint];
+    const ALL: [Op; 6] = [
+        Op::Provision,
+        Op::Terminate,
+        Op::Describe,
+        Op::PriceHint,
+        Op::Get,
+        Op::Offerings,
+    ];
 
     fn as_str(self) -> &'static str {
         match self {
@@ -73,6 +84,8 @@ impl Op {
             Op::Terminate => "terminate",
             Op::Describe => "describe",
             Op::PriceHint => "price_hint",
+            Op::Get => "get",
+            Op::Offerings => "offerings",
         }
     }
 

@@ -9,15 +9,15 @@ use std::task::{Context, Poll, Wake};
 use std::time::{Duration, Instant};
 
 use wasmprov_api::{
-    CapacityType, CloudProvisioner, NodeHandle, NodeShape, PluginFault, PriceHint, ProviderNodeId,
-    ProvisionRequest, ProvisionerError, Result,
+    CapacityType, CloudProvisioner, NodeHandle, NodeShape, Offering, PluginFault, PriceHint,
+    ProviderNodeId, ProvisionRequest, ProvisionerError, Result,
 };
 use wasmprov_policy::Manifest;
 use wasmtime::component::Component;
 use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi_config::WasiConfigVariables;
 
-use crate::bindings::{Provider, ProviderPre, types as w};
+use crate::contract::{Instance, Pre};
 use crate::engine::SharedEngine;
 use crate::error::LoadError;
 use crate::exec::ExecRunner;
@@ -25,7 +25,8 @@ use crate::http::HttpGate;
 use crate::metrics::{Op, PluginMetrics};
 use crate::state::{CallKind, CallState};
 
-/// The contract version this host speaks.
+/// The contract version this host speaks (and builds plugins for); older
+/// ones it loads are in [`crate::contract::SUPPORTED`].
 pub const CONTRACT_VERSION: &str = wasmprov_api::CONTRACT_VERSION;
 const EXPORT_PREFIX: &str = "wasmprov:provisioner/provisioner@";
 const CONTRACT_SECTION: &str = "wasmprov-contract";
@@ -63,6 +64,8 @@ pub struct PluginInfo {
     pub pinned: bool,
     /// What the component says it was built for (`wasmprov:provisioner@X;sdk=Y`).
     pub built_for: Option<String>,
+    /// The contract version of the interface it exports (`0.2.0`, `0.1.0`).
+    pub contract: String,
     /// Capacity types the backend offers.
     pub capacity_types: Vec<CapacityType>,
     /// Plain configuration values.
@@ -102,7 +105,7 @@ pub struct LimitsInfo {
 pub struct WasmPlugin {
     shared: Arc<PluginShared>,
     engine: Arc<SharedEngine>,
-    pre: ProviderPre<CallState>,
+    pre: Pre,
     owner_id: String,
     capacity_types: Vec<CapacityType>,
     info: PluginInfo,
@@ -118,7 +121,7 @@ pub struct WasmPlugin {
 struct Warm {
     store: Store<CallState>,
     /// Boxed: the bindings are a few hundred bytes, moved on every call.
-    instance: Box<Provider>,
+    instance: Box<Instance>,
     calls: u32,
 }
 
@@ -230,11 +233,11 @@ impl WasmPlugin {
                 .next()
                 .and_then(|s| s.strip_prefix("wasmprov:provisioner@"))
                 .unwrap_or(section);
-            if version != CONTRACT_VERSION {
+            if !crate::contract::SUPPORTED.contains(&version) {
                 return Err(LoadError::ContractVersion {
                     plugin: name,
                     found: version.to_string(),
-                    supported: CONTRACT_VERSION.to_string(),
+                    supported: crate::contract::supported_text(),
                 });
             }
         }
@@ -252,14 +255,14 @@ impl WasmPlugin {
             plugin: name.clone(),
             reason: format!("not a valid component: {e:#}"),
         })?;
-        check_exports(&name, &component, engine)?;
+        let version = check_exports(&name, &component, engine)?;
         let pre = linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::Compile {
                 plugin: name.clone(),
                 reason: format!("imports something the sandbox does not provide: {e:#}"),
             })?;
-        let pre = ProviderPre::new(pre).map_err(|e| LoadError::NotAProvider {
+        let pre = Pre::new(version, pre).map_err(|e| LoadError::NotAProvider {
             plugin: name.clone(),
             reason: format!("does not export the provisioner interface: {e:#}"),
         })?;
@@ -331,6 +334,7 @@ impl WasmPlugin {
             sha256,
             pinned: shared.manifest.sha256.is_some(),
             built_for,
+            contract: pre.version().to_string(),
             capacity_types: Vec::new(),
             config: shared.manifest.config.clone(),
             secrets,
@@ -378,10 +382,9 @@ impl WasmPlugin {
         // Ask the backend once for what never changes; this also proves the
         // component instantiates under its limits.
         let (backend, types) = plugin
-            .call_pure(async |store: &mut Store<CallState>, p: &Provider| {
-                let g = p.wasmprov_provisioner_provisioner();
-                let backend = g.call_name(&mut *store).await?;
-                let types = g.call_capacity_types(&mut *store).await?;
+            .call_pure(async |store: &mut Store<CallState>, p: &Instance| {
+                let backend = p.name(&mut *store).await?;
+                let types = p.capacity_types(&mut *store).await?;
                 Ok((backend, types))
             })
             .map_err(|e| LoadError::NotAProvider {
@@ -485,7 +488,7 @@ impl WasmPlugin {
     /// Runs one call that may do I/O in a fresh instance, under the deadline.
     async fn call_io<R: Send>(
         &self,
-        f: impl AsyncFnOnce(&mut Store<CallState>, &Provider) -> wasmtime::Result<R> + Send,
+        f: impl AsyncFnOnce(&mut Store<CallState>, &Instance) -> wasmtime::Result<R> + Send,
     ) -> Result<R> {
         let _instance = self.metrics.instance();
         let mut store = self.new_store(CallKind::Io);
@@ -494,7 +497,7 @@ impl WasmPlugin {
         let outcome = tokio::time::timeout(deadline, async {
             // Under load, wait for a slot of the pool instead of failing.
             let _slot = slots.acquire_owned().await?;
-            let instance = self.pre.instantiate_async(&mut store).await?;
+            let instance = self.pre.instantiate(&mut store).await?;
             f(&mut store, &instance).await
         })
         .await;
@@ -509,7 +512,7 @@ impl WasmPlugin {
     /// deadline. HTTP and exec are refused during it.
     fn call_pure<R>(
         &self,
-        f: impl AsyncFnOnce(&mut Store<CallState>, &Provider) -> wasmtime::Result<R>,
+        f: impl AsyncFnOnce(&mut Store<CallState>, &Instance) -> wasmtime::Result<R>,
     ) -> Result<R> {
         let _guard = self.runtime.as_ref().map(tokio::runtime::Handle::enter);
         let _instance = self.metrics.instance();
@@ -521,7 +524,7 @@ impl WasmPlugin {
             .call_timeout
             .min(crate::state::PURE_WALL_CAP);
         let outcome = block_on_with_deadline(deadline, async {
-            let instance = self.pre.instantiate_async(&mut store).await?;
+            let instance = self.pre.instantiate(&mut store).await?;
             f(&mut store, &instance).await
         });
         match outcome {
@@ -545,21 +548,18 @@ impl WasmPlugin {
 
     fn price_hint_call(&self, shape: &NodeShape, started: Instant) -> Result<Option<PriceHint>> {
         shape.validate()?;
-        let shape = shape_to_wit(shape);
         let reuse = self.engine.settings.price_hint_reuse;
         let r = if reuse > 1 {
-            self.price_hint_reused(&shape, reuse, started)?
+            self.price_hint_reused(shape, reuse, started)?
         } else {
-            self.call_pure(async |store: &mut Store<CallState>, p: &Provider| {
-                p.wasmprov_provisioner_provisioner()
-                    .call_price_hint(&mut *store, &shape)
-                    .await
+            self.call_pure(async |store: &mut Store<CallState>, p: &Instance| {
+                p.price_hint(&mut *store, shape).await
             })?
         };
         match r {
             Ok(Some(h)) => crate::answers::price(&self.shared.manifest.name, h).map(Some),
             Ok(None) => Ok(None),
-            Err(e) => Err(error_from_wit(&self.shared.secret_values, e)),
+            Err(e) => Err(self.plugin_error(e)),
         }
     }
 }
@@ -571,10 +571,10 @@ impl WasmPlugin {
     /// its memory grew, or after `reuse` calls.
     fn price_hint_reused(
         &self,
-        shape: &w::NodeShape,
+        shape: &NodeShape,
         reuse: u32,
         started: Instant,
-    ) -> Result<std::result::Result<Option<w::PriceEstimate>, w::ProvisionError>> {
+    ) -> Result<Result<Option<PriceHint>>> {
         let _guard = self.runtime.as_ref().map(tokio::runtime::Handle::enter);
         let end = started
             + self
@@ -593,7 +593,7 @@ impl WasmPlugin {
             None => {
                 let guard = self.metrics.instance();
                 let mut store = self.new_store(CallKind::Pure);
-                let instance = match block_on_until(end, self.pre.instantiate_async(&mut store)) {
+                let instance = match block_on_until(end, self.pre.instantiate(&mut store)) {
                     None => return Err(self.timeout_error()),
                     Some(Err(e)) => return Err(self.fault(store.data(), &e)),
                     Some(Ok(instance)) => Box::new(instance),
@@ -601,9 +601,7 @@ impl WasmPlugin {
                 (guard, store, instance, 0)
             }
         };
-        let call = instance
-            .wasmprov_provisioner_provisioner()
-            .call_price_hint(&mut store, shape);
+        let call = instance.price_hint(&mut store, shape);
         match block_on_until(end, call) {
             None => Err(self.timeout_error()),
             Some(Err(e)) => Err(self.fault(store.data(), &e)),
@@ -707,11 +705,13 @@ fn contract_section(bytes: &[u8]) -> Option<String> {
     None
 }
 
+/// The contract version of the provisioner interface the component
+/// exports, when it is one this host loads.
 fn check_exports(
     name: &str,
     component: &Component,
     engine: &wasmtime::Engine,
-) -> std::result::Result<(), LoadError> {
+) -> std::result::Result<&'static str, LoadError> {
     let exports: Vec<String> = component
         .component_type()
         .exports(engine)
@@ -719,72 +719,58 @@ fn check_exports(
         .collect();
     if let Some(export) = exports.iter().find(|e| e.starts_with(EXPORT_PREFIX)) {
         let version = &export[EXPORT_PREFIX.len()..];
-        if version != CONTRACT_VERSION {
-            return Err(LoadError::ContractVersion {
+        return crate::contract::SUPPORTED
+            .into_iter()
+            .find(|v| *v == version)
+            .ok_or_else(|| LoadError::ContractVersion {
                 plugin: name.to_string(),
                 found: version.to_string(),
-                supported: CONTRACT_VERSION.to_string(),
+                supported: crate::contract::supported_text(),
             });
-        }
-        return Ok(());
     }
     Err(LoadError::NotAProvider {
         plugin: name.to_string(),
         reason: format!(
-            "the component exports {exports:?} but not wasmprov:provisioner/provisioner@{CONTRACT_VERSION}; build it with wasmprov-guest's export_provider!"
+            "the component exports {exports:?} but not wasmprov:provisioner/provisioner@{CONTRACT_VERSION} (or an older version this host loads); build it with wasmprov-guest's export_provider!"
         ),
     })
 }
 
-fn capacity_to_wit(c: CapacityType) -> w::CapacityType {
-    match c {
-        CapacityType::OnDemand => w::CapacityType::OnDemand,
-        CapacityType::Spot => w::CapacityType::Spot,
-    }
-}
-
-fn shape_to_wit(s: &NodeShape) -> w::NodeShape {
-    w::NodeShape {
-        cpu: s.cpu,
-        memory_bytes: s.memory_bytes,
-        gpu: s.gpu,
-        gpu_vendor: s.gpu_vendor.clone(),
-        labels: s
-            .labels
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        zone: s.zone.clone(),
-        capacity_type: capacity_to_wit(s.capacity_type),
-        instance_type: s.instance_type.clone(),
-    }
-}
-
-/// Maps a plugin's error, with every secret value of the plugin redacted
-/// from its messages.
-fn error_from_wit(secrets: &[String], e: w::ProvisionError) -> ProvisionerError {
-    use wasmprov_api::CapacityScope;
+/// A plugin's error with every secret value of the plugin redacted from
+/// its message.
+fn redacted(secrets: &[String], e: ProvisionerError) -> ProvisionerError {
+    use ProvisionerError as E;
     let r = |m: String| crate::log::redact(secrets, &m);
     match e {
-        w::ProvisionError::Unsupported(m) => ProvisionerError::Unsupported(r(m)),
-        w::ProvisionError::Capacity(c) => ProvisionerError::Capacity {
-            scope: match c.scope {
-                w::CapacityScope::InstanceType => CapacityScope::InstanceType,
-                w::CapacityScope::Zone => CapacityScope::Zone,
-                w::CapacityScope::Group => CapacityScope::Group,
-            },
-            message: r(c.message),
+        E::Unsupported(m) => E::Unsupported(r(m)),
+        E::Capacity { scope, message } => E::Capacity {
+            scope,
+            message: r(message),
         },
-        w::ProvisionError::Quota(m) => ProvisionerError::Quota(r(m)),
-        w::ProvisionError::RateLimited(rl) => ProvisionerError::RateLimited {
-            retry_after_ms: rl.retry_after_ms,
-            message: r(rl.message),
+        E::Quota(m) => E::Quota(r(m)),
+        E::RateLimited {
+            retry_after_ms,
+            message,
+        } => E::RateLimited {
+            retry_after_ms,
+            message: r(message),
         },
-        w::ProvisionError::NotFound(m) => ProvisionerError::NotFound(r(m)),
-        w::ProvisionError::Auth(m) => ProvisionerError::Auth(r(m)),
-        w::ProvisionError::Transport(m) => ProvisionerError::Transport(r(m)),
-        w::ProvisionError::InvalidConfig(m) => ProvisionerError::InvalidConfig(r(m)),
-        w::ProvisionError::Other(m) => ProvisionerError::Other(r(m)),
+        E::NotFound(m) => E::NotFound(r(m)),
+        E::Auth(m) => E::Auth(r(m)),
+        E::Transport(m) => E::Transport(r(m)),
+        E::InvalidConfig(m) => E::InvalidConfig(r(m)),
+        E::Conflict(m) => E::Conflict(r(m)),
+        E::Other(m) => E::Other(r(m)),
+        E::Plugin {
+            plugin,
+            fault,
+            message,
+        } => E::Plugin {
+            plugin,
+            fault,
+            message: r(message),
+        },
+        other => other,
     }
 }
 
@@ -807,11 +793,8 @@ pub(crate) fn random_request_id() -> String {
 #[async_trait::async_trait]
 impl CloudProvisioner for WasmPlugin {
     async fn provision(&self, shape: &NodeShape) -> Result<NodeHandle> {
-        self.provision_request(&ProvisionRequest {
-            request_id: random_request_id(),
-            shape: shape.clone(),
-        })
-        .await
+        self.provision_request(&ProvisionRequest::new(random_request_id(), shape.clone()))
+            .await
     }
 
     async fn provision_request(&self, request: &ProvisionRequest) -> Result<NodeHandle> {
@@ -856,60 +839,96 @@ impl CloudProvisioner for WasmPlugin {
     fn try_price_hint(&self, shape: &NodeShape) -> Result<Option<PriceHint>> {
         WasmPlugin::try_price_hint(self, shape)
     }
+
+    async fn get(&self, id: &ProviderNodeId) -> Result<Option<NodeHandle>> {
+        let started = Instant::now();
+        let result = self.get_call(id).await;
+        self.metrics.record(Op::Get, started, &result);
+        result
+    }
+
+    async fn offerings(&self) -> Result<Vec<Offering>> {
+        let started = Instant::now();
+        let result = self.offerings_call().await;
+        self.metrics.record(Op::Offerings, started, &result);
+        result
+    }
 }
 
 /// The contract calls themselves; the trait methods above wrap them in
 /// metrics.
 impl WasmPlugin {
     async fn provision_call(&self, request: &ProvisionRequest) -> Result<NodeHandle> {
-        // The host boundary: an id outside the syntax or a shape no cloud
-        // could make never reaches a plugin.
+        // The host boundary: an id outside the syntax, a shape no cloud
+        // could make or boot data out of bounds never reaches a plugin.
         wasmprov_api::ids::check_request_id(&request.request_id)?;
         request.shape.validate()?;
-        let req = w::ProvisionRequest {
-            request_id: request.request_id.clone(),
-            owner_id: self.owner_id.clone(),
-            shape: shape_to_wit(&request.shape),
-        };
+        request.boot.validate()?;
+        let owner = self.owner_id.as_str();
         let r = self
-            .call_io(async |store: &mut Store<CallState>, p: &Provider| {
-                p.wasmprov_provisioner_provisioner()
-                    .call_provision(&mut *store, &req)
-                    .await
+            .call_io(async |store: &mut Store<CallState>, p: &Instance| {
+                p.provision(&mut *store, owner, request).await
             })
             .await?;
         match r {
             Ok(h) => crate::answers::handle(&self.shared.manifest.name, h),
-            Err(e) => Err(error_from_wit(&self.shared.secret_values, e)),
+            Err(e) => Err(self.plugin_error(e)),
         }
     }
 
     async fn terminate_call(&self, id: &str) -> Result<()> {
-        let owner = self.owner_id.clone();
-        let id = id.to_string();
+        let owner = self.owner_id.as_str();
         let r = self
-            .call_io(async |store: &mut Store<CallState>, p: &Provider| {
-                p.wasmprov_provisioner_provisioner()
-                    .call_terminate(&mut *store, &owner, &id)
-                    .await
+            .call_io(async |store: &mut Store<CallState>, p: &Instance| {
+                p.terminate(&mut *store, owner, id).await
             })
             .await?;
-        r.map_err(|e| error_from_wit(&self.shared.secret_values, e))
+        r.map_err(|e| self.plugin_error(e))
     }
 
     async fn describe_call(&self) -> Result<Vec<NodeHandle>> {
-        let owner = self.owner_id.clone();
+        let owner = self.owner_id.as_str();
         let r = self
-            .call_io(async |store: &mut Store<CallState>, p: &Provider| {
-                p.wasmprov_provisioner_provisioner()
-                    .call_describe(&mut *store, &owner)
-                    .await
+            .call_io(async |store: &mut Store<CallState>, p: &Instance| {
+                p.describe(&mut *store, owner).await
             })
             .await?;
         match r {
             Ok(nodes) => crate::answers::handles(&self.shared.manifest.name, nodes),
-            Err(e) => Err(error_from_wit(&self.shared.secret_values, e)),
+            Err(e) => Err(self.plugin_error(e)),
         }
+    }
+
+    async fn get_call(&self, id: &str) -> Result<Option<NodeHandle>> {
+        let owner = self.owner_id.as_str();
+        let plugin = self.shared.manifest.name.as_str();
+        let r = self
+            .call_io(async |store: &mut Store<CallState>, p: &Instance| {
+                p.get(&mut *store, owner, id, plugin).await
+            })
+            .await?;
+        match r {
+            Ok(node) => crate::answers::got(plugin, id, node),
+            Err(e) => Err(self.plugin_error(e)),
+        }
+    }
+
+    async fn offerings_call(&self) -> Result<Vec<Offering>> {
+        let plugin = self.shared.manifest.name.as_str();
+        let r = self
+            .call_io(async |store: &mut Store<CallState>, p: &Instance| {
+                p.offerings(&mut *store, plugin).await
+            })
+            .await?;
+        match r {
+            Ok(list) => crate::answers::offerings(plugin, list),
+            Err(e) => Err(self.plugin_error(e)),
+        }
+    }
+
+    /// The plugin's own error, as the caller sees it: secrets redacted.
+    fn plugin_error(&self, e: ProvisionerError) -> ProvisionerError {
+        redacted(&self.shared.secret_values, e)
     }
 }
 

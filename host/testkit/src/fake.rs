@@ -23,6 +23,9 @@ pub struct TruthNode {
     /// False once the node is terminated but still listed (EC2 keeps
     /// terminated instances visible for a while).
     pub alive: bool,
+    /// The user data the node was created with, when the fake records it
+    /// (`None`: not given, or the fake cannot tell).
+    pub user_data: Option<Vec<u8>>,
 }
 
 /// A stand-in for a cloud, on 127.0.0.1 or in-process.

@@ -70,6 +70,26 @@ pub const RULES: &[(&str, &str)] = &[
         "terminating a node again succeeds or is not-found",
     ),
     (
+        "offerings.agree",
+        "offerings name distinct types, and every type price-hint names is an offering at the same price",
+    ),
+    (
+        "shape.binds",
+        "a shape asking for an architecture, GPU model or disk is priced only as a type that has it, or refused",
+    ),
+    (
+        "status.live",
+        "a node just provisioned is pending, running or unknown, never stopping, stopped, suspended or deleted",
+    ),
+    (
+        "get.agrees",
+        "get returns the node describe lists, and none for another owner's node",
+    ),
+    (
+        "boot.honoured",
+        "boot data is refused as unsupported, or reaches the cloud (where the fake records it)",
+    ),
+    (
         "errors.classified",
         "every error is the contract variant that fits what the cloud did (rate-limited for 429, transport for 5xx and lost connections, capacity, quota, not-found)",
     ),

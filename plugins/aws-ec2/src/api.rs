@@ -4,7 +4,9 @@
 use roxmltree::{Document, Node};
 use wasmprov_guest::http::Response;
 use wasmprov_guest::state::StateTable;
-use wasmprov_guest::{CapacityScope, CapacityType, Error, JoinState, Labels, NodeHandle, Result};
+use wasmprov_guest::{
+    CapacityScope, CapacityType, Error, JoinState, Labels, NodeHandle, NodeStatus, Result,
+};
 
 /// An instance as `DescribeInstances` and `RunInstances` return it (only
 /// the fields used here).
@@ -23,6 +25,10 @@ pub struct Instance {
     pub public_ip: Option<String>,
     /// `privateIpAddress`.
     pub private_ip: Option<String>,
+    /// `launchTime` (RFC 3339).
+    pub launch_time: Option<String>,
+    /// `architecture`: `x86_64`, `arm64`, ...
+    pub architecture: Option<String>,
     /// `instanceLifecycle`: `spot` or `scheduled`; absent for on-demand.
     pub lifecycle: Option<String>,
     /// `tagSet`, in the order sent.
@@ -35,23 +41,27 @@ pub struct Instance {
 /// its node agent joined the cluster is not something EC2 knows, so this
 /// plugin never reports [`JoinState::Joined`]. An instance that is
 /// `shutting-down`, `terminated`, `stopping` or `stopped` will not become a
-/// usable node and is [`JoinState::Failed`]. `pending` (and any state this
-/// plugin does not know) is still being created.
+/// usable node and is [`JoinState::Failed`]; its status says which
+/// ([`STATES`]). `pending` (and any state this plugin does not know) is
+/// still being created.
 #[must_use]
 pub fn join_state(state: &str) -> JoinState {
     STATES.get(state)
 }
 
-/// EC2 instance states; `pending` and anything new are still being created.
-const STATES: StateTable = StateTable::new(
+/// EC2 instance states: status and join state. `pending` is being created;
+/// a state this plugin does not know is `unknown` (its name is kept as the
+/// raw state).
+pub const STATES: StateTable = StateTable::new(
     &[
-        ("running", JoinState::Joining),
-        ("shutting-down", JoinState::Failed),
-        ("terminated", JoinState::Failed),
-        ("stopping", JoinState::Failed),
-        ("stopped", JoinState::Failed),
+        ("pending", NodeStatus::Pending, JoinState::Provisioning),
+        ("running", NodeStatus::Running, JoinState::Joining),
+        ("shutting-down", NodeStatus::Deleting, JoinState::Failed),
+        ("terminated", NodeStatus::Deleted, JoinState::Failed),
+        ("stopping", NodeStatus::Stopping, JoinState::Failed),
+        ("stopped", NodeStatus::Stopped, JoinState::Failed),
     ],
-    JoinState::Provisioning,
+    (NodeStatus::Unknown, JoinState::Provisioning),
 );
 
 impl Instance {
@@ -80,22 +90,41 @@ impl Instance {
             .collect()
     }
 
-    /// The node handle for this instance.
+    /// The node handle for this instance. Architecture and GPU model come
+    /// from the instance type's catalogue entry when it has one.
     #[must_use]
     pub fn to_handle(&self) -> NodeHandle {
-        NodeHandle {
+        let known = self
+            .instance_type
+            .as_deref()
+            .and_then(crate::catalogue::find);
+        let mut node = NodeHandle {
             provider_id: self.id.clone(),
+            created_at_ms: self
+                .launch_time
+                .as_deref()
+                .and_then(wasmprov_guest::time::rfc3339_ms),
             address: self.public_ip.clone().or_else(|| self.private_ip.clone()),
+            private_address: self.private_ip.clone(),
+            public_address: self.public_ip.clone(),
+            arch: self
+                .architecture
+                .as_deref()
+                .and_then(|a| a.parse().ok())
+                .or(known.map(|t| t.arch)),
+            gpu_model: known.and_then(|t| t.gpu_model).map(str::to_string),
             zone: self.zone.clone(),
             capacity_type: if self.lifecycle.as_deref() == Some("spot") {
                 CapacityType::Spot
             } else {
                 CapacityType::OnDemand
             },
-            join_state: join_state(&self.state),
             instance_type: self.instance_type.clone(),
             labels: self.labels(),
-        }
+            ..NodeHandle::default()
+        };
+        STATES.apply(&self.state, &mut node);
+        node
     }
 }
 
@@ -152,6 +181,8 @@ fn instance(item: Node<'_, '_>) -> Result<Instance> {
         zone: child(item, "placement").and_then(|p| text(p, "availabilityZone")),
         public_ip: text(item, "ipAddress"),
         private_ip: text(item, "privateIpAddress"),
+        launch_time: text(item, "launchTime"),
+        architecture: text(item, "architecture"),
         lifecycle: text(item, "instanceLifecycle"),
         tags,
     })

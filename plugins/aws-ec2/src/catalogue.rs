@@ -12,7 +12,7 @@
 //! their us-east-1 price to pick one, but `price_hint` answers "none"
 //! rather than quote a price that may be wrong.
 
-use wasmprov_guest::shape::{InstanceType, pick};
+use wasmprov_guest::shape::{CatalogueEntry, Criteria, InstanceType, pick};
 use wasmprov_guest::{CapacityType, Error, NodeShape, PriceHint, Result};
 
 use crate::settings::{Arch, Settings};
@@ -39,7 +39,7 @@ pub struct Ec2Type {
     pub gpu: u32,
     /// GPU vendor, lowercase (`nvidia`, `amd`).
     pub gpu_vendor: Option<&'static str>,
-    /// GPU model, for logs and the README.
+    /// GPU model, lowercase, vendor first (`nvidia-t4`), as shapes name it.
     pub gpu_model: Option<&'static str>,
     /// CPU architecture.
     pub arch: Arch,
@@ -133,10 +133,10 @@ pub const TYPES: &[Ec2Type] = types![
     "c6g.large" 2 4096 0 None, None, ARM [0.068; 0.0768],
     "c6g.xlarge" 4 8192 0 None, None, ARM [0.136; 0.1536],
     // GPUs.
-    "g4dn.xlarge" 4 16384 1 Some("nvidia"), Some("NVIDIA T4"), X86 [0.526; 0.587],
-    "g5.xlarge" 4 16384 1 Some("nvidia"), Some("NVIDIA A10G"), X86 [1.006; 1.123],
-    "p3.2xlarge" 8 62464 1 Some("nvidia"), Some("NVIDIA V100"), X86 [3.06; 3.305],
-    "g4ad.xlarge" 4 16384 1 Some("amd"), Some("AMD Radeon Pro V520"), X86 [0.37853;],
+    "g4dn.xlarge" 4 16384 1 Some("nvidia"), Some("nvidia-t4"), X86 [0.526; 0.587],
+    "g5.xlarge" 4 16384 1 Some("nvidia"), Some("nvidia-a10g"), X86 [1.006; 1.123],
+    "p3.2xlarge" 8 62464 1 Some("nvidia"), Some("nvidia-v100"), X86 [3.06; 3.305],
+    "g4ad.xlarge" 4 16384 1 Some("amd"), Some("amd-radeon-pro-v520"), X86 [0.37853;],
 ];
 
 /// The table entry for `name`.
@@ -195,20 +195,44 @@ pub fn candidates(settings: &Settings) -> Vec<InstanceType> {
         .iter()
         .filter(|t| allowed(settings, t.name))
         .filter(|t| settings.architecture.is_none_or(|a| a == t.arch))
-        .filter_map(|t| {
-            let price = t.price_in(region)?;
-            Some(InstanceType {
-                name: t.name.to_string(),
-                cpu: f64::from(t.vcpu),
-                memory_bytes: u64::from(t.memory_mib) << 20,
-                gpu: t.gpu,
-                gpu_vendor: t.gpu_vendor.map(str::to_string),
-                // Zones are not priced separately: offered in every zone.
-                zone_prices: Vec::new(),
-                default_hourly_usd: price,
-            })
+        .filter_map(|t| Some(entry(t, t.price_in(region)?)))
+        .collect()
+}
+
+/// The `offerings` answer: every type `price_hint` may pick, with the
+/// table's on-demand price in the region. In a region the table does not
+/// price, the prices are left out, as `price_hint` leaves them out there.
+#[must_use]
+pub fn offerings(settings: &Settings) -> Vec<wasmprov_guest::Offering> {
+    let priced = PRICED_REGIONS.contains(&settings.region.as_str());
+    wasmprov_guest::shape::offerings(&candidates(settings))
+        .into_iter()
+        .map(|mut o| {
+            if !priced {
+                o.on_demand_usd = None;
+            }
+            o
         })
         .collect()
+}
+
+/// A table entry as a catalogue entry priced at `price`.
+fn entry(t: &Ec2Type, price: f64) -> InstanceType {
+    InstanceType {
+        name: t.name.to_string(),
+        cpu: f64::from(t.vcpu),
+        memory_bytes: u64::from(t.memory_mib) << 20,
+        gpu: t.gpu,
+        gpu_vendor: t.gpu_vendor.map(str::to_string),
+        gpu_model: t.gpu_model.map(str::to_string),
+        arch: Some(t.arch),
+        // The root volume is sized per request, not per type.
+        disk_bytes: None,
+        spot_hourly_usd: None,
+        // Zones are not priced separately: offered in every zone.
+        zone_prices: Vec::new(),
+        default_hourly_usd: price,
+    }
 }
 
 /// Chooses the instance type for `shape`.
@@ -239,6 +263,26 @@ pub fn choose(shape: &NodeShape, settings: &Settings) -> Result<Choice> {
             )));
         }
         let known = find(name);
+        // The type wins over size, but the architecture and GPU model asked
+        // for still bind: a type the table does not know cannot be checked.
+        let binding = shape.arch.is_some() || shape.gpu_model.is_some();
+        match known {
+            Some(t) if !entry(t, 0.0).binds(&Criteria::of(shape)) => {
+                return Err(Error::Unsupported(format!(
+                    "instance type {name:?} is {}{}, not what the shape asks for",
+                    t.arch,
+                    t.gpu_model
+                        .map(|m| format!(" with {m}"))
+                        .unwrap_or_default()
+                )));
+            }
+            None if binding => {
+                return Err(Error::Unsupported(format!(
+                    "instance type {name:?} is not in this plugin's table, so its architecture and GPU model cannot be checked"
+                )));
+            }
+            _ => {}
+        }
         return Ok(Choice {
             instance_type: name.to_string(),
             on_demand_usd: known.and_then(|t| t.price_in(&settings.region)),
@@ -313,7 +357,7 @@ mod tests {
             assert_eq!(find(gpu).unwrap().gpu, 1, "{gpu}");
         }
         assert_eq!(find("g4ad.xlarge").unwrap().gpu_vendor, Some("amd"));
-        assert_eq!(find("g5.xlarge").unwrap().gpu_model, Some("NVIDIA A10G"));
+        assert_eq!(find("g5.xlarge").unwrap().gpu_model, Some("nvidia-a10g"));
         assert!(PRICE_SOURCE.contains("2025"));
         assert_eq!(TYPES.len(), 47, "the README counts the types");
     }

@@ -11,7 +11,7 @@ use wasmprov_guest::{CapacityType, Error, JoinState, NodeHandle, ProvisionReques
 
 use crate::api::{self, ApiFailure, Instance};
 use crate::catalogue;
-use crate::settings::Settings;
+use crate::settings::{MAX_USER_DATA, Settings};
 use crate::sign::API_VERSION;
 use crate::tagging;
 
@@ -251,7 +251,23 @@ impl<'a, T: Transport> Client<'a, T> {
         }
         let choice = catalogue::choose(shape, self.settings)?;
         let tags = tagging::instance_tags(owner_id, request_id, &shape.labels)?;
-        let image = self.settings.require_image()?;
+        // Boot data of the request wins over the configured image and user data.
+        let image = match &request.boot.image {
+            Some(image) => image.as_str(),
+            None => self.settings.require_image()?,
+        };
+        let user_data: Option<&[u8]> = match &request.boot.user_data {
+            Some(data) => Some(data),
+            None => self.settings.user_data.as_deref().map(str::as_bytes),
+        };
+        if let Some(data) = user_data
+            && data.len() > MAX_USER_DATA
+        {
+            return Err(Error::Unsupported(format!(
+                "user data is {} bytes; EC2 takes at most {MAX_USER_DATA}",
+                data.len()
+            )));
+        }
         let zone = shape.zone.as_deref();
         let spot = shape.capacity_type == CapacityType::Spot;
         self.check_instance_type(&choice.instance_type)?;
@@ -277,10 +293,10 @@ impl<'a, T: Transport> Client<'a, T> {
         if let Some(key) = &self.settings.key_name {
             req = req.param("KeyName", key.clone());
         }
-        if let Some(data) = &self.settings.user_data {
+        if let Some(data) = user_data {
             req = req.param(
                 "UserData",
-                base64::engine::general_purpose::STANDARD.encode(data.as_bytes()),
+                base64::engine::general_purpose::STANDARD.encode(data),
             );
         }
         if spot {
@@ -544,6 +560,7 @@ mod tests {
         ProvisionRequest {
             request_id: id.into(),
             shape,
+            boot: Default::default(),
         }
     }
 

@@ -26,7 +26,8 @@ pub mod tagging;
 
 use wasmprov_guest::http::{Request, Response};
 use wasmprov_guest::{
-    CapacityType, NodeHandle, NodeShape, PriceHint, Provider, ProvisionRequest, Result, config, log,
+    BootSupport, CapacityType, NodeHandle, NodeShape, Offering, PriceHint, Provider,
+    ProvisionRequest, Result, config, log,
 };
 
 use crate::client::{ApiRequest, Client, Transport};
@@ -80,6 +81,14 @@ impl Ec2 {
 impl Provider for Ec2 {
     const NAME: &'static str = "aws-ec2";
 
+    /// An image (AMI id) and user data per request. SSH keys are not taken
+    /// yet: configure `key_name`, or put them in the user data.
+    const BOOT: BootSupport = BootSupport {
+        image: true,
+        user_data: true,
+        ssh_keys: false,
+    };
+
     /// On-demand and spot.
     fn capacity_types() -> Vec<CapacityType> {
         vec![CapacityType::OnDemand, CapacityType::Spot]
@@ -104,6 +113,10 @@ impl Provider for Ec2 {
 
     fn describe(&self, owner_id: &str) -> Result<Vec<NodeHandle>> {
         self.client()?.describe(owner_id)
+    }
+
+    fn offerings(&self) -> Result<Vec<Offering>> {
+        Ok(catalogue::offerings(&self.settings))
     }
 }
 

@@ -17,32 +17,16 @@ pub const DEFAULT_SPOT_DISCOUNT: f64 = 0.35;
 pub const MAX_USER_DATA: usize = 16 * 1024;
 
 /// CPU architecture of an instance type (and of the AMI it must match).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Arch {
-    /// Intel and AMD.
-    X86_64,
-    /// AWS Graviton.
-    Arm64,
-}
+pub use wasmprov_guest::Arch;
 
-impl Arch {
-    /// EC2's name (`x86_64`, `arm64`).
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::X86_64 => "x86_64",
-            Self::Arm64 => "arm64",
-        }
-    }
-
-    /// Parses `x86_64` / `arm64` (also `x86`, `amd64`, `arm`, `aarch64`).
-    #[must_use]
-    pub fn parse(s: &str) -> Option<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "x86_64" | "x86" | "amd64" => Some(Self::X86_64),
-            "arm64" | "arm" | "aarch64" => Some(Self::Arm64),
-            _ => None,
-        }
+/// Parses an architecture as EC2 and operators write it: `x86_64`, `arm64`
+/// (also `x86`, `amd64`, `arm`, `aarch64`).
+#[must_use]
+pub fn parse_arch(s: &str) -> Option<Arch> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "x86" => Some(Arch::X86_64),
+        "arm" => Some(Arch::Arm64),
+        other => other.parse().ok(),
     }
 }
 
@@ -53,7 +37,8 @@ pub struct Settings {
     pub region: String,
     /// EC2 endpoint without a trailing slash.
     pub endpoint: String,
-    /// AMI instances are created from (required by `provision`).
+    /// AMI instances are created from (required by `provision` unless the
+    /// request names an image).
     pub image_id: Option<String>,
     /// Subnet to launch into; the default VPC's default subnet when unset.
     pub subnet_id: Option<String>,
@@ -61,7 +46,8 @@ pub struct Settings {
     pub security_group_ids: Vec<String>,
     /// EC2 key pair name for SSH.
     pub key_name: Option<String>,
-    /// User data, as written (the plugin base64-encodes it when sending).
+    /// User data, as written (the plugin base64-encodes it when sending),
+    /// for requests that carry none.
     pub user_data: Option<String>,
     /// When set, only these instance types are used (by size or explicitly).
     pub instance_types: Option<Vec<String>>,
@@ -160,7 +146,7 @@ impl Settings {
                 if v.eq_ignore_ascii_case("any") {
                     None
                 } else {
-                    Some(Arch::parse(&v).ok_or_else(|| {
+                    Some(parse_arch(&v).ok_or_else(|| {
                         invalid("architecture", &v, "must be x86_64, arm64 or any")
                     })?)
                 };

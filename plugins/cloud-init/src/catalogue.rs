@@ -9,12 +9,15 @@
 //! ]
 //! ```
 //!
-//! `gpu` (default 0), `gpu_vendor`, `spot_hourly_usd` (default: the
+//! `gpu` (default 0), `gpu_vendor`, `gpu_model` (`nvidia-a10g`), `arch`
+//! (`x86_64` or `arm64`), `disk_gib`, `spot_hourly_usd` (default: the
 //! on-demand price) and `zones` (default: offered everywhere) are optional.
+//! A shape that asks for an architecture, GPU model or disk matches only
+//! entries that state theirs.
 
 use serde::Deserialize;
 use wasmprov_guest::shape::{self, InstanceType};
-use wasmprov_guest::{CapacityType, Error, NodeShape, PriceHint, Result};
+use wasmprov_guest::{Arch, CapacityType, Error, NodeShape, Offering, PriceHint, Result};
 
 /// One catalogue entry as written.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -32,6 +35,15 @@ pub struct Entry {
     /// GPU vendor, such as `nvidia`.
     #[serde(default)]
     pub gpu_vendor: Option<String>,
+    /// GPU model, such as `nvidia-a10g`.
+    #[serde(default)]
+    pub gpu_model: Option<String>,
+    /// CPU architecture.
+    #[serde(default)]
+    pub arch: Option<Arch>,
+    /// Disk that comes with the type, in GiB.
+    #[serde(default)]
+    pub disk_gib: Option<u64>,
     /// On-demand price per hour in USD.
     pub hourly_usd: f64,
     /// Spot price per hour in USD; the on-demand price when absent.
@@ -60,7 +72,7 @@ impl Catalogue {
     pub fn parse(json: &str) -> std::result::Result<Self, String> {
         let entries: Vec<Entry> = serde_json::from_str(json).map_err(|e| {
             format!(
-                "{e}; expected a JSON array of {{\"name\", \"cpu\", \"memory_gib\", \"gpu\"?, \"gpu_vendor\"?, \"hourly_usd\", \"spot_hourly_usd\"?, \"zones\"?}}"
+                "{e}; expected a JSON array of {{\"name\", \"cpu\", \"memory_gib\", \"gpu\"?, \"gpu_vendor\"?, \"gpu_model\"?, \"arch\"?, \"disk_gib\"?, \"hourly_usd\", \"spot_hourly_usd\"?, \"zones\"?}}"
             )
         })?;
         for (i, e) in entries.iter().enumerate() {
@@ -114,6 +126,10 @@ impl Catalogue {
                     memory_bytes: (e.memory_gib * f64::from(1u32 << 30)).round() as u64,
                     gpu: e.gpu,
                     gpu_vendor: e.gpu_vendor.as_ref().map(|v| v.to_ascii_lowercase()),
+                    gpu_model: e.gpu_model.as_ref().map(|v| v.to_ascii_lowercase()),
+                    arch: e.arch,
+                    disk_bytes: e.disk_gib.map(|g| g << 30),
+                    spot_hourly_usd: e.spot_hourly_usd,
                     zone_prices: e
                         .zones
                         .iter()
@@ -124,6 +140,12 @@ impl Catalogue {
                 }
             })
             .collect()
+    }
+
+    /// The `offerings` answer: every entry, on-demand and spot priced.
+    #[must_use]
+    pub fn offerings(&self) -> Vec<Offering> {
+        shape::offerings(&self.types(CapacityType::OnDemand))
     }
 
     /// The cheapest type for `shape` (or the one it names) and its price.

@@ -156,6 +156,14 @@ impl<'a, R: Runner> Client<'a, R> {
         let (template, token) = self.settings.join()?;
         let instance_type = match &self.settings.catalogue {
             Some(c) => Some(c.choose(shape)?.instance_type),
+            None if shape.arch.is_some()
+                || shape.gpu_model.is_some()
+                || shape.disk_bytes.is_some() =>
+            {
+                return Err(Error::Unsupported(
+                    "the shape asks for an architecture, GPU model or disk, which only an instance_types catalogue can honour; configure one".into(),
+                ));
+            }
             None => shape.instance_type.clone(),
         };
 
@@ -425,6 +433,7 @@ mod tests {
         ProvisionRequest {
             request_id: id.into(),
             shape,
+            boot: Default::default(),
         }
     }
 

@@ -98,6 +98,16 @@ impl Provider for CloudInit {
     fn describe(&self, owner_id: &str) -> Result<Vec<NodeHandle>> {
         self.client().describe(owner_id)
     }
+
+    /// The `instance_types` catalogue; unsupported without one.
+    fn offerings(&self) -> Result<Vec<wasmprov_guest::Offering>> {
+        match &self.settings.catalogue {
+            Some(c) => Ok(c.offerings()),
+            None => Err(wasmprov_guest::Error::Unsupported(
+                "no instance_types catalogue is configured".into(),
+            )),
+        }
+    }
 }
 
 /// The component's runner: the host's `exec` and log.

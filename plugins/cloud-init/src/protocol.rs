@@ -1,9 +1,14 @@
 //! What the operator's commands print, and how it becomes contract values.
 //!
 //! - `create` prints one node object, `list` a JSON array of them:
-//!   `{"id", "address"?, "zone"?, "state"?, "instance_type"?,
-//!   "capacity_type"?, "labels"?}`. Unknown fields are ignored; `id` may be
-//!   a string or a number; `null` and `""` mean "not known".
+//!   `{"id", "address"?, "zone"?, "state"?, "status"?, "instance_type"?,
+//!   "capacity_type"?, "labels"?, "private_address"?, "public_address"?,
+//!   "arch"?, "gpu_model"?, "created_at"?}`. Unknown fields are ignored;
+//!   `id` may be a string or a number; `null` and `""` mean "not known".
+//!   `state` is the command's own word ([`STATES`] maps the common ones
+//!   onto a status and a join state, and it is kept as the raw state);
+//!   `status`, one of the contract's ten statuses, overrides the status the
+//!   word maps to. `created_at` is RFC 3339; `arch` is `x86_64` or `arm64`.
 //! - Any command may instead print `{"error": {"kind", "message",
 //!   "retry_after_ms"?, "scope"?}}` on stdout; that wins over everything
 //!   else, whatever the exit code.
@@ -18,7 +23,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use wasmprov_guest::exec::Output;
 use wasmprov_guest::state::StateTable;
-use wasmprov_guest::{CapacityScope, CapacityType, Error, JoinState, Labels, NodeHandle};
+use wasmprov_guest::{
+    Arch, CapacityScope, CapacityType, Error, JoinState, Labels, NodeHandle, NodeStatus,
+};
 
 /// How much of malformed output an error message quotes.
 pub const EXCERPT_BYTES: usize = 200;
@@ -34,8 +41,20 @@ pub struct Node {
     pub address: Option<String>,
     /// Zone the node is in.
     pub zone: Option<String>,
-    /// The command's state word (see [`join_state`]).
+    /// The command's state word (see [`STATES`]).
     pub state: Option<String>,
+    /// The command's normalized status, when it gave one of the ten.
+    pub status: Option<NodeStatus>,
+    /// Address in the private network.
+    pub private_address: Option<String>,
+    /// Public address.
+    pub public_address: Option<String>,
+    /// CPU architecture.
+    pub arch: Option<Arch>,
+    /// GPU model.
+    pub gpu_model: Option<String>,
+    /// Creation time, milliseconds since the Unix epoch.
+    pub created_at_ms: Option<u64>,
     /// Instance type.
     pub instance_type: Option<String>,
     /// Billing, when the command said (see [`capacity_type`]).
@@ -61,6 +80,18 @@ struct WireNode {
     #[serde(default)]
     state: Option<String>,
     #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    private_address: Option<String>,
+    #[serde(default)]
+    public_address: Option<String>,
+    #[serde(default)]
+    arch: Option<String>,
+    #[serde(default)]
+    gpu_model: Option<String>,
+    #[serde(default)]
+    created_at: Option<String>,
+    #[serde(default)]
     instance_type: Option<String>,
     #[serde(default)]
     capacity_type: Option<String>,
@@ -83,11 +114,44 @@ impl TryFrom<WireNode> for Node {
         if id.is_empty() {
             return Err("a node has an empty \"id\"".to_string());
         }
+        let status = match known(w.status) {
+            None => None,
+            Some(word) => Some(
+                NodeStatus::ALL
+                    .into_iter()
+                    .find(|s| s.as_str().eq_ignore_ascii_case(&word))
+                    .ok_or_else(|| {
+                        format!(
+                            "node {id:?} has status {word:?}; the statuses are {}",
+                            NodeStatus::ALL.map(NodeStatus::as_str).join(", ")
+                        )
+                    })?,
+            ),
+        };
+        let arch = match known(w.arch) {
+            None => None,
+            Some(word) => Some(
+                word.parse::<Arch>()
+                    .map_err(|e| format!("node {id:?}: {e}"))?,
+            ),
+        };
+        let created_at_ms = match known(w.created_at) {
+            None => None,
+            Some(t) => Some(wasmprov_guest::time::rfc3339_ms(&t).ok_or_else(|| {
+                format!("node {id:?} has created_at {t:?}, not an RFC 3339 time")
+            })?),
+        };
         Ok(Self {
             id,
             address: known(w.address),
             zone: known(w.zone),
             state: known(w.state),
+            status,
+            private_address: known(w.private_address),
+            public_address: known(w.public_address),
+            arch,
+            gpu_model: known(w.gpu_model),
+            created_at_ms,
             instance_type: known(w.instance_type),
             capacity_type: known(w.capacity_type).and_then(|c| capacity_type(&c)),
             labels: w.labels,
@@ -114,18 +178,35 @@ impl Node {
     /// The contract's handle; `default_capacity` when the command gave none.
     #[must_use]
     pub fn to_handle(&self, default_capacity: CapacityType) -> NodeHandle {
-        NodeHandle {
+        let mut node = NodeHandle {
             provider_id: self.id.clone(),
-            address: self.address.clone(),
+            address: self
+                .address
+                .clone()
+                .or_else(|| self.private_address.clone())
+                .or_else(|| self.public_address.clone()),
+            private_address: self.private_address.clone(),
+            public_address: self.public_address.clone(),
+            arch: self.arch,
+            gpu_model: self.gpu_model.clone(),
+            created_at_ms: self.created_at_ms,
             zone: self.zone.clone(),
             capacity_type: self.capacity_type.unwrap_or(default_capacity),
-            join_state: self
-                .state
-                .as_deref()
-                .map_or(JoinState::Provisioning, join_state),
             instance_type: self.instance_type.clone(),
             labels: self.labels(),
+            ..NodeHandle::default()
+        };
+        match &self.state {
+            Some(word) => STATES.apply(word, &mut node),
+            None => {
+                node.status = NodeStatus::Pending;
+                node.join_state = JoinState::Provisioning;
+            }
         }
+        if let Some(status) = self.status {
+            node.status = status;
+        }
+        node
     }
 }
 
@@ -137,19 +218,36 @@ pub fn join_state(state: &str) -> JoinState {
     STATES.get(state)
 }
 
-/// The protocol's state words; "creating", "pending", "provisioning" and
-/// anything else are still being created.
-const STATES: StateTable = StateTable::new(
+/// The protocol's state words: status and join state. A word not listed
+/// is `unknown`, taken to be still on its way (the word is kept as the raw
+/// state); a command that knows better prints `status` too.
+pub const STATES: StateTable = StateTable::new(
     &[
-        ("booting", JoinState::Booting),
-        ("joining", JoinState::Joining),
-        ("ready", JoinState::Joined),
-        ("running", JoinState::Joined),
-        ("joined", JoinState::Joined),
-        ("failed", JoinState::Failed),
-        ("error", JoinState::Failed),
+        ("creating", NodeStatus::Pending, JoinState::Provisioning),
+        ("pending", NodeStatus::Pending, JoinState::Provisioning),
+        ("provisioning", NodeStatus::Pending, JoinState::Provisioning),
+        ("booting", NodeStatus::Running, JoinState::Booting),
+        ("joining", NodeStatus::Running, JoinState::Joining),
+        ("ready", NodeStatus::Running, JoinState::Joined),
+        ("running", NodeStatus::Running, JoinState::Joined),
+        ("joined", NodeStatus::Running, JoinState::Joined),
+        ("failed", NodeStatus::Unknown, JoinState::Failed),
+        ("error", NodeStatus::Unknown, JoinState::Failed),
+        ("stopping", NodeStatus::Stopping, JoinState::Failed),
+        ("stopped", NodeStatus::Stopped, JoinState::Failed),
+        ("off", NodeStatus::Stopped, JoinState::Failed),
+        ("suspending", NodeStatus::Suspending, JoinState::Failed),
+        ("suspended", NodeStatus::Suspended, JoinState::Failed),
+        ("paused", NodeStatus::Suspended, JoinState::Failed),
+        ("deleting", NodeStatus::Deleting, JoinState::Failed),
+        ("terminating", NodeStatus::Deleting, JoinState::Failed),
+        ("deleted", NodeStatus::Deleted, JoinState::Failed),
+        ("terminated", NodeStatus::Deleted, JoinState::Failed),
+        ("destroyed", NodeStatus::Deleted, JoinState::Failed),
+        ("repairing", NodeStatus::Repairing, JoinState::Booting),
+        ("migrating", NodeStatus::Repairing, JoinState::Booting),
     ],
-    JoinState::Provisioning,
+    (NodeStatus::Unknown, JoinState::Provisioning),
 );
 
 /// A capacity type word: `on-demand` (also `on_demand`, `ondemand`) or `spot`.
@@ -399,10 +497,27 @@ mod tests {
             ("Failed", JoinState::Failed),
             ("rebooting", JoinState::Provisioning),
             ("", JoinState::Provisioning),
-            ("stopped", JoinState::Provisioning),
+            ("stopped", JoinState::Failed),
         ];
         for (word, want) in cases {
             assert_eq!(join_state(word), want, "{word:?}");
+        }
+        // The statuses 0.1 lost: stopped, deleted and suspended nodes are
+        // no longer "provisioning".
+        for (word, want) in [
+            ("creating", NodeStatus::Pending),
+            ("running", NodeStatus::Running),
+            ("stopping", NodeStatus::Stopping),
+            ("stopped", NodeStatus::Stopped),
+            ("off", NodeStatus::Stopped),
+            ("suspending", NodeStatus::Suspending),
+            ("suspended", NodeStatus::Suspended),
+            ("deleting", NodeStatus::Deleting),
+            ("deleted", NodeStatus::Deleted),
+            ("repairing", NodeStatus::Repairing),
+            ("rebooting", NodeStatus::Unknown),
+        ] {
+            assert_eq!(STATES.status(word), want, "{word:?}");
         }
     }
 

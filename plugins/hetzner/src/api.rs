@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use wasmprov_guest::http::Response;
 use wasmprov_guest::state::StateTable;
-use wasmprov_guest::{CapacityScope, CapacityType, Error, JoinState, Labels, NodeHandle};
+use wasmprov_guest::{
+    CapacityScope, CapacityType, Error, JoinState, Labels, NodeHandle, NodeStatus,
+};
 
 /// A server as `GET /servers`, `GET /servers/{id}` and `POST /servers`
 /// return it (only the fields used here).
@@ -21,12 +23,18 @@ pub struct Server {
     /// `migrating`, `rebuilding` or `unknown`.
     #[serde(default)]
     pub status: String,
+    /// When the server was created (RFC 3339).
+    #[serde(default)]
+    pub created: Option<String>,
     /// Public addresses.
     #[serde(default)]
     pub public_net: Option<PublicNet>,
+    /// Private networks the server is attached to.
+    #[serde(default)]
+    pub private_net: Vec<PrivateNet>,
     /// The server type.
     #[serde(default)]
-    pub server_type: Option<Named>,
+    pub server_type: Option<ServerTypeRef>,
     /// The datacenter, with its location.
     #[serde(default)]
     pub datacenter: Option<Datacenter>,
@@ -50,7 +58,25 @@ pub struct Ipv4 {
     pub ip: String,
 }
 
-/// Anything referred to by name (server type, location).
+/// `private_net[]` of a server.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct PrivateNet {
+    /// The server's address in that network.
+    #[serde(default)]
+    pub ip: Option<String>,
+}
+
+/// `server_type` of a server.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct ServerTypeRef {
+    /// The name, e.g. `cx22`.
+    pub name: String,
+    /// `x86` or `arm`.
+    #[serde(default)]
+    pub architecture: Option<String>,
+}
+
+/// Anything referred to by name (a location).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 pub struct Named {
     /// The name, e.g. `cx22` or `fsn1`.
@@ -140,19 +166,21 @@ pub fn join_state(status: &str) -> JoinState {
     STATES.get(status)
 }
 
-/// Hetzner server statuses; "initializing", "unknown" and anything new are
-/// still being created.
-const STATES: StateTable = StateTable::new(
+/// Hetzner server statuses: status and join state. `initializing` is being
+/// created; `unknown` and anything new are `unknown`, still taken to be on
+/// their way (the raw status is kept).
+pub const STATES: StateTable = StateTable::new(
     &[
-        ("starting", JoinState::Booting),
-        ("migrating", JoinState::Booting),
-        ("rebuilding", JoinState::Booting),
-        ("running", JoinState::Joining),
-        ("off", JoinState::Failed),
-        ("stopping", JoinState::Failed),
-        ("deleting", JoinState::Failed),
+        ("initializing", NodeStatus::Pending, JoinState::Provisioning),
+        ("starting", NodeStatus::Pending, JoinState::Booting),
+        ("migrating", NodeStatus::Repairing, JoinState::Booting),
+        ("rebuilding", NodeStatus::Repairing, JoinState::Booting),
+        ("running", NodeStatus::Running, JoinState::Joining),
+        ("off", NodeStatus::Stopped, JoinState::Failed),
+        ("stopping", NodeStatus::Stopping, JoinState::Failed),
+        ("deleting", NodeStatus::Deleting, JoinState::Failed),
     ],
-    JoinState::Provisioning,
+    (NodeStatus::Unknown, JoinState::Provisioning),
 );
 
 impl Server {
@@ -165,24 +193,44 @@ impl Server {
     /// The node handle for this server.
     #[must_use]
     pub fn to_handle(&self) -> NodeHandle {
-        NodeHandle {
+        let public = self
+            .public_net
+            .as_ref()
+            .and_then(|n| n.ipv4.as_ref())
+            .map(|v4| v4.ip.clone())
+            .filter(|ip| !ip.is_empty());
+        let private = self
+            .private_net
+            .iter()
+            .find_map(|n| n.ip.clone())
+            .filter(|ip| !ip.is_empty());
+        let mut node = NodeHandle {
             provider_id: self.id.to_string(),
-            address: self
-                .public_net
+            created_at_ms: self
+                .created
+                .as_deref()
+                .and_then(wasmprov_guest::time::rfc3339_ms),
+            address: public.clone().or_else(|| private.clone()),
+            public_address: public,
+            private_address: private,
+            arch: self
+                .server_type
                 .as_ref()
-                .and_then(|n| n.ipv4.as_ref())
-                .map(|v4| v4.ip.clone())
-                .filter(|ip| !ip.is_empty()),
+                .and_then(|t| t.architecture.as_deref())
+                .and_then(crate::catalogue::Arch::parse)
+                .map(crate::catalogue::Arch::to_contract),
             zone: self
                 .datacenter
                 .as_ref()
                 .and_then(|d| d.location.as_ref())
                 .map(|l| l.name.clone()),
             capacity_type: CapacityType::OnDemand,
-            join_state: join_state(&self.status),
             instance_type: self.server_type.as_ref().map(|t| t.name.clone()),
             labels: self.labels(),
-        }
+            ..NodeHandle::default()
+        };
+        STATES.apply(&self.status, &mut node);
+        node
     }
 }
 

@@ -9,7 +9,7 @@
 //!
 //! Hetzner Cloud has no GPU server types in this catalogue and no spot market.
 
-use wasmprov_guest::shape::{Criteria, Offering, pick_for};
+use wasmprov_guest::shape::{CatalogueEntry, Criteria, pick_for};
 use wasmprov_guest::{Error, NodeShape, Result};
 
 /// The locations the catalogue knows, with whether they are in the US.
@@ -49,6 +49,15 @@ impl Arch {
         }
     }
 
+    /// The contract's name of the architecture.
+    #[must_use]
+    pub fn to_contract(self) -> wasmprov_guest::Arch {
+        match self {
+            Self::X86 => wasmprov_guest::Arch::X86_64,
+            Self::Arm => wasmprov_guest::Arch::Arm64,
+        }
+    }
+
     /// Parses `x86` / `arm` (also `amd64`, `x86_64`, `arm64`, `aarch64`).
     #[must_use]
     pub fn parse(s: &str) -> Option<Self> {
@@ -73,6 +82,8 @@ pub struct ServerType {
     pub cpu_type: &'static str,
     /// CPU architecture.
     pub arch: Arch,
+    /// Local disk in GB (GiB) that comes with the type.
+    pub disk_gb: u32,
     /// Hourly net price in the EU locations, in 1/10000 EUR.
     pub eu_hourly: u32,
     /// Hourly net price in the US locations, in 1/10000 EUR; `None` when the
@@ -100,12 +111,17 @@ impl ServerType {
     }
 }
 
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one row of the price list, in its columns"
+)]
 const fn st(
     name: &'static str,
     cores: u32,
     memory_gb: u32,
     cpu_type: &'static str,
     arch: Arch,
+    disk_gb: u32,
     eu_hourly: u32,
     us_hourly: Option<u32>,
 ) -> ServerType {
@@ -115,29 +131,40 @@ const fn st(
         memory_gb,
         cpu_type,
         arch,
+        disk_gb,
         eu_hourly,
         us_hourly,
     }
 }
 
 /// The bundled price list (Hetzner Cloud price list, public, as of November
-/// 2025): hourly net EUR prices in 1/10000 EUR, EU and US.
+/// 2025): name, cores, memory GB, CPU type, architecture, disk GB, hourly
+/// net EUR prices in 1/10000 EUR, EU and US.
 pub const SERVER_TYPES: &[ServerType] = &[
-    st("cx22", 2, 4, "shared", Arch::X86, 60, None),
-    st("cx32", 4, 8, "shared", Arch::X86, 108, None),
-    st("cx42", 8, 16, "shared", Arch::X86, 259, None),
-    st("cx52", 16, 32, "shared", Arch::X86, 513, None),
-    st("cpx11", 2, 2, "shared", Arch::X86, 69, Some(83)),
-    st("cpx21", 3, 4, "shared", Arch::X86, 119, Some(143)),
-    st("cpx31", 4, 8, "shared", Arch::X86, 215, Some(258)),
-    st("cpx41", 8, 16, "shared", Arch::X86, 399, Some(478)),
-    st("cpx51", 16, 32, "shared", Arch::X86, 869, Some(1042)),
-    st("cax11", 2, 4, "shared", Arch::Arm, 60, None),
-    st("cax21", 4, 8, "shared", Arch::Arm, 103, None),
-    st("ccx13", 2, 8, "dedicated", Arch::X86, 198, Some(237)),
-    st("ccx23", 4, 16, "dedicated", Arch::X86, 388, Some(465)),
-    st("ccx33", 8, 32, "dedicated", Arch::X86, 767, Some(921)),
-    st("ccx43", 16, 64, "dedicated", Arch::X86, 1527, Some(1832)),
+    st("cx22", 2, 4, "shared", Arch::X86, 40, 60, None),
+    st("cx32", 4, 8, "shared", Arch::X86, 80, 108, None),
+    st("cx42", 8, 16, "shared", Arch::X86, 160, 259, None),
+    st("cx52", 16, 32, "shared", Arch::X86, 320, 513, None),
+    st("cpx11", 2, 2, "shared", Arch::X86, 40, 69, Some(83)),
+    st("cpx21", 3, 4, "shared", Arch::X86, 80, 119, Some(143)),
+    st("cpx31", 4, 8, "shared", Arch::X86, 160, 215, Some(258)),
+    st("cpx41", 8, 16, "shared", Arch::X86, 240, 399, Some(478)),
+    st("cpx51", 16, 32, "shared", Arch::X86, 360, 869, Some(1042)),
+    st("cax11", 2, 4, "shared", Arch::Arm, 40, 60, None),
+    st("cax21", 4, 8, "shared", Arch::Arm, 80, 103, None),
+    st("ccx13", 2, 8, "dedicated", Arch::X86, 80, 198, Some(237)),
+    st("ccx23", 4, 16, "dedicated", Arch::X86, 160, 388, Some(465)),
+    st("ccx33", 8, 32, "dedicated", Arch::X86, 240, 767, Some(921)),
+    st(
+        "ccx43",
+        16,
+        64,
+        "dedicated",
+        Arch::X86,
+        360,
+        1527,
+        Some(1832),
+    ),
 ];
 
 /// Whether `location` is a Hetzner location this catalogue knows.
@@ -236,7 +263,7 @@ struct InRegion {
 
 /// [`pick_for`] compares prices only, so they stay in EUR here (the caller
 /// converts). The zone was resolved to the region already.
-impl Offering for InRegion {
+impl CatalogueEntry for InRegion {
     fn name(&self) -> &str {
         self.server_type.name
     }
@@ -246,9 +273,49 @@ impl Offering for InRegion {
     fn memory_bytes(&self) -> u64 {
         u64::from(self.server_type.memory_gb) << 30
     }
+    fn arch(&self) -> Option<wasmprov_guest::Arch> {
+        Some(self.server_type.arch.to_contract())
+    }
+    fn disk_bytes(&self) -> Option<u64> {
+        Some(u64::from(self.server_type.disk_gb) << 30)
+    }
     fn price_in(&self, _zone: Option<&str>) -> Option<f64> {
         self.server_type.hourly_in(self.region)
     }
+}
+
+/// The `offerings` answer: every server type, the locations it is sold in,
+/// and its price in `default_location`'s region (where `price_hint` prices
+/// a shape without a zone), converted at `eur_usd`. Types of another
+/// architecture than `arch` are left out, as `price_hint` leaves them out.
+#[must_use]
+pub fn offerings(
+    default_location: &str,
+    arch: Option<Arch>,
+    eur_usd: f64,
+) -> Vec<wasmprov_guest::Offering> {
+    let region = LOCATIONS
+        .iter()
+        .find(|(l, _)| *l == default_location)
+        .map(|(_, r)| *r);
+    SERVER_TYPES
+        .iter()
+        .filter(|t| arch.is_none_or(|a| a == t.arch))
+        .map(|t| wasmprov_guest::Offering {
+            instance_type: t.name.to_string(),
+            cpu: f64::from(t.cores),
+            memory_bytes: u64::from(t.memory_gb) << 30,
+            arch: Some(t.arch.to_contract()),
+            disk_bytes: Some(u64::from(t.disk_gb) << 30),
+            zones: LOCATIONS
+                .iter()
+                .filter(|(_, r)| t.hourly_in(*r).is_some())
+                .map(|(l, _)| (*l).to_string())
+                .collect(),
+            on_demand_usd: region.and_then(|r| t.hourly_in(r)).map(|eur| eur * eur_usd),
+            ..wasmprov_guest::Offering::default()
+        })
+        .collect()
 }
 
 #[cfg(test)]

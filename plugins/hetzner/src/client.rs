@@ -10,7 +10,7 @@ use wasmprov_guest::{Error, NodeHandle, ProvisionRequest, Result};
 use crate::api::{ApiFailure, CreateServer, OneServer, Server, ServerList};
 use crate::catalogue;
 use crate::labels;
-use crate::settings::Settings;
+use crate::settings::{MAX_USER_DATA, Settings};
 
 /// Most pages `describe` reads before it gives up on a server that keeps
 /// announcing a next page.
@@ -149,6 +149,28 @@ impl<'a, T: Transport> Client<'a, T> {
             return Ok(existing.to_handle());
         }
         let choice = catalogue::choose(shape, &self.settings.location, self.settings.architecture)?;
+        // Boot data of the request wins over the configured image and user data.
+        let image = request
+            .boot
+            .image
+            .as_deref()
+            .unwrap_or(&self.settings.image);
+        let user_data = match &request.boot.user_data {
+            Some(bytes) => Some(std::str::from_utf8(bytes).map_err(|_| {
+                Error::Unsupported(
+                    "Hetzner Cloud takes user data as text; this user data is not UTF-8".into(),
+                )
+            })?),
+            None => self.settings.user_data.as_deref(),
+        };
+        if let Some(data) = user_data
+            && data.len() > MAX_USER_DATA
+        {
+            return Err(Error::Unsupported(format!(
+                "user data is {} bytes; Hetzner Cloud takes at most {MAX_USER_DATA}",
+                data.len()
+            )));
+        }
         let server_labels = labels::server_labels(owner_id, request_id, &shape.labels);
         let names = [
             labels::server_name(&self.settings.name_prefix, request_id),
@@ -158,10 +180,10 @@ impl<'a, T: Transport> Client<'a, T> {
             let body = CreateServer {
                 name,
                 server_type: choice.server_type.name,
-                image: &self.settings.image,
+                image,
                 location: choice.location,
                 labels: &server_labels,
-                user_data: self.settings.user_data.as_deref(),
+                user_data,
                 start_after_create: true,
             };
             let mut req = ApiRequest::new(Method::Post, "/servers");
@@ -387,6 +409,7 @@ mod tests {
         ProvisionRequest {
             request_id: id.into(),
             shape,
+            boot: Default::default(),
         }
     }
 

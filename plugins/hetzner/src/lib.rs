@@ -22,7 +22,8 @@ pub mod settings;
 
 use wasmprov_guest::http::{Request, Response};
 use wasmprov_guest::{
-    CapacityType, NodeHandle, NodeShape, PriceHint, Provider, ProvisionRequest, Result, config, log,
+    BootSupport, CapacityType, NodeHandle, NodeShape, Offering, PriceHint, Provider,
+    ProvisionRequest, Result, config, log,
 };
 
 use crate::client::{ApiRequest, Client, Method, Transport};
@@ -78,6 +79,14 @@ impl Hetzner {
 impl Provider for Hetzner {
     const NAME: &'static str = "hetzner";
 
+    /// An image and user data per request. SSH keys are not taken yet (the
+    /// API wants keys registered in the project): put them in the user data.
+    const BOOT: BootSupport = BootSupport {
+        image: true,
+        user_data: true,
+        ssh_keys: false,
+    };
+
     /// On-demand only: Hetzner Cloud has no spot market.
     fn capacity_types() -> Vec<CapacityType> {
         vec![CapacityType::OnDemand]
@@ -98,6 +107,14 @@ impl Provider for Hetzner {
 
     fn terminate(&self, owner_id: &str, provider_id: &str) -> Result<()> {
         self.client()?.terminate(owner_id, provider_id)
+    }
+
+    fn offerings(&self) -> Result<Vec<Offering>> {
+        Ok(catalogue::offerings(
+            &self.settings.location,
+            self.settings.architecture,
+            self.settings.eur_usd,
+        ))
     }
 
     fn describe(&self, owner_id: &str) -> Result<Vec<NodeHandle>> {

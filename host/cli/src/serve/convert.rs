@@ -54,6 +54,7 @@ pub(super) fn journal_status(err: &anyhow::Error) -> Status {
 /// | `auth` | `FAILED_PRECONDITION` | the *cloud's* credentials are wrong; not the caller's token, so not `UNAUTHENTICATED`/`PERMISSION_DENIED` |
 /// | `invalid_config` | `FAILED_PRECONDITION` | the plugin's configuration needs fixing |
 /// | `unsupported` | `INVALID_ARGUMENT` | the shape is not something this backend can do |
+/// | `conflict` | `ALREADY_EXISTS` | the request id was used for another request |
 /// | `plugin` (timeout) | `DEADLINE_EXCEEDED` | the call was stopped at the plugin's deadline |
 /// | `plugin` (other faults) | `INTERNAL` | a bug in the plugin |
 /// | `other` | `UNKNOWN` | |
@@ -81,6 +82,7 @@ pub(super) fn status_of(err: &ProvisionerError) -> Status {
         ProvisionerError::Transport(_) => Code::Unavailable,
         ProvisionerError::Auth(_) | ProvisionerError::InvalidConfig(_) => Code::FailedPrecondition,
         ProvisionerError::Unsupported(_) => Code::InvalidArgument,
+        ProvisionerError::Conflict(_) => Code::AlreadyExists,
         ProvisionerError::Plugin { fault, .. } => {
             meta.insert(
                 "wasmprov-plugin-fault",
@@ -123,11 +125,17 @@ pub(super) fn shape_from_pb(
             shape.capacity_type
         ))
     })?;
+    let arch = pb::Arch::try_from(shape.arch).map_err(|_| {
+        Status::invalid_argument(format!("shape.arch {} is not an architecture", shape.arch))
+    })?;
     let shape = wasmprov_api::NodeShape {
         cpu: shape.cpu,
         memory_bytes: shape.memory_bytes,
         gpu: shape.gpu,
         gpu_vendor: shape.gpu_vendor,
+        gpu_model: shape.gpu_model,
+        arch: arch_from_pb(arch),
+        disk_bytes: shape.disk_bytes,
         labels: shape.labels.into_iter().collect(),
         zone: shape.zone,
         capacity_type: capacity_from_pb(capacity_type),
@@ -136,6 +144,54 @@ pub(super) fn shape_from_pb(
     // The contract's own rule (INVALID_ARGUMENT, kind `unsupported`).
     shape.validate().map_err(|e| status_of(&e))?;
     Ok(shape)
+}
+
+pub(super) fn arch_from_pb(a: pb::Arch) -> Option<wasmprov_api::Arch> {
+    match a {
+        pb::Arch::Unspecified => None,
+        pb::Arch::X8664 => Some(wasmprov_api::Arch::X86_64),
+        pb::Arch::Arm64 => Some(wasmprov_api::Arch::Arm64),
+    }
+}
+
+pub(super) fn arch_to_pb(a: Option<wasmprov_api::Arch>) -> pb::Arch {
+    match a {
+        None => pb::Arch::Unspecified,
+        Some(wasmprov_api::Arch::X86_64) => pb::Arch::X8664,
+        Some(wasmprov_api::Arch::Arm64) => pb::Arch::Arm64,
+    }
+}
+
+/// Boot data from the wire, checked against the contract's bounds
+/// (INVALID_ARGUMENT, kind `unsupported`).
+pub(super) fn boot_from_pb(
+    boot: Option<pb::BootData>,
+) -> std::result::Result<wasmprov_api::BootData, Status> {
+    let boot = boot.map_or_else(wasmprov_api::BootData::default, |b| {
+        wasmprov_api::BootData {
+            image: b.image,
+            user_data: b.user_data,
+            ssh_keys: b.ssh_keys,
+        }
+    });
+    boot.validate().map_err(|e| status_of(&e))?;
+    Ok(boot)
+}
+
+pub(super) fn offering_to_pb(o: wasmprov_api::Offering) -> pb::Offering {
+    pb::Offering {
+        instance_type: o.instance_type,
+        cpu: o.cpu,
+        memory_bytes: o.memory_bytes,
+        gpu: o.gpu,
+        gpu_vendor: o.gpu_vendor,
+        gpu_model: o.gpu_model,
+        arch: arch_to_pb(o.arch).into(),
+        disk_bytes: o.disk_bytes,
+        zones: o.zones,
+        on_demand_usd: o.on_demand_usd,
+        spot_usd: o.spot_usd,
+    }
 }
 
 pub(super) fn hint_to_pb(h: wasmprov_api::PriceHint) -> pb::PriceHint {
@@ -155,6 +211,19 @@ pub(super) fn node_to_pb(n: wasmprov_api::NodeHandle) -> pb::NodeHandle {
         J::Joined => pb::JoinState::Joined,
         J::Failed => pb::JoinState::Failed,
     };
+    use wasmprov_api::NodeStatus as S;
+    let status = match n.status {
+        S::Pending => pb::NodeStatus::Pending,
+        S::Running => pb::NodeStatus::Running,
+        S::Stopping => pb::NodeStatus::Stopping,
+        S::Stopped => pb::NodeStatus::Stopped,
+        S::Suspending => pb::NodeStatus::Suspending,
+        S::Suspended => pb::NodeStatus::Suspended,
+        S::Deleting => pb::NodeStatus::Deleting,
+        S::Deleted => pb::NodeStatus::Deleted,
+        S::Repairing => pb::NodeStatus::Repairing,
+        S::Unknown => pb::NodeStatus::Unknown,
+    };
     pb::NodeHandle {
         provider_id: n.provider_id,
         address: n.address,
@@ -163,6 +232,13 @@ pub(super) fn node_to_pb(n: wasmprov_api::NodeHandle) -> pb::NodeHandle {
         join_state: join_state.into(),
         instance_type: n.instance_type,
         labels: n.labels.into_iter().collect(),
+        status: status.into(),
+        raw_state: n.raw_state,
+        created_at_ms: n.created_at_ms,
+        private_address: n.private_address,
+        public_address: n.public_address,
+        arch: arch_to_pb(n.arch).into(),
+        gpu_model: n.gpu_model,
     }
 }
 
@@ -176,6 +252,9 @@ pub(super) fn shape_to_pb(shape: wasmprov_api::NodeShape) -> pb::NodeShape {
         zone: shape.zone,
         capacity_type: capacity_to_pb(shape.capacity_type).into(),
         instance_type: shape.instance_type,
+        gpu_model: shape.gpu_model,
+        arch: arch_to_pb(shape.arch).into(),
+        disk_bytes: shape.disk_bytes,
     }
 }
 
@@ -204,6 +283,8 @@ pub(super) fn group_from_pb(
         max: group.max,
         plugins: group.plugins,
         lease: lease_from_pb(group.lease_seconds, "group.lease_seconds")?,
+        boot: boot_from_pb(group.boot)
+            .map_err(|s| Status::invalid_argument(format!("group.{}", s.message())))?,
     };
     group
         .validate()

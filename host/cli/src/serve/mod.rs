@@ -732,6 +732,7 @@ impl Provisioner for Service {
             lease,
             group: req.group,
             hourly_usd: None,
+            boot: boot_from_pb(req.boot)?,
         };
         let node = self
             .fleet
@@ -748,6 +749,46 @@ impl Provisioner for Service {
         let nodes = plugin.describe().await.map_err(|e| status_of(&e))?;
         Ok(Response::new(pb::DescribeResponse {
             nodes: nodes.into_iter().map(node_to_pb).collect(),
+        }))
+    }
+
+    async fn get(&self, req: Request<pb::GetRequest>) -> RpcResult<pb::GetResponse> {
+        let req = req.into_inner();
+        if req.provider_id.is_empty() {
+            return Err(Status::invalid_argument("provider_id is required"));
+        }
+        let plugin = self.plugin(&req.plugin)?;
+        match plugin
+            .get(&req.provider_id)
+            .await
+            .map_err(|e| status_of(&e))?
+        {
+            Some(node) => Ok(Response::new(pb::GetResponse {
+                node: Some(node_to_pb(node)),
+            })),
+            None => Err(status_of(&wasmprov_api::ProvisionerError::NotFound(
+                format!(
+                    "no node {:?} of this owner on {}",
+                    req.provider_id, req.plugin
+                ),
+            ))),
+        }
+    }
+
+    async fn offerings(
+        &self,
+        req: Request<pb::OfferingsRequest>,
+    ) -> RpcResult<pb::OfferingsResponse> {
+        let plugin = self.plugin(&req.into_inner().plugin)?;
+        let list = plugin.offerings().await.map_err(|e| match e {
+            // No catalogue is a missing feature of that plugin, not a bad argument.
+            wasmprov_api::ProvisionerError::Unsupported(m) => {
+                with_kind(Code::Unimplemented, m, "unsupported")
+            }
+            other => status_of(&other),
+        })?;
+        Ok(Response::new(pb::OfferingsResponse {
+            offerings: list.into_iter().map(offering_to_pb).collect(),
         }))
     }
 
@@ -938,6 +979,7 @@ mod tests {
             max,
             plugins: vec![],
             lease_seconds: None,
+            boot: None,
         };
         let g = group_from_pb(Some(group("grp", 0, 3))).unwrap();
         assert_eq!((g.name.as_str(), g.min, g.max), ("grp", 0, 3));

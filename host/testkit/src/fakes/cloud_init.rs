@@ -367,6 +367,7 @@ impl FakeCloud for CloudInitStub {
                 id: n.id.clone(),
                 labels: n.labels.clone(),
                 alive: true,
+                user_data: None,
             })
             .collect())
     }
@@ -578,6 +579,7 @@ mod tests {
         ProvisionRequest {
             request_id: id.into(),
             shape,
+            boot: Default::default(),
         }
     }
 

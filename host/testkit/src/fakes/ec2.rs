@@ -474,6 +474,8 @@ fn parse_instances(xml: &str) -> anyhow::Result<(Vec<TruthNode>, Option<String>)
             id,
             labels,
             alive: !matches!(state.as_str(), "shutting-down" | "terminated"),
+            // Moto keeps it, but only DescribeInstanceAttribute shows it.
+            user_data: None,
         });
     }
     Ok((out, text(root, "nextToken")))
@@ -931,6 +933,7 @@ mod tests {
                     &ProvisionRequest {
                         request_id: "r-1".into(),
                         shape,
+                        boot: Default::default(),
                     },
                 )
                 .unwrap();
@@ -971,6 +974,7 @@ mod tests {
                     &ProvisionRequest {
                         request_id: format!("fault-{kind}"),
                         shape: NodeShape::new(2.0, 4 << 30),
+                        boot: Default::default(),
                     },
                 )
                 .unwrap_err();

@@ -57,6 +57,7 @@ impl FakeCloud for Hetzner {
                 id: s.id.to_string(),
                 labels: s.labels,
                 alive: true,
+                user_data: s.user_data.map(String::into_bytes),
             })
             .collect())
     }

@@ -55,6 +55,7 @@ impl FakeCloud for RefCloud {
                 id: n.id,
                 labels: n.labels,
                 alive: true,
+                user_data: None,
             })
             .collect())
     }

@@ -22,8 +22,8 @@ use wasmprov_guest::shape::{self, InstanceType};
 use wasmprov_guest::state::StateTable;
 use wasmprov_guest::tags::{self, OWNER, REQUEST, id_tag, label_value};
 use wasmprov_guest::{
-    CapacityScope, CapacityType, Error, JoinState, Labels, NodeHandle, NodeShape, PriceHint,
-    Provider, ProvisionRequest, Result, config, export_provider, log,
+    CapacityScope, CapacityType, Error, JoinState, Labels, NodeHandle, NodeShape, NodeStatus,
+    PriceHint, Provider, ProvisionRequest, Result, config, export_provider, log,
 };
 
 /// The API base URL used when the manifest sets no `endpoint`.
@@ -166,6 +166,10 @@ fn catalogue(capacity: CapacityType) -> Vec<InstanceType> {
                 memory_bytes: t.memory_gib << 30,
                 gpu: t.gpu,
                 gpu_vendor: t.gpu_vendor.map(str::to_string),
+                gpu_model: None,
+                arch: None,
+                disk_bytes: None,
+                spot_hourly_usd: t.spot_hourly_usd,
                 zone_prices: t.zones.iter().map(|z| ((*z).to_string(), price)).collect(),
                 default_hourly_usd: price,
             })
@@ -261,11 +265,11 @@ pub struct Node {
 /// agent joined the cluster (the host learns that from the cluster).
 const STATES: StateTable = StateTable::new(
     &[
-        ("provisioning", JoinState::Provisioning),
-        ("running", JoinState::Joining),
-        ("deleting", JoinState::Failed),
+        ("provisioning", NodeStatus::Pending, JoinState::Provisioning),
+        ("running", NodeStatus::Running, JoinState::Joining),
+        ("deleting", NodeStatus::Deleting, JoinState::Failed),
     ],
-    JoinState::Provisioning,
+    (NodeStatus::Unknown, JoinState::Provisioning),
 );
 
 impl Node {
@@ -284,6 +288,7 @@ impl Node {
             join_state: STATES.get(&self.state),
             instance_type: Some(self.node_type.clone()),
             labels: self.labels.clone(),
+            ..Default::default()
         }
     }
 

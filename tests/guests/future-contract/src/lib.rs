@@ -1,4 +1,4 @@
-//! A component exporting `wasmprov:provisioner/provisioner@0.2.0`, to prove
+//! A component exporting `wasmprov:provisioner/provisioner@0.99.0`, to prove
 //! the host refuses it with a message naming both versions.
 #![allow(unsafe_code, reason = "the generated export glue is unsafe")]
 

@@ -23,6 +23,7 @@ hostile_kit::hostile! {
                 join_state: JoinState::Failed,
                 instance_type: None,
                 labels: Labels::new(),
+                ..Default::default()
             });
         }
         Ok(nodes)

@@ -127,6 +127,7 @@ pub fn node(request: &ProvisionRequest, labels: Labels) -> NodeHandle {
         join_state: JoinState::Provisioning,
         instance_type: Some("hostile-1".into()),
         labels,
+        ..Default::default()
     }
 }
 

@@ -3,8 +3,8 @@
 //! other plugins of the directory load. Written on the raw contract
 //! bindings, since the SDK's `name()` cannot fail.
 
-use wasmprov_guest::wit::exports::wasmprov::provisioner::provisioner::Guest;
-use wasmprov_guest::wit::wasmprov::provisioner::types as w;
+use wasmprov_guest::wit::exports::wasmprov::provisioner0_2_0::provisioner::Guest;
+use wasmprov_guest::wit::wasmprov::provisioner0_2_0::types as w;
 
 /// The provider whose `name()` panics.
 #[derive(Debug)]
@@ -33,6 +33,17 @@ impl Guest for PanicName {
     }
 
     fn describe(_owner_id: String) -> Result<Vec<w::NodeHandle>, w::ProvisionError> {
+        Ok(Vec::new())
+    }
+
+    fn get(
+        _owner_id: String,
+        _provider_id: String,
+    ) -> Result<Option<w::NodeHandle>, w::ProvisionError> {
+        Ok(None)
+    }
+
+    fn offerings() -> Result<Vec<w::Offering>, w::ProvisionError> {
         Ok(Vec::new())
     }
 }

@@ -67,6 +67,7 @@ fn node(id: String, shape: &NodeShape, labels: Labels) -> NodeHandle {
         join_state: JoinState::Provisioning,
         instance_type: Some("probe-1".into()),
         labels,
+        ..Default::default()
     }
 }
 

@@ -1,0 +1,384 @@
+//! Contract versions: a plugin built against the frozen 0.1.0 WIT (without
+//! the SDK) still loads and works under the 0.2 host, mapped as
+//! `wasmprov_host::contract` says; and what 0.2 adds (status, `get`, boot
+//! data, architecture) reaches callers from a 0.2 plugin.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use wasmprov_api::{
+    Arch, BootData, CloudProvisioner, JoinState, NodeShape, NodeStatus, ProvisionRequest,
+    ProvisionerError,
+};
+use wasmprov_host::{Host, HostBuilder};
+use wasmprov_tests::{PluginDir, guests};
+
+const OWNER: &str = "contract-owner";
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/cloud-init");
+
+/// The fixture scripts in a temporary `bin/`, an empty `state/`, and a host
+/// with one plugin granted them.
+struct Rig {
+    _dir: PluginDir,
+    _host: Host,
+    tmp: tempfile::TempDir,
+    p: Arc<dyn CloudProvisioner>,
+}
+
+impl Rig {
+    fn state(&self) -> PathBuf {
+        self.tmp.path().join("state")
+    }
+
+    fn creates(&self) -> usize {
+        std::fs::read_to_string(self.state().join("calls.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("create"))
+            .count()
+    }
+
+    /// Rewrites a field of a node file, as the backend would.
+    fn set_field(&self, id: &str, field: &str, value: &str) {
+        let path = self.state().join("nodes").join(format!("{id}.json"));
+        let mut node: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        node[field] = value.into();
+        std::fs::write(path, node.to_string()).unwrap();
+    }
+}
+
+fn grants(bin: &Path, state: &Path, env: &str) -> String {
+    let (bin, state) = (bin.display(), state.display());
+    format!(
+        r#"
+[[exec]]
+program = "{bin}/create.sh"
+args = ["--state", "{state}", "*"]
+env = [{env}]
+timeout_ms = 10000
+
+[[exec]]
+program = "{bin}/list.sh"
+args = ["--state", "{state}"]
+timeout_ms = 10000
+
+[[exec]]
+program = "{bin}/destroy.sh"
+args = ["--state", "{state}", "*"]
+timeout_ms = 10000
+"#
+    )
+}
+
+async fn rig(name: &str, wasm: &str, manifest: impl Fn(&Path, &Path) -> String) -> Rig {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let bin = tmp.path().join("bin");
+    let state = tmp.path().join("state");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(state.join("nodes")).unwrap();
+    for script in ["create.sh", "list.sh", "destroy.sh"] {
+        use std::os::unix::fs::PermissionsExt;
+        let to = bin.join(script);
+        std::fs::copy(Path::new(FIXTURES).join(script), &to).expect("copy script");
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let dir = PluginDir::new();
+    dir.add(name, wasm, &manifest(&bin, &state));
+    let host = HostBuilder::new(dir.path())
+        .owner_id(OWNER)
+        .cache_dir(Some(std::env::temp_dir().join("wasmprov-test-cache")))
+        .work_dir(tmp.path().join("work"))
+        .secret_source(|name| (name == "CLUSTER_JOIN_TOKEN").then(|| "tok".to_string()))
+        .build()
+        .await
+        .expect("host builds");
+    assert!(host.errors().is_empty(), "{:?}", host.errors());
+    let p = host.plugin(name).expect("plugin loaded");
+    Rig {
+        _dir: dir,
+        _host: host,
+        tmp,
+        p,
+    }
+}
+
+fn unsupported(r: Result<impl std::fmt::Debug, ProvisionerError>, words: &[&str]) {
+    match r {
+        Err(ProvisionerError::Unsupported(m)) => {
+            for w in words {
+                assert!(m.contains(w), "{w:?} not in {m}");
+            }
+        }
+        other => panic!("expected unsupported ({words:?}), got {other:?}"),
+    }
+}
+
+mod v01 {
+    use super::*;
+
+    async fn legacy() -> Rig {
+        rig("legacy", guests::CONTRACT_0_1, |bin, state| {
+            format!(
+                "[config]\nbin = \"{}\"\nstate = \"{}\"\n{}",
+                bin.display(),
+                state.display(),
+                grants(
+                    bin,
+                    state,
+                    r#""WASMPROV_ZONE", "WASMPROV_INSTANCE_TYPE", "WASMPROV_CAPACITY_TYPE", "WASMPROV_LABELS_JSON""#
+                )
+            )
+        })
+        .await
+    }
+
+    /// The whole life of a node through a 0.1 plugin: its exec and log
+    /// imports are served, its answers mapped (status from the join state),
+    /// `get` answered from describe.
+    #[tokio::test]
+    async fn a_plugin_built_for_0_1_loads_and_works() {
+        let r = legacy().await;
+        let plugin = r._host.wasm_plugin("legacy").expect("loaded");
+        let info = plugin.info();
+        assert_eq!(info.contract, "0.1.0");
+        assert!(
+            info.built_for.is_none(),
+            "built without the SDK: {:?}",
+            info.built_for
+        );
+
+        let hint =
+            r.p.try_price_hint(&NodeShape::new(2.0, 4 << 30))
+                .unwrap()
+                .unwrap();
+        assert_eq!(hint.instance_type, "legacy-2");
+
+        let req = ProvisionRequest::new("legacy-1", NodeShape::new(2.0, 4 << 30));
+        let node = r.p.provision_request(&req).await.unwrap();
+        assert_eq!(node.join_state, JoinState::Provisioning);
+        assert_eq!(
+            node.status,
+            NodeStatus::Pending,
+            "derived from the join state"
+        );
+        assert_eq!(node.raw_state, None, "0.1 has no raw state");
+        let again = r.p.provision_request(&req).await.unwrap();
+        assert_eq!(again.provider_id, node.provider_id, "idempotent");
+        assert_eq!(r.creates(), 1);
+
+        let listed = r.p.describe().await.unwrap();
+        assert_eq!(listed.len(), 1);
+        let got =
+            r.p.get(&node.provider_id)
+                .await
+                .unwrap()
+                .expect("get finds it");
+        assert_eq!(got.provider_id, node.provider_id);
+        assert_eq!(r.p.get(&"node-9999".to_string()).await.unwrap(), None);
+
+        r.set_field(&node.provider_id, "state", "running");
+        let got = r.p.get(&node.provider_id).await.unwrap().unwrap();
+        assert_eq!(
+            (got.join_state, got.status),
+            (JoinState::Joined, NodeStatus::Running)
+        );
+
+        r.p.terminate(&node.provider_id).await.unwrap();
+        assert!(r.p.describe().await.unwrap().is_empty());
+        assert!(matches!(
+            r.p.terminate(&node.provider_id).await,
+            Err(ProvisionerError::NotFound(_))
+        ));
+    }
+
+    /// What 0.1 cannot carry is refused before the plugin runs, never
+    /// dropped: boot data, architecture, GPU model, disk; and it has no
+    /// catalogue.
+    #[tokio::test]
+    async fn what_0_1_cannot_carry_is_refused() {
+        let r = legacy().await;
+        let boot = ProvisionRequest {
+            boot: BootData {
+                user_data: Some(b"#cloud-config\nruncmd: [join]\n".to_vec()),
+                ..BootData::default()
+            },
+            ..ProvisionRequest::new("legacy-boot", NodeShape::new(1.0, 1 << 30))
+        };
+        unsupported(
+            r.p.provision_request(&boot).await,
+            &["0.1.0", "boot data", "user_data"],
+        );
+        let arm = NodeShape {
+            arch: Some(Arch::Arm64),
+            ..NodeShape::new(1.0, 1 << 30)
+        };
+        unsupported(
+            r.p.provision_request(&ProvisionRequest::new("legacy-arm", arm.clone()))
+                .await,
+            &["0.1.0", "arch"],
+        );
+        unsupported(r.p.try_price_hint(&arm), &["arch"]);
+        assert_eq!(r.creates(), 0, "nothing reached the cloud");
+        unsupported(r.p.offerings().await, &["0.1.0", "offerings"]);
+        // The plugin still serves a plain request afterwards.
+        let ok = ProvisionRequest::new("legacy-ok", NodeShape::new(1.0, 1 << 30));
+        assert!(r.p.provision_request(&ok).await.is_ok());
+    }
+}
+
+mod v02 {
+    use super::*;
+
+    const CATALOGUE: &str = r#"[
+  {"name": "arm-small", "cpu": 2, "memory_gib": 4, "arch": "arm64", "disk_gib": 40, "hourly_usd": 0.01},
+  {"name": "x86-small", "cpu": 2, "memory_gib": 4, "arch": "x86_64", "disk_gib": 80, "hourly_usd": 0.02},
+  {"name": "gpu-a10g", "cpu": 4, "memory_gib": 16, "gpu": 1, "gpu_vendor": "nvidia", "gpu_model": "nvidia-a10g", "arch": "x86_64", "hourly_usd": 1.0},
+  {"name": "gpu-t4", "cpu": 4, "memory_gib": 16, "gpu": 1, "gpu_vendor": "nvidia", "gpu_model": "nvidia-t4", "arch": "x86_64", "hourly_usd": 0.5}
+]"#;
+
+    async fn cloud_init() -> Rig {
+        rig("cloud-init", guests::CLOUD_INIT, |bin, state| {
+            let env: Vec<String> = [
+                "WASMPROV_OWNER",
+                "WASMPROV_REQUEST_ID",
+                "WASMPROV_INSTANCE_TYPE",
+                "WASMPROV_ZONE",
+                "WASMPROV_CAPACITY_TYPE",
+                "WASMPROV_LABELS",
+                "WASMPROV_LABELS_JSON",
+            ]
+            .iter()
+            .map(|e| format!("\"{e}\""))
+            .collect();
+            format!(
+                r#"[config]
+create_command = "{b}/create.sh"
+create_args = "--state {s}"
+list_command = "{b}/list.sh"
+list_args = "--state {s}"
+destroy_command = "{b}/destroy.sh"
+destroy_args = "--state {s}"
+join_command = "node-agent join --token {{token}}"
+instance_types = '''{CATALOGUE}'''
+
+[secrets]
+join_token = {{ env = "CLUSTER_JOIN_TOKEN" }}
+{grants}"#,
+                b = bin.display(),
+                s = state.display(),
+                grants = grants(bin, state, &env.join(", "))
+            )
+        })
+        .await
+    }
+
+    /// A stopped node reports `stopped` (0.1 folded it into `failed`), and
+    /// the cloud's own word is kept; `get` asks for the one node.
+    #[tokio::test]
+    async fn statuses_are_the_ten_and_the_raw_state_is_kept() {
+        let r = cloud_init().await;
+        let node =
+            r.p.provision_request(&ProvisionRequest::new("st-1", NodeShape::new(2.0, 4 << 30)))
+                .await
+                .unwrap();
+        assert_eq!(node.status, NodeStatus::Pending);
+        assert_eq!(node.raw_state.as_deref(), Some("creating"));
+        for (word, status, join) in [
+            ("running", NodeStatus::Running, JoinState::Joined),
+            ("stopped", NodeStatus::Stopped, JoinState::Failed),
+            ("suspended", NodeStatus::Suspended, JoinState::Failed),
+            ("deleted", NodeStatus::Deleted, JoinState::Failed),
+            (
+                "something-new",
+                NodeStatus::Unknown,
+                JoinState::Provisioning,
+            ),
+        ] {
+            r.set_field(&node.provider_id, "state", word);
+            let got = r.p.get(&node.provider_id).await.unwrap().expect("get");
+            assert_eq!((got.status, got.join_state), (status, join), "{word}");
+            assert_eq!(got.raw_state.as_deref(), Some(word));
+        }
+        r.set_field(&node.provider_id, "status", "repairing");
+        let got = r.p.get(&node.provider_id).await.unwrap().unwrap();
+        assert_eq!(got.status, NodeStatus::Repairing, "an explicit status wins");
+        assert_eq!(r.p.get(&"node-0404".to_string()).await.unwrap(), None);
+    }
+
+    /// `arch = x86_64` never lands on ARM, though ARM is cheaper; the GPU
+    /// model picks among GPU types; the catalogue is listed as offerings
+    /// that agree with price hints.
+    #[tokio::test]
+    async fn architecture_and_gpu_model_are_honoured() {
+        let r = cloud_init().await;
+        let any = NodeShape::new(2.0, 4 << 30);
+        assert_eq!(
+            r.p.try_price_hint(&any).unwrap().unwrap().instance_type,
+            "arm-small"
+        );
+        let x86 = NodeShape {
+            arch: Some(Arch::X86_64),
+            ..any.clone()
+        };
+        assert_eq!(
+            r.p.try_price_hint(&x86).unwrap().unwrap().instance_type,
+            "x86-small"
+        );
+        let node =
+            r.p.provision_request(&ProvisionRequest::new("x86-1", x86))
+                .await
+                .unwrap();
+        assert_eq!(node.instance_type.as_deref(), Some("x86-small"));
+        let gpu = |model: &str| NodeShape {
+            gpu: 1,
+            gpu_vendor: Some("nvidia".into()),
+            gpu_model: Some(model.into()),
+            ..NodeShape::new(4.0, 16 << 30)
+        };
+        assert_eq!(
+            r.p.try_price_hint(&gpu("NVIDIA-A10G"))
+                .unwrap()
+                .unwrap()
+                .instance_type,
+            "gpu-a10g"
+        );
+        unsupported(r.p.try_price_hint(&gpu("nvidia-a100")), &["nvidia-a100"]);
+        let big_disk = NodeShape {
+            disk_bytes: Some(60 << 30),
+            ..NodeShape::new(2.0, 4 << 30)
+        };
+        assert_eq!(
+            r.p.try_price_hint(&big_disk)
+                .unwrap()
+                .unwrap()
+                .instance_type,
+            "x86-small"
+        );
+        let offerings = r.p.offerings().await.unwrap();
+        assert_eq!(offerings.len(), 4);
+        let a10 = offerings
+            .iter()
+            .find(|o| o.instance_type == "gpu-a10g")
+            .unwrap();
+        assert_eq!(a10.gpu_model.as_deref(), Some("nvidia-a10g"));
+        assert_eq!(a10.arch, Some(Arch::X86_64));
+        assert_eq!(a10.on_demand_usd, Some(1.0));
+    }
+
+    /// Boot data the plugin does not honour is refused by the SDK before
+    /// any command runs.
+    #[tokio::test]
+    async fn boot_data_a_plugin_cannot_honour_is_refused() {
+        let r = cloud_init().await;
+        let req = ProvisionRequest {
+            boot: BootData {
+                image: Some("ubuntu-24.04".into()),
+                ..BootData::default()
+            },
+            ..ProvisionRequest::new("boot-1", NodeShape::new(2.0, 4 << 30))
+        };
+        unsupported(r.p.provision_request(&req).await, &["boot data", "image"]);
+        assert_eq!(r.creates(), 0);
+    }
+}

@@ -1,4 +1,6 @@
-//! Matching a [`NodeShape`] to the cheapest instance type that satisfies it.
+//! Matching a [`NodeShape`] to the cheapest instance type that satisfies it,
+//! by the contract's one rule (`wasmprov_api::fit`, which the host also
+//! ranks offerings by).
 //!
 //! Every provider has a catalogue of instance types with prices; the rule is
 //! the same everywhere: an explicit instance type in the shape wins over
@@ -14,6 +16,8 @@
 //! configuration, or a provider's own `static` table, which then needs no
 //! allocation per call. [`offerings`] turns a catalogue into the contract's
 //! `offerings` answer, so `price_hint` and `offerings` agree by construction.
+
+use wasmprov_api::fit::{Have, Want};
 
 use crate::{Arch, CapacityScope, Error, NodeShape, Offering, Result};
 
@@ -57,30 +61,28 @@ pub trait CatalogueEntry {
         Vec::new()
     }
 
+    /// What the entry has, for [`wasmprov_api::fit`].
+    fn have(&self) -> Have<'_> {
+        Have {
+            cpu: self.cpu(),
+            memory_bytes: self.memory_bytes(),
+            gpu: self.gpu(),
+            gpu_vendor: self.gpu_vendor(),
+            gpu_model: self.gpu_model(),
+            arch: self.arch(),
+            disk_bytes: self.disk_bytes(),
+        }
+    }
+
     /// Whether the type has what `want` asks for beyond what an explicit
     /// type overrides: architecture, GPU model and disk.
     fn binds(&self, want: &Criteria<'_>) -> bool {
-        want.arch.is_none_or(|a| self.arch() == Some(a))
-            && want.gpu_model.is_none_or(|m| {
-                self.gpu_model()
-                    .is_some_and(|have| have.eq_ignore_ascii_case(m))
-            })
-            && want
-                .disk_bytes
-                .is_none_or(|d| self.disk_bytes().is_some_and(|have| have >= d))
+        want.want().bound(&self.have())
     }
 
     /// Whether the type has what `want` asks for (ignoring zone).
     fn satisfies(&self, want: &Criteria<'_>) -> bool {
-        self.cpu() + 1e-9 >= want.cpu
-            && self.memory_bytes() >= want.memory_bytes
-            && self.gpu() >= want.gpu
-            && (want.gpu == 0
-                || want.gpu_vendor.is_none_or(|v| {
-                    self.gpu_vendor()
-                        .is_some_and(|have| have.eq_ignore_ascii_case(v))
-                }))
-            && self.binds(want)
+        want.want().fits(&self.have())
     }
 
     /// The entry as the contract's offering.
@@ -139,6 +141,20 @@ pub struct Criteria<'a> {
 }
 
 impl<'a> Criteria<'a> {
+    /// The sizes and bindings, as the contract's one matching rule takes them.
+    #[must_use]
+    pub fn want(&self) -> Want<'a> {
+        Want {
+            cpu: self.cpu,
+            memory_bytes: self.memory_bytes,
+            gpu: self.gpu,
+            gpu_vendor: self.gpu_vendor,
+            gpu_model: self.gpu_model,
+            arch: self.arch,
+            disk_bytes: self.disk_bytes,
+        }
+    }
+
     /// The criteria of `shape`, as written.
     #[must_use]
     pub fn of(shape: &'a NodeShape) -> Self {

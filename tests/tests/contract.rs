@@ -366,6 +366,57 @@ join_token = {{ env = "CLUSTER_JOIN_TOKEN" }}
         assert_eq!(a10.on_demand_usd, Some(1.0));
     }
 
+    /// Per-node user data reaches the node: each node's `#cloud-config`
+    /// (what the create command got) is the caller's document merged with
+    /// the join command, with the request's SSH keys.
+    #[tokio::test]
+    async fn per_node_user_data_is_merged_into_each_nodes_cloud_config() {
+        let r = cloud_init().await;
+        let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGw8 ops@example";
+        let mut ids = Vec::new();
+        for token in ["tok-node-1", "tok-node-2"] {
+            let req = ProvisionRequest {
+                boot: BootData {
+                    user_data: Some(
+                        format!("#cloud-config\nruncmd:\n  - [\"/opt/agent\", \"--token\", \"{token}\"]\n")
+                            .into_bytes(),
+                    ),
+                    ssh_keys: vec![key.into()],
+                    ..BootData::default()
+                },
+                ..ProvisionRequest::new(format!("ud-{token}"), NodeShape::new(2.0, 4 << 30))
+            };
+            ids.push((
+                token,
+                r.p.provision_request(&req).await.unwrap().provider_id,
+            ));
+        }
+        for (token, id) in &ids {
+            let doc =
+                std::fs::read_to_string(r.state().join("nodes").join(format!("{id}.cloud-config")))
+                    .unwrap();
+            assert!(doc.starts_with("#cloud-config\n"), "{doc}");
+            assert!(doc.contains(token), "{id} got its own token: {doc}");
+            let other = ids.iter().find(|(t, _)| t != token).unwrap().0;
+            assert!(!doc.contains(other), "{id} got another node's token: {doc}");
+            let agent = doc.find("/opt/agent").expect("the caller's command");
+            let join = doc.find("node-agent").expect("the join command");
+            assert!(agent < join, "the caller's runcmd runs first: {doc}");
+            assert!(doc.contains("ssh_authorized_keys"), "{doc}");
+            assert!(doc.contains(key), "{doc}");
+        }
+        // A shell script cannot be merged into one #cloud-config: refused.
+        let script = ProvisionRequest {
+            boot: BootData {
+                user_data: Some(b"#!/bin/sh\necho hi\n".to_vec()),
+                ..BootData::default()
+            },
+            ..ProvisionRequest::new("ud-script", NodeShape::new(2.0, 4 << 30))
+        };
+        unsupported(r.p.provision_request(&script).await, &["#cloud-config"]);
+        assert_eq!(r.creates(), 2);
+    }
+
     /// Boot data the plugin does not honour is refused by the SDK before
     /// any command runs.
     #[tokio::test]
@@ -380,5 +431,116 @@ join_token = {{ env = "CLUSTER_JOIN_TOKEN" }}
         };
         unsupported(r.p.provision_request(&req).await, &["boot data", "image"]);
         assert_eq!(r.creates(), 0);
+    }
+}
+
+mod hetzner {
+    use super::*;
+    use wasmprov_fake::{HetznerFake, HetznerFakeOptions};
+
+    async fn setup() -> (HetznerFake, PluginDir, Host, Arc<dyn CloudProvisioner>) {
+        let fake = HetznerFake::start(
+            "127.0.0.1:0".parse().unwrap(),
+            HetznerFakeOptions::default(),
+        )
+        .await
+        .unwrap();
+        let dir = PluginDir::new();
+        let grant = fake.url().trim_end_matches("/v1").to_string();
+        dir.add(
+            "hetzner",
+            guests::HETZNER,
+            &format!(
+                "[config]\nendpoint = \"{}\"\n[secrets]\ntoken = {{ env = \"HCLOUD_TOKEN\" }}\n[http]\nallow = [\"{grant}\"]\n",
+                fake.url()
+            ),
+        );
+        let token = fake.token().to_string();
+        let host = HostBuilder::new(dir.path())
+            .owner_id(OWNER)
+            .cache_dir(Some(std::env::temp_dir().join("wasmprov-test-cache")))
+            .secret_source(move |name| (name == "HCLOUD_TOKEN").then(|| token.clone()))
+            .build()
+            .await
+            .unwrap();
+        assert!(host.errors().is_empty(), "{:?}", host.errors());
+        let p = host.plugin("hetzner").unwrap();
+        (fake, dir, host, p)
+    }
+
+    const KEY_A: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGw8 alice@example";
+    const KEY_B: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHx9 bob@example";
+
+    /// Image, per-node user data and SSH keys reach the cloud; a key is
+    /// registered once and shared, whatever its comment; an architecture
+    /// picks the server type.
+    #[tokio::test]
+    async fn boot_data_reaches_the_cloud() {
+        let (fake, _dir, _host, p) = setup().await;
+        let booted = |id: &str, token: &str, keys: &[&str]| ProvisionRequest {
+            boot: BootData {
+                image: Some("debian-12".into()),
+                user_data: Some(format!("#cloud-config\nruncmd: [[join, {token}]]\n").into_bytes()),
+                ssh_keys: keys.iter().map(|k| (*k).to_string()).collect(),
+            },
+            ..ProvisionRequest::new(
+                id,
+                NodeShape {
+                    arch: Some(Arch::Arm64),
+                    ..NodeShape::new(2.0, 4 << 30)
+                },
+            )
+        };
+        let a = p
+            .provision_request(&booted("hz-a", "tok-a", &[KEY_A]))
+            .await
+            .unwrap();
+        let b = p
+            .provision_request(&booted(
+                "hz-b",
+                "tok-b",
+                &[&KEY_A.replace("alice@example", "alice@laptop"), KEY_B],
+            ))
+            .await
+            .unwrap();
+        assert_eq!(a.instance_type.as_deref(), Some("cax11"));
+        assert_eq!(a.arch, Some(Arch::Arm64));
+        let servers = fake.servers();
+        let server = |id: &str| servers.iter().find(|s| s.id.to_string() == id).unwrap();
+        assert!(
+            server(&a.provider_id)
+                .user_data
+                .as_deref()
+                .unwrap()
+                .contains("tok-a")
+        );
+        assert!(
+            server(&b.provider_id)
+                .user_data
+                .as_deref()
+                .unwrap()
+                .contains("tok-b")
+        );
+        assert_eq!(server(&a.provider_id).ssh_keys, [KEY_A]);
+        assert_eq!(
+            server(&b.provider_id).ssh_keys,
+            [KEY_A, KEY_B],
+            "the same key (another comment) is the one registered already"
+        );
+        let got = p.get(&a.provider_id).await.unwrap().unwrap();
+        assert_eq!(got.status, NodeStatus::Pending);
+        assert_eq!(got.raw_state.as_deref(), Some("initializing"));
+        assert!(got.created_at_ms.is_some());
+        assert!(got.public_address.is_some());
+        // Non-UTF-8 user data cannot be sent as Hetzner's text field.
+        let binary = ProvisionRequest {
+            boot: BootData {
+                user_data: Some(vec![0xff, 0xfe, 0x00]),
+                ..BootData::default()
+            },
+            ..ProvisionRequest::new("hz-bin", NodeShape::new(2.0, 4 << 30))
+        };
+        unsupported(p.provision_request(&binary).await, &["UTF-8"]);
+        assert_eq!(fake.servers().len(), 2);
     }
 }

@@ -53,6 +53,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub mod fit;
 pub mod ids;
 
 /// The version of the WIT contract these types mirror.

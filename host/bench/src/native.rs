@@ -112,6 +112,7 @@ impl NativeHetzner {
             location: choice.location,
             labels: &server_labels,
             user_data: None,
+            ssh_keys: &[],
             start_after_create: true,
         };
         let body = serde_json::to_vec(&body).context("encoding")?;
@@ -136,6 +137,7 @@ impl NativeHetzner {
             location: choice.location,
             labels: &server_labels,
             user_data: None,
+            ssh_keys: &[],
             start_after_create: true,
         };
         let body = serde_json::to_vec(&body).context("encoding")?;

@@ -69,7 +69,8 @@ enum Command {
         #[command(flatten)]
         shape: ShapeArgs,
     },
-    /// Ask every plugin what a shape costs, and rank them cheapest first.
+    /// Rank every plugin offering that fits a shape, cheapest first (plugins without
+    /// offerings by their price hint).
     Rank {
         #[command(flatten)]
         shape: ShapeArgs,
@@ -497,7 +498,7 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Rank { shape } => {
             let host = load(&cli).await?;
-            let ranking = wasmprov_fleet::rank(&host, &shape.shape(&[]));
+            let ranking = wasmprov_fleet::rank_offerings(&host, &shape.shape(&[]), None).await;
             output::ranking(&ranking, json)?;
             if ranking.offers.is_empty() {
                 bail!("no plugin can run this shape");

@@ -137,6 +137,154 @@ async fn provision_describe_terminate_through_the_cli() {
     let human = wasmprov(d, token, &["describe", "hetzner"]);
     assert!(String::from_utf8_lossy(&human.stdout).contains(&id));
 
+    // Contract 0.2 through the CLI: one node, the catalogue, the new shape
+    // fields and boot data.
+    let got = json(&wasmprov(d, token, &["--json", "get", "hetzner", &id]));
+    assert_eq!(got["provider_id"], id.as_str());
+    assert!(got["raw_state"].is_string(), "{got}");
+    assert!(
+        ["pending", "running"].contains(&got["status"].as_str().unwrap()),
+        "{got}"
+    );
+    let missing = wasmprov(d, token, &["--json", "get", "hetzner", "424242"]);
+    assert!(!missing.status.success());
+    let err: serde_json::Value = serde_json::from_slice(&missing.stdout).unwrap();
+    assert_eq!(err["error"]["kind"], "not_found");
+    let offerings = json(&wasmprov(d, None, &["--json", "offerings", "hetzner"]));
+    let find = |t: &str| {
+        offerings
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["instance_type"] == t)
+            .cloned()
+            .unwrap_or_else(|| panic!("{t} in {offerings}"))
+    };
+    assert_eq!(find("cx22")["arch"], "x86_64");
+    assert_eq!(find("cx22")["disk_bytes"], 40u64 << 30);
+    assert_eq!(find("cax11")["arch"], "arm64");
+    let table = wasmprov(d, None, &["offerings", "hetzner"]);
+    assert!(String::from_utf8_lossy(&table.stdout).contains("cax11"));
+    // 2 vCPU / 4 GiB: ARM is as cheap and sorts first; --arch x86_64 never lands there.
+    let cheapest = json(&wasmprov(
+        d,
+        None,
+        &[
+            "--json", "price", "hetzner", "--cpu", "2", "--memory", "4GiB",
+        ],
+    ));
+    assert_eq!(cheapest["instance_type"], "cax11");
+    let user_data = d.join("user-data.yaml");
+    std::fs::write(
+        &user_data,
+        "#cloud-config\nruncmd: [[join, --token, tok-cli-x86]]\n",
+    )
+    .unwrap();
+    let x86 = json(&wasmprov(
+        d,
+        token,
+        &[
+            "--json",
+            "provision",
+            "hetzner",
+            "--cpu",
+            "2",
+            "--memory",
+            "4GiB",
+            "--arch",
+            "x86_64",
+            "--image",
+            "debian-12",
+            "--user-data",
+            user_data.to_str().unwrap(),
+            "--request-id",
+            "cli-x86",
+        ],
+    ));
+    assert_eq!(x86["instance_type"], "cx22");
+    assert_eq!(x86["arch"], "x86_64");
+    let made = fake
+        .servers()
+        .into_iter()
+        .find(|s| s.id.to_string() == x86["provider_id"].as_str().unwrap())
+        .unwrap();
+    assert!(
+        made.user_data
+            .as_deref()
+            .is_some_and(|u| u.contains("tok-cli-x86")),
+        "{made:?}"
+    );
+    // SSH keys: registered in the project once, put on the server.
+    let key_line = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGw8 ops@example";
+    let keyed = json(&wasmprov(
+        d,
+        token,
+        &[
+            "--json",
+            "provision",
+            "hetzner",
+            "--cpu",
+            "2",
+            "--memory",
+            "4GiB",
+            "--ssh-key",
+            key_line,
+            "--request-id",
+            "cli-key",
+        ],
+    ));
+    let made = fake
+        .servers()
+        .into_iter()
+        .find(|s| s.id.to_string() == keyed["provider_id"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(made.ssh_keys, [key_line]);
+    let not_a_key = wasmprov(
+        d,
+        token,
+        &[
+            "provision",
+            "hetzner",
+            "--cpu",
+            "2",
+            "--memory",
+            "4GiB",
+            "--ssh-key",
+            "ssh-rsa !!",
+        ],
+    );
+    assert!(!not_a_key.status.success());
+    assert!(String::from_utf8_lossy(&not_a_key.stderr).contains("ssh_keys"));
+    json(&wasmprov(
+        d,
+        token,
+        &[
+            "--json",
+            "terminate",
+            "hetzner",
+            keyed["provider_id"].as_str().unwrap(),
+        ],
+    ));
+    let bad_arch = wasmprov(
+        d,
+        None,
+        &[
+            "price", "hetzner", "--cpu", "2", "--memory", "4GiB", "--arch", "sparc",
+        ],
+    );
+    assert!(!bad_arch.status.success());
+    assert!(String::from_utf8_lossy(&bad_arch.stderr).contains("architecture"));
+    json(&wasmprov(
+        d,
+        token,
+        &[
+            "--json",
+            "terminate",
+            "hetzner",
+            x86["provider_id"].as_str().unwrap(),
+        ],
+    ));
+
     let done = json(&wasmprov(
         d,
         token,
@@ -311,19 +459,46 @@ fn every_bundled_plugin_passes_wasmprov_test_with_and_without_faults() {
             }
         }
     }
-    // Every bundled plugin's price for one shape, cheapest first.
+    // Every bundled plugin's fitting offerings for one shape, cheapest
+    // first; each plugin's cheapest is its own price hint.
     let ranking = json(&wasmprov(
         d,
         None,
         &["--json", "rank", "--cpu", "2", "--memory", "4GiB"],
     ));
     let offers = ranking["offers"].as_array().unwrap();
-    assert_eq!(offers.len(), 3, "{ranking}");
     let prices: Vec<f64> = offers
         .iter()
         .map(|o| o["hint"]["hourly_usd"].as_f64().unwrap())
         .collect();
     assert!(prices.windows(2).all(|w| w[0] <= w[1]), "{prices:?}");
+    for plugin in ["aws-ec2", "cloud-init", "hetzner"] {
+        let first = offers
+            .iter()
+            .find(|o| o["plugin"] == plugin)
+            .unwrap_or_else(|| panic!("{plugin} offers nothing: {ranking}"));
+        let hint = json(&wasmprov(
+            d,
+            None,
+            &["--json", "price", plugin, "--cpu", "2", "--memory", "4GiB"],
+        ));
+        assert_eq!(first["hint"], hint, "{plugin}");
+    }
+    let x86 = json(&wasmprov(
+        d,
+        None,
+        &[
+            "--json", "rank", "--cpu", "2", "--memory", "4GiB", "--arch", "x86_64",
+        ],
+    ));
+    assert!(
+        x86["offers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| !["cax11", "cax21"].contains(&o["hint"]["instance_type"].as_str().unwrap())),
+        "{x86}"
+    );
     // Warm instances answering the price hints give the same ranking.
     let reused = json(&wasmprov(
         d,

@@ -417,6 +417,114 @@ async fn the_contract_over_grpc_with_metrics() {
     .nodes;
     assert_eq!(nodes.len(), 1, "{nodes:?}");
     assert_eq!(nodes[0].provider_id, node.provider_id);
+    assert_ne!(nodes[0].status, pb::NodeStatus::Unspecified as i32);
+    assert!(nodes[0].raw_state.is_some(), "{nodes:?}");
+
+    // Contract 0.2: one node, the catalogue, boot data journaled with the
+    // intent (the same id with other boot data is a conflict).
+    let got = rpc(
+        "Get",
+        c.get(authed(
+            TOKEN,
+            pb::GetRequest {
+                plugin: "hetzner".into(),
+                provider_id: node.provider_id.clone(),
+            },
+        )),
+    )
+    .await
+    .node
+    .unwrap();
+    assert_eq!(got.provider_id, node.provider_id);
+    let err = rpc_err(
+        "Get of a node that does not exist",
+        c.get(authed(
+            TOKEN,
+            pb::GetRequest {
+                plugin: "hetzner".into(),
+                provider_id: "424242".into(),
+            },
+        )),
+    )
+    .await;
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert_eq!(kind(&err), "not_found");
+    let offerings = rpc(
+        "Offerings",
+        c.offerings(authed(
+            TOKEN,
+            pb::OfferingsRequest {
+                plugin: "hetzner".into(),
+            },
+        )),
+    )
+    .await
+    .offerings;
+    let cax11 = offerings
+        .iter()
+        .find(|o| o.instance_type == "cax11")
+        .expect("cax11 offered");
+    assert_eq!(cax11.arch, pb::Arch::Arm64 as i32);
+    assert_eq!(cax11.disk_bytes, Some(40 << 30));
+    let booted = |data: &str| pb::ProvisionRequest {
+        plugin: "hetzner".into(),
+        request_id: "serve-boot".into(),
+        shape: Some(pb::NodeShape {
+            arch: pb::Arch::X8664 as i32,
+            ..shape()
+        }),
+        boot: Some(pb::BootData {
+            image: Some("debian-12".into()),
+            user_data: Some(data.as_bytes().to_vec()),
+            ssh_keys: vec![],
+        }),
+        ..Default::default()
+    };
+    let boot_node = rpc(
+        "Provision with boot data",
+        c.provision(authed(
+            TOKEN,
+            booted("#cloud-config\nruncmd: [[join, tok-a]]\n"),
+        )),
+    )
+    .await
+    .node
+    .unwrap();
+    assert_eq!(boot_node.arch, pb::Arch::X8664 as i32);
+    let server = fake
+        .servers()
+        .into_iter()
+        .find(|s| s.id.to_string() == boot_node.provider_id)
+        .unwrap();
+    assert!(
+        server
+            .user_data
+            .as_deref()
+            .is_some_and(|u| u.contains("tok-a"))
+    );
+    let err = rpc_err(
+        "Provision, same id, other boot data",
+        c.provision(authed(
+            TOKEN,
+            booted("#cloud-config\nruncmd: [[join, tok-b]]\n"),
+        )),
+    )
+    .await;
+    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
+    assert_eq!(kind(&err), "conflict");
+    bounded(
+        "Terminate the booted node",
+        STEP_LIMIT,
+        c.terminate(authed(
+            TOKEN,
+            pb::TerminateRequest {
+                plugin: "hetzner".into(),
+                provider_id: boot_node.provider_id.clone(),
+            },
+        )),
+    )
+    .await
+    .unwrap();
 
     let terminate = || pb::TerminateRequest {
         plugin: "hetzner".into(),
@@ -477,8 +585,10 @@ async fn the_contract_over_grpc_with_metrics() {
         "{head}"
     );
     for line in [
-        r#"wasmprov_calls_total{plugin="hetzner",op="provision",outcome="ok"} 2"#,
-        r#"wasmprov_calls_total{plugin="hetzner",op="terminate",outcome="ok"} 1"#,
+        r#"wasmprov_calls_total{plugin="hetzner",op="provision",outcome="ok"} 3"#,
+        r#"wasmprov_calls_total{plugin="hetzner",op="terminate",outcome="ok"} 2"#,
+        r#"wasmprov_calls_total{plugin="hetzner",op="get",outcome="ok"} 2"#,
+        r#"wasmprov_calls_total{plugin="hetzner",op="offerings",outcome="ok"} 2"#,
         r#"wasmprov_calls_total{plugin="hetzner",op="terminate",outcome="not_found"} 1"#,
         r#"wasmprov_errors_total{plugin="hetzner",op="terminate",kind="not_found"} 1"#,
         // The startup reconcile's, and Describe's.

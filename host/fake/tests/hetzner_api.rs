@@ -182,6 +182,14 @@ async fn catalogue_endpoints() {
 #[tokio::test]
 async fn create_list_get_delete() {
     let (fake, api) = start(HetznerFakeOptions::default()).await;
+    // Servers name SSH keys of the project, as in the real API.
+    let key = api
+        .post(
+            "/ssh_keys",
+            json!({"name": "me", "public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGw8 me@example"}),
+        )
+        .await;
+    assert_eq!(key.status, StatusCode::CREATED, "{:?}", key.body);
     let r = api
         .post(
             "/servers",
@@ -708,4 +716,67 @@ async fn shutdown_and_drop_stop_the_server() {
     tokio::task::yield_now().await;
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+}
+
+#[tokio::test]
+async fn ssh_keys_are_registered_once_and_put_on_servers() {
+    let (fake, api) = start(HetznerFakeOptions::default()).await;
+    let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGw8 ops@example";
+    let made = api
+        .post(
+            "/ssh_keys",
+            json!({"name": "ops", "public_key": key, "labels": {"team": "ops"}}),
+        )
+        .await;
+    assert_eq!(made.status, StatusCode::CREATED, "{made:?}");
+    let id = made.body["ssh_key"]["id"].as_u64().unwrap();
+    let fp = made.body["ssh_key"]["fingerprint"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(fp.split(':').count(), 16, "an MD5 fingerprint: {fp}");
+
+    let same_name = api
+        .post(
+            "/ssh_keys",
+            json!({"name": "ops", "public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHx9"}),
+        )
+        .await;
+    assert_eq!(same_name.status, StatusCode::CONFLICT);
+    assert_eq!(same_name.error_code(), "uniqueness_error");
+    let same_key = api
+        .post(
+            "/ssh_keys",
+            json!({"name": "other", "public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGw8 laptop"}),
+        )
+        .await;
+    assert_eq!(
+        same_key.status,
+        StatusCode::CONFLICT,
+        "same key, other comment"
+    );
+    let garbage = api
+        .post(
+            "/ssh_keys",
+            json!({"name": "bad", "public_key": "ssh-ed25519 !!"}),
+        )
+        .await;
+    assert_eq!(garbage.status, StatusCode::BAD_REQUEST, "{garbage:?}");
+
+    let by_name = api.get("/ssh_keys?name=ops").await;
+    assert_eq!(by_name.body["ssh_keys"][0]["id"], id);
+    assert_eq!(
+        api.get("/ssh_keys?name=nope").await.body["ssh_keys"],
+        json!([])
+    );
+    let by_fp = api.get(&format!("/ssh_keys?fingerprint={fp}")).await;
+    assert_eq!(by_fp.body["ssh_keys"][0]["public_key"], key);
+
+    let server = |keys: Value| json!({"name": "k1", "server_type": "cx22", "image": "ubuntu-24.04", "ssh_keys": keys});
+    let unknown = api.post("/servers", server(json!([99]))).await;
+    assert_eq!(unknown.status, StatusCode::BAD_REQUEST, "{unknown:?}");
+    let ok = api.post("/servers", server(json!([id]))).await;
+    assert_eq!(ok.status, StatusCode::CREATED, "{ok:?}");
+    assert_eq!(fake.servers()[0].ssh_keys, [key]);
+    fake.shutdown().await;
 }

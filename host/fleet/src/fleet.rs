@@ -253,6 +253,8 @@ pub struct Fleet {
     pub(crate) scaling: tokio::sync::Mutex<()>,
     /// Calls on one request id run one at a time.
     pub(crate) requests: RequestLocks,
+    /// Offerings that ran out of capacity recently; scaling skips them.
+    pub(crate) unavailable: crate::Unavailable,
 }
 
 impl std::fmt::Debug for Fleet {
@@ -289,7 +291,23 @@ impl Fleet {
             reconciling: tokio::sync::Mutex::new(()),
             scaling: tokio::sync::Mutex::new(()),
             requests: RequestLocks::default(),
+            unavailable: crate::Unavailable::default(),
         }
+    }
+
+    /// How long an offering that ran out of capacity is skipped by
+    /// [`scale`](Fleet::scale) (default [`DEFAULT_UNAVAILABLE_FOR`](crate::DEFAULT_UNAVAILABLE_FOR);
+    /// zero never skips).
+    #[must_use]
+    pub fn unavailable_for(mut self, ttl: std::time::Duration) -> Self {
+        self.unavailable = crate::Unavailable::new(ttl);
+        self
+    }
+
+    /// The offerings that ran out of capacity recently.
+    #[must_use]
+    pub fn unavailable(&self) -> &crate::Unavailable {
+        &self.unavailable
     }
 
     /// The backends.

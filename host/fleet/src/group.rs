@@ -9,7 +9,7 @@ use wasmprov_api::{NodeShape, ProvisionerError};
 
 use crate::fleet::{Fleet, FleetError, ProvisionOptions};
 use crate::journal::{Intent, IntentState};
-use crate::rank::rank;
+use crate::rank::rank_offerings;
 
 /// A set of like nodes scaled as one, in the spirit of a cluster's node
 /// pool: an instance type or a machine profile (CPU, memory, GPUs) and the
@@ -229,9 +229,13 @@ impl Fleet {
     /// Members are counted from the journal, pending provisions included, so
     /// a provision whose answer was lost is never doubled: run
     /// [`reconcile`](Fleet::reconcile) to settle those. To grow, every
-    /// allowed plugin's price hint is asked and the cheapest offer is used;
+    /// fitting offering of every allowed plugin is ranked
+    /// ([`rank_offerings`](crate::rank_offerings): architecture, GPU model
+    /// and disk bind) and the cheapest is asked for by its instance type;
     /// when it fails for capacity, quota or a shape it cannot run, the next
-    /// one is tried. Each new member's request id (`<group>-<n>`) comes from
+    /// one is tried: another type of the same plugin, or another plugin. A
+    /// capacity failure marks what ran out ([`Fleet::unavailable`]) so the
+    /// next scales skip it for a while. Each new member's request id (`<group>-<n>`) comes from
     /// a durable counter and is journaled before the cloud is asked. To
     /// shrink, the members whose plugin quotes the shape dearest now go
     /// first, the newest among equals.
@@ -268,7 +272,12 @@ impl Fleet {
         count: u32,
         report: &mut ScaleReport,
     ) -> Result<()> {
-        let ranking = rank(self.backends().as_ref(), &group.shape);
+        let ranking = rank_offerings(
+            self.backends().as_ref(),
+            &group.shape,
+            Some(&self.unavailable),
+        )
+        .await;
         let offers: Vec<_> = ranking
             .offers
             .iter()
@@ -310,7 +319,24 @@ impl Fleet {
                     hourly_usd: Some(offer.hint.hourly_usd),
                     boot: group.boot.clone(),
                 };
-                match self.provision(&offer.plugin, &group.shape, options).await {
+                // The offering chosen, by name: the plugin makes that type.
+                let shape = NodeShape {
+                    instance_type: Some(offer.hint.instance_type.clone()),
+                    ..group.shape.clone()
+                };
+                if self
+                    .unavailable
+                    .until(
+                        &offer.plugin,
+                        &offer.hint.instance_type,
+                        shape.zone.as_deref(),
+                    )
+                    .is_some()
+                {
+                    first_offer += 1;
+                    continue;
+                }
+                match self.provision(&offer.plugin, &shape, options).await {
                     Ok(node) => {
                         report.added.push(Member {
                             plugin: offer.plugin.clone(),
@@ -322,7 +348,21 @@ impl Fleet {
                         break;
                     }
                     Err(e) if try_next_offer(&e) => {
-                        report.errors.push(format!("{}: {e}", offer.plugin));
+                        if let FleetError::Provisioner(ProvisionerError::Capacity {
+                            scope, ..
+                        }) = &e
+                        {
+                            self.unavailable.mark(
+                                &offer.plugin,
+                                &offer.hint.instance_type,
+                                shape.zone.as_deref(),
+                                *scope,
+                            );
+                        }
+                        report.errors.push(format!(
+                            "{} ({}): {e}",
+                            offer.plugin, offer.hint.instance_type
+                        ));
                         // This offer is out for the rest of this pass.
                         first_offer += 1;
                     }
@@ -350,17 +390,21 @@ impl Fleet {
         members.retain(|m| matches!(m.state, IntentState::Active { .. }));
         // Prices as the plugins quote them now (a plugin may have been
         // replaced since), else as quoted when the member was made.
-        let mut now: std::collections::BTreeMap<String, Option<f64>> = Default::default();
+        // A member's own shape names the type it was made as.
+        type Quote = (String, Option<String>);
+        let mut now: std::collections::BTreeMap<Quote, Option<f64>> = Default::default();
         for m in &members {
-            now.entry(m.plugin.clone()).or_insert_with(|| {
+            let key = (m.plugin.clone(), m.shape.instance_type.clone());
+            now.entry(key).or_insert_with(|| {
                 self.backends()
                     .backend(&m.plugin)
-                    .and_then(|p| p.try_price_hint(&group.shape).ok().flatten())
+                    .and_then(|p| p.try_price_hint(&m.shape).ok().flatten())
                     .map(|h| h.hourly_usd)
             });
         }
         for m in &mut members {
-            if let Some(Some(price)) = now.get(&m.plugin) {
+            let key = (m.plugin.clone(), m.shape.instance_type.clone());
+            if let Some(Some(price)) = now.get(&key) {
                 m.hourly_usd = Some(*price);
             }
         }

@@ -39,6 +39,7 @@ pub mod journal;
 mod locks;
 mod rank;
 mod reconcile;
+mod unavailable;
 
 pub use backends::BackendSet;
 pub use fleet::{
@@ -46,7 +47,8 @@ pub use fleet::{
     REQUEST_LABEL, ReconcilePolicy, ReconcileReport, made_nothing,
 };
 pub use group::{CapacityGroup, Member, ScaleReport};
-pub use rank::{NoOffer, Offer, Ranking, rank};
+pub use rank::{NoOffer, Offer, Ranking, rank, rank_offerings};
+pub use unavailable::{DEFAULT_UNAVAILABLE_FOR, Unavailable};
 pub use wasmprov_api::Backends;
 
 /// A fresh random request id (`auto-` and 32 hex digits), for provisions

@@ -188,7 +188,7 @@ impl<'a, R: Runner> Client<'a, R> {
             instance_type: instance_type.as_deref().unwrap_or(""),
             zone: zone.unwrap_or(""),
         });
-        let document = cloud_config::render(
+        let document = cloud_config::merge(
             &NodeInfo {
                 owner: &owner,
                 request_id: &request_id,
@@ -198,7 +198,10 @@ impl<'a, R: Runner> Client<'a, R> {
                 labels: &labels,
             },
             &join,
-        );
+            request.boot.user_data.as_deref(),
+            &request.boot.ssh_keys,
+        )
+        .map_err(Error::Unsupported)?;
         let env = vec![
             (ENV_OWNER, owner.clone()),
             (ENV_REQUEST_ID, request_id.clone()),

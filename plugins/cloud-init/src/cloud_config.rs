@@ -17,6 +17,14 @@
 //! runcmd:
 //!   - ["node-agent", "join", "--token", "…", "--labels", "…", "--node", "r1"]
 //! ```
+//!
+//! When a request brings its own user data (contract 0.2 boot data), it
+//! must be a `#cloud-config` document too, and [`merge`] makes one document
+//! of both: the caller's keys kept, our `write_files` entries added to
+//! theirs, our join command run after their `runcmd`, the request's SSH keys
+//! added to `ssh_authorized_keys`. The merged document is written by
+//! `yaml-rust2`'s emitter (which quotes every string YAML 1.1 would read
+//! otherwise) from the two parsed trees.
 
 use std::fmt::Write as _;
 
@@ -98,6 +106,102 @@ pub fn render(node: &NodeInfo<'_>, join: &[String]) -> String {
     doc.push_str("runcmd:\n");
     let _ = writeln!(doc, "  - [{}]", join.join(", "));
     doc
+}
+
+/// Keys whose lists are joined: the caller's entries first, then ours.
+const LISTS: [&str; 3] = ["write_files", "runcmd", "ssh_authorized_keys"];
+
+/// The node's document merged with the caller's `#cloud-config` user data
+/// and SSH keys: one `#cloud-config` (see the module docs).
+///
+/// # Errors
+/// What is wrong with the caller's document: not UTF-8, not starting with
+/// `#cloud-config`, not one YAML mapping, or a joined key that is not a list.
+pub fn merge(
+    node: &NodeInfo<'_>,
+    join: &[String],
+    user_data: Option<&[u8]>,
+    ssh_keys: &[String],
+) -> Result<String, String> {
+    use yaml_rust2::yaml::Hash;
+    use yaml_rust2::{Yaml, YamlEmitter, YamlLoader};
+
+    let ours = render(node, join);
+    if user_data.is_none() && ssh_keys.is_empty() {
+        return Ok(ours);
+    }
+    let theirs = match user_data {
+        None => Hash::new(),
+        Some(bytes) => {
+            let text = std::str::from_utf8(bytes)
+                .map_err(|_| "the user data is not UTF-8 text".to_string())?;
+            if text.lines().next().map(str::trim_end) != Some("#cloud-config") {
+                return Err(
+                    "the user data must be a #cloud-config document (its first line \"#cloud-config\"): this plugin merges it with the join command into one"
+                        .to_string(),
+                );
+            }
+            let mut docs = YamlLoader::load_from_str(text)
+                .map_err(|e| format!("the user data is not valid YAML: {e}"))?;
+            match docs.len() {
+                0 => Hash::new(),
+                1 => match docs.remove(0) {
+                    Yaml::Hash(h) => h,
+                    Yaml::Null => Hash::new(),
+                    _ => return Err("the user data's #cloud-config is not a mapping".into()),
+                },
+                n => return Err(format!("the user data holds {n} YAML documents, not one")),
+            }
+        }
+    };
+    let mut mine = match YamlLoader::load_from_str(&ours)
+        .map_err(|e| e.to_string())?
+        .pop()
+    {
+        Some(Yaml::Hash(h)) => h,
+        _ => return Err("the node document did not parse as a mapping".into()),
+    };
+    if !ssh_keys.is_empty() {
+        mine.insert(
+            Yaml::String("ssh_authorized_keys".into()),
+            Yaml::Array(ssh_keys.iter().cloned().map(Yaml::String).collect()),
+        );
+    }
+    let mut merged = theirs;
+    for key in LISTS {
+        let k = Yaml::String(key.into());
+        let Some(Yaml::Array(add)) = mine.remove(&k) else {
+            continue;
+        };
+        match merged.get_mut(&k) {
+            None => {
+                merged.insert(k, Yaml::Array(add));
+            }
+            Some(Yaml::Array(list)) => list.extend(add),
+            Some(Yaml::Null) => {
+                merged.insert(k, Yaml::Array(add));
+            }
+            Some(_) => return Err(format!("the user data's {key} is not a list")),
+        }
+    }
+    let mut body = String::new();
+    YamlEmitter::new(&mut body)
+        .dump(&Yaml::Hash(merged))
+        .map_err(|e| format!("writing the merged document: {e}"))?;
+    let body = body
+        .strip_prefix("---")
+        .unwrap_or(&body)
+        .trim_start_matches('\n');
+    let mut doc = String::from("#cloud-config\n");
+    let _ = writeln!(
+        doc,
+        "# wasmprov-plugin-cloud-init: owner {}, request {}, merged with the request's user data",
+        quote(node.owner),
+        quote(node.request_id)
+    );
+    doc.push_str(body);
+    doc.push('\n');
+    Ok(doc)
 }
 
 #[cfg(test)]
@@ -214,5 +318,60 @@ runcmd:
         assert_eq!(info["zone"], "zone\n# comment");
         assert_eq!(info["labels"]["evil\nkey"], "v: \"x\"\n- y");
         assert_eq!(y.as_hash().unwrap().len(), 2, "only write_files and runcmd");
+    }
+
+    #[test]
+    fn user_data_and_keys_merge_into_one_document() {
+        let labels = labels();
+        let node = NodeInfo {
+            owner: "o1",
+            request_id: "r1",
+            instance_type: Some("small"),
+            zone: None,
+            capacity_type: CapacityType::OnDemand,
+            labels: &labels,
+        };
+        let join = vec!["node-agent".to_string(), "join".to_string()];
+        let theirs = b"#cloud-config\npackages: [htop]\nruncmd:\n  - echo first\nwrite_files:\n  - path: /etc/motd\n    content: hi\nusers:\n  - name: ops\n    sudo: 'ALL=(ALL) NOPASSWD:ALL'\n";
+        let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGw8 ops@example".to_string();
+        let doc = merge(&node, &join, Some(theirs), std::slice::from_ref(&key)).unwrap();
+        assert!(doc.starts_with("#cloud-config\n"), "{doc}");
+        let y = parse(&doc);
+        assert_eq!(y["packages"][0].as_str(), Some("htop"));
+        assert_eq!(
+            y["users"][0]["sudo"].as_str(),
+            Some("ALL=(ALL) NOPASSWD:ALL")
+        );
+        let runcmd = y["runcmd"].as_vec().unwrap();
+        assert_eq!(runcmd[0].as_str(), Some("echo first"), "theirs first");
+        assert_eq!(runcmd[1][0].as_str(), Some("node-agent"), "then the join");
+        let files = y["write_files"].as_vec().unwrap();
+        assert_eq!(files.len(), 2);
+        assert_eq!(files[1]["path"].as_str(), Some(NODE_FILE));
+        assert_eq!(
+            files[1]["permissions"].as_str(),
+            Some("0644"),
+            "still a string"
+        );
+        assert_eq!(y["ssh_authorized_keys"][0].as_str(), Some(key.as_str()));
+
+        // Nothing given: the plain document, unchanged.
+        assert_eq!(
+            merge(&node, &join, None, &[]).unwrap(),
+            render(&node, &join)
+        );
+        // Keys alone.
+        let keys_only = parse(&merge(&node, &join, None, &[key]).unwrap());
+        assert_eq!(keys_only["runcmd"][0][0].as_str(), Some("node-agent"));
+        for (bad, why) in [
+            (&b"#!/bin/sh\necho hi\n"[..], "#cloud-config"),
+            (&b"#cloud-config\n- a\n- b\n"[..], "mapping"),
+            (&b"#cloud-config\nruncmd: echo\n"[..], "runcmd"),
+            (&b"#cloud-config\nkey: [unclosed\n"[..], "YAML"),
+            (&b"\xff\xfe"[..], "UTF-8"),
+        ] {
+            let e = merge(&node, &join, Some(bad), &[]).unwrap_err();
+            assert!(e.contains(why), "{why}: {e}");
+        }
     }
 }

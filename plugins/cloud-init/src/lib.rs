@@ -58,6 +58,15 @@ impl CloudInit {
 impl Provider for CloudInit {
     const NAME: &'static str = "cloud-init";
 
+    /// User data (a `#cloud-config`, merged with the join command into one
+    /// document) and SSH keys (added to `ssh_authorized_keys`). The image
+    /// is the operator's create command's business: refused.
+    const BOOT: wasmprov_guest::BootSupport = wasmprov_guest::BootSupport {
+        image: false,
+        user_data: true,
+        ssh_keys: true,
+    };
+
     /// What `capacity_types` configures (default on-demand). A wrong value
     /// gives on-demand here; every other call reports it as invalid config.
     fn capacity_types() -> Vec<CapacityType> {

@@ -125,6 +125,48 @@ pub struct Pagination {
     pub next_page: Option<u64>,
 }
 
+/// An SSH key of the project, as `GET /ssh_keys` and `POST /ssh_keys`
+/// return it (only the fields used here).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct SshKey {
+    /// Key id, as servers are created with it.
+    pub id: u64,
+    /// Key name, unique in the project.
+    #[serde(default)]
+    pub name: String,
+    /// The public key, as registered.
+    #[serde(default)]
+    pub public_key: String,
+}
+
+/// `GET /ssh_keys`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct SshKeyList {
+    /// One page of keys.
+    pub ssh_keys: Vec<SshKey>,
+    /// Pagination.
+    #[serde(default)]
+    pub meta: Option<Meta>,
+}
+
+/// `POST /ssh_keys`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct OneSshKey {
+    /// The key created.
+    pub ssh_key: SshKey,
+}
+
+/// The body of `POST /ssh_keys`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CreateSshKey<'a> {
+    /// Key name, unique in the project.
+    pub name: &'a str,
+    /// The public key, one OpenSSH line.
+    pub public_key: &'a str,
+    /// Labels.
+    pub labels: &'a Labels,
+}
+
 /// `GET /servers/{id}` and `POST /servers` (which also returns an action).
 #[derive(Clone, Debug, Deserialize)]
 pub struct OneServer {
@@ -148,6 +190,9 @@ pub struct CreateServer<'a> {
     /// Cloud-init user data.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user_data: Option<&'a str>,
+    /// Ids of the project's SSH keys to authorize.
+    #[serde(skip_serializing_if = "<[u64]>::is_empty")]
+    pub ssh_keys: &'a [u64],
     /// Always `true`: the node should boot.
     pub start_after_create: bool,
 }
@@ -506,6 +551,7 @@ mod tests {
             image: "ubuntu-24.04",
             location: "fsn1",
             labels: &labels,
+            ssh_keys: &[],
             user_data: None,
             start_after_create: true,
         };

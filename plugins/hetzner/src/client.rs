@@ -5,9 +5,12 @@
 use std::collections::BTreeSet;
 
 use wasmprov_guest::http::Response;
-use wasmprov_guest::{Error, NodeHandle, ProvisionRequest, Result};
+use wasmprov_guest::{Error, Labels, NodeHandle, ProvisionRequest, Result};
 
-use crate::api::{ApiFailure, CreateServer, OneServer, Server, ServerList};
+use crate::api::{
+    ApiFailure, CreateServer, CreateSshKey, OneServer, OneSshKey, Server, ServerList, SshKey,
+    SshKeyList,
+};
 use crate::catalogue;
 use crate::labels;
 use crate::settings::{MAX_USER_DATA, Settings};
@@ -171,6 +174,7 @@ impl<'a, T: Transport> Client<'a, T> {
                 data.len()
             )));
         }
+        let ssh_keys = self.ssh_key_ids(&request.boot.ssh_keys)?;
         let server_labels = labels::server_labels(owner_id, request_id, &shape.labels);
         let names = [
             labels::server_name(&self.settings.name_prefix, request_id),
@@ -184,6 +188,7 @@ impl<'a, T: Transport> Client<'a, T> {
                 location: choice.location,
                 labels: &server_labels,
                 user_data,
+                ssh_keys: &ssh_keys,
                 start_after_create: true,
             };
             let mut req = ApiRequest::new(Method::Post, "/servers");
@@ -225,6 +230,89 @@ impl<'a, T: Transport> Client<'a, T> {
             "server names {} and {} are already used by servers not created for request {request_id:?}",
             names[0], names[1]
         )))
+    }
+
+    /// The project's ids of `keys`, registering the ones it does not have.
+    ///
+    /// The API takes only keys registered in the project. Each key is
+    /// registered once, under a name made from its digest
+    /// (`wasmprov-<16 hex>`), labelled as this plugin's; a key the operator
+    /// registered already, under any name, is used as it is. Keys are shared
+    /// by every server that asks for them and are not removed with a server.
+    ///
+    /// # Errors
+    /// The API's errors; a key the API refuses is unsupported.
+    fn ssh_key_ids(&self, keys: &[String]) -> Result<Vec<u64>> {
+        let mut ids = Vec::with_capacity(keys.len());
+        for key in keys {
+            // Type and data identify a key; the comment does not.
+            let bare: String = key.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+            let name = labels::ssh_key_name(&bare);
+            let same = |k: &SshKey| {
+                k.public_key
+                    .split_whitespace()
+                    .take(2)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    == bare
+            };
+            let named = ApiRequest::new(Method::Get, "/ssh_keys").query("name", &name);
+            let found: SshKeyList = self.call(&named)?.map_err(ApiFailure::into_error)?.json()?;
+            if let Some(k) = found.ssh_keys.iter().find(|k| same(k)) {
+                ids.push(k.id);
+                continue;
+            }
+            let managed = Labels::from([("wasmprov-managed".to_string(), "true".to_string())]);
+            let mut create = ApiRequest::new(Method::Post, "/ssh_keys");
+            create.body = Some(
+                serde_json::to_value(CreateSshKey {
+                    name: &name,
+                    public_key: key,
+                    labels: &managed,
+                })
+                .map_err(|e| Error::Other(format!("encoding the SSH key: {e}")))?,
+            );
+            match self.call(&create)? {
+                Ok(resp) => ids.push(resp.json::<OneSshKey>()?.ssh_key.id),
+                // Registered already (by the operator, or by a concurrent
+                // call): find it by its key.
+                Err(f) if f.is_uniqueness_error() => ids.push(self.find_ssh_key(&same, &name)?),
+                Err(f) if f.status == 400 || f.status == 422 => {
+                    return Err(Error::Unsupported(format!(
+                        "Hetzner Cloud refused an SSH key: {}",
+                        f.message
+                    )));
+                }
+                Err(f) => return Err(f.into_error()),
+            }
+        }
+        Ok(ids)
+    }
+
+    /// The id of the registered key `same` picks, looking through every page.
+    fn find_ssh_key(&self, same: &dyn Fn(&SshKey) -> bool, name: &str) -> Result<u64> {
+        let mut page = 1;
+        loop {
+            let req = ApiRequest::new(Method::Get, "/ssh_keys")
+                .query("per_page", "50")
+                .query("page", page.to_string());
+            let list: SshKeyList = self.call(&req)?.map_err(ApiFailure::into_error)?.json()?;
+            if let Some(k) = list.ssh_keys.iter().find(|k| same(k)) {
+                return Ok(k.id);
+            }
+            match list
+                .meta
+                .and_then(|m| m.pagination)
+                .and_then(|p| p.next_page)
+            {
+                Some(next) if next > page => page = next,
+                _ => {
+                    return Err(Error::Other(format!(
+                        "Hetzner Cloud says SSH key {name} exists, but no registered key has its data"
+                    )));
+                }
+            }
+        }
     }
 
     /// Deletes server `provider_id` if it carries this owner's label.

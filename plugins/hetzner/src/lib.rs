@@ -79,13 +79,9 @@ impl Hetzner {
 impl Provider for Hetzner {
     const NAME: &'static str = "hetzner";
 
-    /// An image and user data per request. SSH keys are not taken yet (the
-    /// API wants keys registered in the project): put them in the user data.
-    const BOOT: BootSupport = BootSupport {
-        image: true,
-        user_data: true,
-        ssh_keys: false,
-    };
+    /// An image, user data and SSH keys per request (keys are registered
+    /// in the project once and shared, see `Client::ssh_key_ids`).
+    const BOOT: BootSupport = BootSupport::ALL;
 
     /// On-demand only: Hetzner Cloud has no spot market.
     fn capacity_types() -> Vec<CapacityType> {

@@ -182,6 +182,10 @@ pub(crate) struct ServeArgs {
     /// Seconds a node may be missing from its cloud's list before a reconcile believes it (clouds list new nodes late); 0 believes at once.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     grace: u64,
+    /// Seconds a plugin's instance type (or zone, or whole plugin, as the error says) that
+    /// ran out of capacity is skipped by Scale and Rank; 0 never skips.
+    #[arg(long, value_name = "SECS", default_value_t = 180)]
+    unavailable_for: u64,
 }
 
 /// Runs `wasmprov serve` until SIGINT or SIGTERM.
@@ -196,7 +200,10 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
     // The journal is this process's alone from here on; a second server on
     // the same state directory stops here, before it writes anything.
     let journal = crate::state_dir(cli).join(crate::fleet::JOURNAL_FILE);
-    let fleet = Arc::new(Fleet::open(host.clone(), &journal)?);
+    let fleet = Arc::new(
+        Fleet::open(host.clone(), &journal)?
+            .unavailable_for(Duration::from_secs(args.unavailable_for)),
+    );
     for err in host.errors() {
         eprintln!("wasmprov serve: not loaded: {err}");
     }
@@ -681,10 +688,12 @@ impl Provisioner for Service {
 
     async fn rank(&self, req: Request<pb::RankRequest>) -> RpcResult<pb::RankResponse> {
         let shape = shape_from_pb(req.into_inner().shape)?;
-        let host = self.host.clone();
-        let ranking = tokio::task::spawn_blocking(move || wasmprov_fleet::rank(&*host, &shape))
-            .await
-            .map_err(|e| Status::internal(format!("ranking task failed: {e}")))?;
+        let ranking = wasmprov_fleet::rank_offerings(
+            self.fleet.backends().as_ref(),
+            &shape,
+            Some(self.fleet.unavailable()),
+        )
+        .await;
         Ok(Response::new(pb::RankResponse {
             offers: ranking
                 .offers

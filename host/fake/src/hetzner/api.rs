@@ -239,10 +239,63 @@ struct Server {
     labels: BTreeMap<String, String>,
     ipv4: Ipv4Addr,
     user_data: Option<String>,
+    /// Ids of the SSH keys the server was created with.
+    ssh_keys: Vec<u64>,
     start_after_create: bool,
     created: String,
     /// GETs that have returned this server so far.
     polls: u32,
+}
+
+/// An SSH key of the project (`/ssh_keys`).
+#[derive(Clone, Debug)]
+struct SshKey {
+    id: u64,
+    name: String,
+    /// As given: `type base64 [comment]`.
+    public_key: String,
+    /// MD5 of the key's decoded data, `aa:bb:…`, as the API shows it.
+    fingerprint: String,
+    labels: BTreeMap<String, String>,
+    created: String,
+}
+
+impl SshKey {
+    fn to_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "name": self.name,
+            "fingerprint": self.fingerprint,
+            "public_key": self.public_key,
+            "labels": self.labels,
+            "created": self.created,
+        })
+    }
+}
+
+/// The MD5 fingerprint of an OpenSSH public key line, or `None` when it is
+/// not one (`type base64 [comment]`).
+fn fingerprint(public_key: &str) -> Option<String> {
+    use base64::Engine as _;
+    use md5::Digest as _;
+    let mut parts = public_key.split_whitespace();
+    let kind = parts.next()?;
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(parts.next()?)
+        .ok()?;
+    // The data starts with the key type, length-prefixed.
+    let name_len = u32::from_be_bytes(data.get(..4)?.try_into().ok()?) as usize;
+    if data.get(4..4 + name_len)? != kind.as_bytes() {
+        return None;
+    }
+    let digest = md5::Md5::digest(&data);
+    Some(
+        digest
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":"),
+    )
 }
 
 impl Server {
@@ -322,6 +375,8 @@ pub(crate) struct FakeState {
     opts: HetznerFakeOptions,
     servers: BTreeMap<u64, Server>,
     actions: BTreeMap<u64, Action>,
+    ssh_keys: BTreeMap<u64, SshKey>,
+    next_ssh_key_id: u64,
     next_server_id: u64,
     next_action_id: u64,
     next_ip_index: u32,
@@ -341,6 +396,8 @@ enum Route<'a> {
     GetServer(&'a str),
     DeleteServer(&'a str),
     Action(&'a str),
+    ListSshKeys,
+    CreateSshKey,
     Unknown,
 }
 
@@ -360,6 +417,8 @@ fn route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         (&Method::GET, ["servers", id]) => Route::GetServer(id),
         (&Method::DELETE, ["servers", id]) => Route::DeleteServer(id),
         (&Method::GET, ["actions", id]) => Route::Action(id),
+        (&Method::GET, ["ssh_keys"]) => Route::ListSshKeys,
+        (&Method::POST, ["ssh_keys"]) => Route::CreateSshKey,
         _ => Route::Unknown,
     }
 }
@@ -422,6 +481,8 @@ impl FakeState {
             opts,
             servers: BTreeMap::new(),
             actions: BTreeMap::new(),
+            ssh_keys: BTreeMap::new(),
+            next_ssh_key_id: 7_000_001,
             next_server_id: 1_000_001,
             next_action_id: 5_000_001,
             next_ip_index: 0,
@@ -447,6 +508,12 @@ impl FakeState {
                 labels: s.labels.clone(),
                 ipv4: s.ipv4.to_string(),
                 user_data: s.user_data.clone(),
+                ssh_keys: s
+                    .ssh_keys
+                    .iter()
+                    .filter_map(|id| self.ssh_keys.get(id))
+                    .map(|k| k.public_key.clone())
+                    .collect(),
             })
             .collect()
     }
@@ -531,8 +598,73 @@ impl FakeState {
                     .map(|a| Reply::ok(json!({ "action": a.to_json(true) })))
                     .ok_or_else(|| ApiError::not_found("action"))
             }
+            Route::ListSshKeys => {
+                let keys: Vec<Value> = self
+                    .ssh_keys
+                    .values()
+                    .filter(|k| query.get("name").is_none_or(|n| k.name == n))
+                    .filter(|k| query.get("fingerprint").is_none_or(|f| k.fingerprint == f))
+                    .map(SshKey::to_json)
+                    .collect();
+                let page = Page::from_query(&query, 50)?;
+                let range = page.range(keys.len());
+                Ok(Reply::ok(json!({
+                    "ssh_keys": keys[range].to_vec(),
+                    "meta": page.meta(keys.len()),
+                })))
+            }
+            Route::CreateSshKey => {
+                let body = body.map_err(|e| ApiError::invalid(format!("unreadable body: {e}")))?;
+                self.create_ssh_key(&body)
+            }
             Route::Unknown => Err(ApiError::not_found("resource")),
         }
+    }
+
+    /// `POST /ssh_keys`: a name unique in the project, a public key whose
+    /// fingerprint is unique too.
+    fn create_ssh_key(&mut self, body: &[u8]) -> Result<Reply, ApiError> {
+        let value: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::json_error(format!("invalid JSON in request body: {e}")))?;
+        let Value::Object(obj) = value else {
+            return Err(ApiError::invalid("request body must be a JSON object"));
+        };
+        let name = opt_string(&obj, "name")?
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| ApiError::invalid_field("name", "Missing data for required field."))?;
+        let public_key = opt_string(&obj, "public_key")?.ok_or_else(|| {
+            ApiError::invalid_field("public_key", "Missing data for required field.")
+        })?;
+        let fingerprint = fingerprint(&public_key)
+            .ok_or_else(|| ApiError::invalid_field("public_key", "invalid public key"))?;
+        let labels = parse_labels(obj.get("labels"))?;
+        let taken = |field: &str, message: &str| {
+            let mut err = ApiError::new(StatusCode::CONFLICT, "uniqueness_error", message);
+            err.details = json!({ "fields": [{ "name": field }] });
+            err
+        };
+        if self.ssh_keys.values().any(|k| k.name == name) {
+            return Err(taken("name", "SSH key with the same name already exists"));
+        }
+        if self.ssh_keys.values().any(|k| k.fingerprint == fingerprint) {
+            return Err(taken(
+                "public_key",
+                "SSH key with the same fingerprint already exists",
+            ));
+        }
+        let id = self.next_ssh_key_id;
+        self.next_ssh_key_id += 1;
+        let key = SshKey {
+            id,
+            name,
+            public_key,
+            fingerprint,
+            labels,
+            created: rfc3339_now(),
+        };
+        let body = json!({ "ssh_key": key.to_json() });
+        self.ssh_keys.insert(id, key);
+        Ok(Reply::with_status(StatusCode::CREATED, body))
     }
 
     /// Pops the first queued fault that applies to this request.
@@ -725,16 +857,30 @@ impl FakeState {
                 ));
             }
         };
-        match obj.get("ssh_keys") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(keys)) if keys.iter().all(|k| k.is_string() || k.is_u64()) => {}
+        let ssh_keys = match obj.get("ssh_keys") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(keys)) if keys.iter().all(|k| k.is_string() || k.is_u64()) => keys
+                .iter()
+                .map(|k| {
+                    self.ssh_keys
+                        .values()
+                        .find(|key| match k {
+                            Value::String(name) => key.name == *name,
+                            _ => k.as_u64() == Some(key.id),
+                        })
+                        .map(|key| key.id)
+                        .ok_or_else(|| {
+                            ApiError::invalid_field("ssh_keys", format!("SSH key {k} not found"))
+                        })
+                })
+                .collect::<Result<Vec<u64>, ApiError>>()?,
             Some(_) => {
                 return Err(ApiError::invalid_field(
                     "ssh_keys",
                     "must be a list of SSH key names or ids",
                 ));
             }
-        }
+        };
 
         if self.servers.values().any(|s| s.name == name) {
             let mut err = ApiError::new(
@@ -766,6 +912,7 @@ impl FakeState {
             labels,
             ipv4,
             user_data,
+            ssh_keys,
             start_after_create,
             created: rfc3339_now(),
             polls: 0,

@@ -13,6 +13,7 @@
 //! | `GET /servers/{id}` | one server |
 //! | `DELETE /servers/{id}` | delete a server |
 //! | `GET /actions/{id}` | the action a create/delete returned (always `success` by then) |
+//! | `GET /ssh_keys`, `POST /ssh_keys` | the project's SSH keys: `?name=`, `?fingerprint=` (MD5, as the API shows it); names and keys unique (`uniqueness_error`); servers are created with their ids or names |
 //!
 //! Anything else answers 404 `not_found`. Errors use the Hetzner envelope
 //! `{"error":{"code","message","details"}}` with these statuses:
@@ -105,6 +106,8 @@ pub struct FakeServer {
     pub ipv4: String,
     /// The cloud-init user data passed at creation, if any.
     pub user_data: Option<String>,
+    /// The public keys of the SSH keys it was created with.
+    pub ssh_keys: Vec<String>,
 }
 
 /// A one-shot failure to inject, to exercise a client's error handling.

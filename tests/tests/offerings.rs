@@ -1,0 +1,291 @@
+//! Choosing among every plugin's offerings: ranking by the contract's fit
+//! rule (architecture, GPU model and disk bind), and falling back to the
+//! next offering when one runs out of capacity, across types of one plugin
+//! and across plugins, with what ran out skipped for a while.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use wasmprov_api::{
+    Arch, CapacityScope, CapacityType, CloudProvisioner, JoinState, NodeHandle, NodeShape,
+    Offering, PriceHint, ProviderNodeId, ProvisionRequest, ProvisionerError, Result,
+};
+use wasmprov_fleet::{BackendSet, CapacityGroup, Fleet, rank_offerings};
+
+/// A native backend with a catalogue; types in `out` answer `capacity`.
+struct Cloud {
+    name: &'static str,
+    offerings: Vec<Offering>,
+    out: Mutex<BTreeMap<String, CapacityScope>>,
+    asked: Mutex<Vec<String>>,
+    nodes: Mutex<Vec<NodeHandle>>,
+}
+
+fn offering(t: &str, cpu: f64, gib: u64, arch: Arch, usd: f64) -> Offering {
+    Offering {
+        instance_type: t.into(),
+        cpu,
+        memory_bytes: gib << 30,
+        arch: Some(arch),
+        on_demand_usd: Some(usd),
+        ..Offering::default()
+    }
+}
+
+impl Cloud {
+    fn new(name: &'static str, offerings: Vec<Offering>) -> Arc<Self> {
+        Arc::new(Self {
+            name,
+            offerings,
+            out: Mutex::new(BTreeMap::new()),
+            asked: Mutex::new(Vec::new()),
+            nodes: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn run_out(&self, t: &str, scope: CapacityScope) {
+        self.out.lock().unwrap().insert(t.into(), scope);
+    }
+
+    fn asked(&self) -> Vec<String> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl CloudProvisioner for Cloud {
+    async fn provision(&self, shape: &NodeShape) -> Result<NodeHandle> {
+        self.provision_request(&ProvisionRequest::new("anon", shape.clone()))
+            .await
+    }
+
+    async fn provision_request(&self, req: &ProvisionRequest) -> Result<NodeHandle> {
+        let t = req
+            .shape
+            .instance_type
+            .clone()
+            .expect("the fleet asks for an offering by name");
+        self.asked.lock().unwrap().push(t.clone());
+        if let Some(scope) = self.out.lock().unwrap().get(&t) {
+            return Err(ProvisionerError::Capacity {
+                scope: *scope,
+                message: format!("no {t} left"),
+            });
+        }
+        let mut nodes = self.nodes.lock().unwrap();
+        let node = NodeHandle {
+            instance_type: Some(t),
+            labels: req.shape.labels.clone(),
+            ..NodeHandle::new(format!("{}-{}", self.name, nodes.len()), JoinState::Booting)
+        };
+        nodes.push(node.clone());
+        Ok(node)
+    }
+
+    async fn terminate(&self, id: &ProviderNodeId) -> Result<()> {
+        let mut nodes = self.nodes.lock().unwrap();
+        let before = nodes.len();
+        nodes.retain(|n| &n.provider_id != id);
+        if nodes.len() == before {
+            return Err(ProvisionerError::NotFound(id.clone()));
+        }
+        Ok(())
+    }
+
+    async fn describe(&self) -> Result<Vec<NodeHandle>> {
+        Ok(self.nodes.lock().unwrap().clone())
+    }
+
+    fn capacity_types(&self) -> &[CapacityType] {
+        &[CapacityType::OnDemand]
+    }
+
+    fn price_hint(&self, shape: &NodeShape) -> Option<PriceHint> {
+        self.offerings
+            .iter()
+            .filter(|o| o.fits(shape))
+            .min_by(|a, b| {
+                a.on_demand_usd
+                    .unwrap()
+                    .total_cmp(&b.on_demand_usd.unwrap())
+            })
+            .map(|o| PriceHint {
+                hourly_usd: o.on_demand_usd.unwrap(),
+                capacity_type: shape.capacity_type,
+                instance_type: o.instance_type.clone(),
+            })
+    }
+
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    async fn offerings(&self) -> Result<Vec<Offering>> {
+        Ok(self.offerings.clone())
+    }
+}
+
+fn fleet(clouds: &[Arc<Cloud>], dir: &tempfile::TempDir) -> Fleet {
+    let mut set = BackendSet::new();
+    for c in clouds {
+        set = set.with(c.name, c.clone() as Arc<dyn CloudProvisioner>);
+    }
+    Fleet::open(Arc::new(set), dir.path().join("journal.redb")).expect("journal")
+}
+
+/// The cheapest type of one cloud runs out: the next offering is its own
+/// second type (cheaper than the other cloud), then the other cloud; what
+/// ran out is skipped by the next scale instead of asked again.
+#[tokio::test]
+async fn capacity_falls_back_to_the_next_offering_and_is_remembered() {
+    let a = Cloud::new(
+        "a",
+        vec![
+            offering("a-small", 2.0, 4, Arch::X86_64, 0.010),
+            offering("a-medium", 4.0, 8, Arch::X86_64, 0.020),
+        ],
+    );
+    let b = Cloud::new("b", vec![offering("b-small", 2.0, 4, Arch::X86_64, 0.030)]);
+    a.run_out("a-small", CapacityScope::InstanceType);
+    let dir = tempfile::tempdir().unwrap();
+    let f = fleet(&[a.clone(), b.clone()], &dir);
+    let group = CapacityGroup::new("web", NodeShape::new(2.0, 4 << 30), 0, 10);
+
+    let report = f.scale(&group, 1).await.unwrap();
+    assert_eq!(report.added.len(), 1, "{report:?}");
+    assert_eq!(a.asked(), ["a-small", "a-medium"]);
+    assert!(
+        report.errors[0].contains("a-small") && report.errors[0].contains("capacity"),
+        "{:?}",
+        report.errors
+    );
+    assert!(
+        f.unavailable().until("a", "a-small", None).is_some(),
+        "what ran out is marked"
+    );
+
+    // The next scale skips a-small without asking; a-medium then runs out
+    // for the whole cloud: b is next.
+    a.run_out("a-medium", CapacityScope::Group);
+    let report = f.scale(&group, 2).await.unwrap();
+    assert_eq!(report.added.len(), 1, "{report:?}");
+    assert_eq!(report.added[0].plugin, "b");
+    assert_eq!(a.asked(), ["a-small", "a-medium", "a-medium"]);
+    assert_eq!(b.asked(), ["b-small"]);
+
+    // The whole of `a` is marked: a third member goes to b at once.
+    let report = f.scale(&group, 3).await.unwrap();
+    assert_eq!(report.added[0].plugin, "b");
+    assert_eq!(a.asked().len(), 3, "a is not asked while marked");
+
+    // The rank says why a is out.
+    let ranking = rank_offerings(f.backends().as_ref(), &group.shape, Some(f.unavailable())).await;
+    assert!(
+        ranking.offers.iter().all(|o| o.plugin == "b"),
+        "{ranking:?}"
+    );
+    assert!(
+        ranking
+            .none
+            .iter()
+            .any(|n| n.plugin == "a" && n.reason.contains("capacity ran out")),
+        "{ranking:?}"
+    );
+}
+
+/// Marks end: with a short time, the cheapest offering is asked again.
+#[tokio::test]
+async fn marks_expire() {
+    let a = Cloud::new("a", vec![offering("a-small", 2.0, 4, Arch::X86_64, 0.01)]);
+    let b = Cloud::new("b", vec![offering("b-small", 2.0, 4, Arch::X86_64, 0.02)]);
+    a.run_out("a-small", CapacityScope::Zone);
+    let dir = tempfile::tempdir().unwrap();
+    let f = fleet(&[a.clone(), b.clone()], &dir).unavailable_for(Duration::from_millis(200));
+    let group = CapacityGroup::new("web", NodeShape::new(1.0, 1 << 30), 0, 10);
+    f.scale(&group, 1).await.unwrap();
+    f.scale(&group, 2).await.unwrap();
+    assert_eq!(a.asked().len(), 1, "skipped while marked");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    a.out.lock().unwrap().clear();
+    let report = f.scale(&group, 3).await.unwrap();
+    assert_eq!(report.added[0].plugin, "a", "{report:?}");
+}
+
+/// Architecture, GPU model and disk bind across clouds: an `x86_64` group
+/// never lands on the cheaper ARM type; a GPU model picks the type that has
+/// it, wherever it is; a disk larger than any type's is no offer at all.
+#[tokio::test]
+async fn architecture_gpu_model_and_disk_bind_in_the_ranking() {
+    let mut t4 = offering("a-t4", 4.0, 16, Arch::X86_64, 0.5);
+    t4.gpu = 1;
+    t4.gpu_vendor = Some("nvidia".into());
+    t4.gpu_model = Some("nvidia-t4".into());
+    let mut a10g = offering("b-a10g", 4.0, 16, Arch::X86_64, 1.0);
+    a10g.gpu = 1;
+    a10g.gpu_vendor = Some("nvidia".into());
+    a10g.gpu_model = Some("nvidia-a10g".into());
+    a10g.disk_bytes = Some(250 << 30);
+    let a = Cloud::new("a", vec![offering("a-arm", 2.0, 4, Arch::Arm64, 0.005), t4]);
+    let b = Cloud::new(
+        "b",
+        vec![offering("b-x86", 2.0, 4, Arch::X86_64, 0.02), a10g],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let f = fleet(&[a.clone(), b.clone()], &dir);
+    let rank = |shape: NodeShape| {
+        let backends = f.backends().clone();
+        async move { rank_offerings(backends.as_ref(), &shape, None).await }
+    };
+
+    let any = rank(NodeShape::new(2.0, 4 << 30)).await;
+    assert_eq!(any.best().unwrap().hint.instance_type, "a-arm");
+    let x86 = NodeShape {
+        arch: Some(Arch::X86_64),
+        ..NodeShape::new(2.0, 4 << 30)
+    };
+    let ranked = rank(x86.clone()).await;
+    assert!(
+        ranked
+            .offers
+            .iter()
+            .all(|o| o.hint.instance_type != "a-arm"),
+        "{ranked:?}"
+    );
+    assert_eq!(ranked.best().unwrap().hint.instance_type, "b-x86");
+    let group = CapacityGroup::new("x86", x86, 0, 4);
+    f.scale(&group, 2).await.unwrap();
+    assert!(a.asked().iter().all(|t| t != "a-arm"), "{:?}", a.asked());
+
+    let gpu = |model: &str| NodeShape {
+        gpu: 1,
+        gpu_vendor: Some("nvidia".into()),
+        gpu_model: Some(model.into()),
+        ..NodeShape::new(4.0, 16 << 30)
+    };
+    let plain_gpu = rank(NodeShape {
+        gpu: 1,
+        ..NodeShape::new(4.0, 16 << 30)
+    })
+    .await;
+    assert_eq!(plain_gpu.best().unwrap().hint.instance_type, "a-t4");
+    let ranked = rank(gpu("NVIDIA-A10G")).await;
+    assert_eq!(ranked.offers.len(), 1, "{ranked:?}");
+    assert_eq!(ranked.best().unwrap().plugin, "b");
+    assert!(rank(gpu("nvidia-a100")).await.offers.is_empty());
+
+    let disk = |gib: u64| NodeShape {
+        disk_bytes: Some(gib << 30),
+        ..NodeShape::new(2.0, 4 << 30)
+    };
+    assert_eq!(
+        rank(disk(200)).await.best().unwrap().hint.instance_type,
+        "b-a10g"
+    );
+    let none = rank(disk(1000)).await;
+    assert!(none.offers.is_empty());
+    assert!(
+        none.none.iter().all(|n| n.reason.contains("fits")),
+        "{none:?}"
+    );
+}

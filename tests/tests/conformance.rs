@@ -20,6 +20,53 @@ token = { env = "HCLOUD_TOKEN" }
 allow = ["https://api.hetzner.cloud"]
 "#;
 
+const AWS_EC2_MANIFEST: &str = r#"
+name = "aws-ec2"
+component = "aws-ec2.wasm"
+
+[secrets]
+access_key_id = { env = "AWS_ACCESS_KEY_ID" }
+secret_access_key = { env = "AWS_SECRET_ACCESS_KEY" }
+
+[http]
+allow = ["https://ec2.us-east-1.amazonaws.com"]
+"#;
+
+/// The suite against the EC2 plugin and moto's EC2; `None` (skipped) when
+/// moto is not installed.
+async fn run_ec2(faults: bool) -> Option<Report> {
+    let mut suite = Suite::from_component("aws-ec2", guests::AWS_EC2.as_ref(), AWS_EC2_MANIFEST)
+        .fake(Fake::Ec2);
+    if faults {
+        suite = suite.faults(FaultSpec::default_mix());
+    }
+    match tokio::time::timeout(LIMIT, suite.run())
+        .await
+        .expect("the suite finished in time")
+    {
+        Ok(report) => {
+            eprintln!("{report}");
+            Some(report)
+        }
+        Err(e) if e.downcast_ref::<wasmprov_testkit::Unavailable>().is_some() => {
+            eprintln!("skipping: {e}");
+            None
+        }
+        Err(e) => panic!("the suite ran: {e:#}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn aws_ec2_passes_with_and_without_faults() {
+    let Some(report) = run_ec2(false).await else {
+        return;
+    };
+    report.assert_passed();
+    let report = run_ec2(true).await.expect("moto was there a moment ago");
+    report.assert_passed();
+    assert!(!report.injected.is_empty());
+}
+
 async fn run(suite: Suite) -> Report {
     let report = tokio::time::timeout(LIMIT, suite.run())
         .await

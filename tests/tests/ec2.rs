@@ -15,10 +15,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use wasmprov_api::{
-    CapacityType, CloudProvisioner, JoinState, NodeShape, ProvisionRequest, ProvisionerError,
+    Arch, BootData, CapacityType, CloudProvisioner, JoinState, NodeShape, NodeStatus,
+    ProvisionRequest, ProvisionerError,
 };
 use wasmprov_host::{Host, HostBuilder};
+use wasmprov_plugin_aws_ec2::settings::Credentials;
+use wasmprov_plugin_aws_ec2::{catalogue, sign};
 use wasmprov_tests::{PluginDir, guests};
 
 const OWNER: &str = "test-owner";
@@ -147,19 +151,62 @@ fn encode(s: &str) -> String {
 /// header only names the service so that moto routes the request. Moto
 /// accepts it for the first [`BOOTSTRAP_CALLS`] requests only.
 async fn unsigned(port: u16, service: &str, params: &[(&str, &str)]) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let body: Vec<String> = params
         .iter()
         .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
         .collect();
-    let body = body.join("&");
-    let head = format!(
-        "POST / HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nconnection: close\r\n\
-         content-type: application/x-www-form-urlencoded; charset=utf-8\r\n\
-         authorization: AWS4-HMAC-SHA256 Credential=AKIDBOOTSTRAP/20250101/{REGION}/{service}/aws4_request, SignedHeaders=host, Signature=00\r\n\
-         content-length: {}\r\n\r\n",
-        body.len()
+    let headers = [
+        (
+            "content-type".to_string(),
+            "application/x-www-form-urlencoded; charset=utf-8".to_string(),
+        ),
+        (
+            "authorization".to_string(),
+            format!(
+                "AWS4-HMAC-SHA256 Credential=AKIDBOOTSTRAP/20250101/{REGION}/{service}/aws4_request, SignedHeaders=host, Signature=00"
+            ),
+        ),
+    ];
+    post(port, &headers, &body.join("&")).await
+}
+
+/// An EC2 Query API call to moto signed with `creds` by the plugin's own
+/// signer, so that moto checks it like the plugin's calls. Returns the body
+/// of a 200 answer.
+async fn signed(moto: &Moto, creds: &Creds, params: &[(&str, &str)]) -> String {
+    let mut form = vec![("Version".to_string(), sign::API_VERSION.to_string())];
+    form.extend(
+        params
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string())),
     );
+    let creds = Credentials {
+        access_key_id: creds.key.clone(),
+        secret_access_key: creds.secret.clone(),
+        session_token: creds.token.clone(),
+    };
+    let req = sign::sign_post(
+        &moto.url(),
+        REGION,
+        &creds,
+        sign::form_encode(&form),
+        std::time::SystemTime::now(),
+    )
+    .expect("signing");
+    let (status, body) = post(moto.port, &req.headers, &req.body).await;
+    assert_eq!(status, 200, "{params:?}: {body}");
+    body
+}
+
+/// `POST /` to moto with `headers` (and `host`, `connection`,
+/// `content-length`); the status and body of the answer.
+async fn post(port: u16, headers: &[(String, String)], body: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut head = format!("POST / HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nconnection: close\r\n");
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
     let mut sock = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .expect("connect to moto");
@@ -691,6 +738,453 @@ async fn session_token_is_sent_signed_and_checked() {
         }
         p.terminate(&node.provider_id).await.unwrap();
         assert!(p.describe().await.unwrap().is_empty());
+        drop(moto);
+    })
+    .await;
+}
+
+/// The text of every `<tag>…</tag>` in `xml`, in order.
+fn all_between(xml: &str, tag: &str) -> Vec<String> {
+    let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+    let mut out = Vec::new();
+    let mut rest = xml;
+    while let Some(start) = rest.find(&open) {
+        rest = &rest[start + open.len()..];
+        let end = rest.find(&close).unwrap_or_else(|| panic!("no {close}"));
+        out.push(rest[..end].to_string());
+        rest = &rest[end..];
+    }
+    out
+}
+
+/// Amazon's AMIs for `arch` that moto knows (a signed call).
+async fn images(moto: &Moto, creds: &Creds, arch: &str) -> Vec<String> {
+    let xml = signed(
+        moto,
+        creds,
+        &[
+            ("Action", "DescribeImages"),
+            ("Owner.1", "amazon"),
+            ("Filter.1.Name", "architecture"),
+            ("Filter.1.Value.1", arch),
+        ],
+    )
+    .await;
+    let ids = all_between(&xml, "imageId");
+    assert!(!ids.is_empty(), "moto has no {arch} AMI: {xml}");
+    ids
+}
+
+/// `DescribeInstances` of one instance (a signed call).
+async fn instance_xml(moto: &Moto, creds: &Creds, id: &str) -> String {
+    signed(
+        moto,
+        creds,
+        &[("Action", "DescribeInstances"), ("InstanceId.1", id)],
+    )
+    .await
+}
+
+fn booting(id: &str, shape: NodeShape, boot: BootData) -> ProvisionRequest {
+    ProvisionRequest {
+        request_id: id.into(),
+        shape,
+        boot,
+    }
+}
+
+#[tokio::test]
+async fn gpu_model_and_architecture_choose_the_type() {
+    require_moto!();
+    within_limit(async {
+        let moto = Moto::start().await;
+        let account = bootstrap(&moto).await;
+        let arm_image = images(&moto, &account.user, "arm64").await.remove(0);
+        let dir = PluginDir::new();
+        add_plugin(&dir, "ec2", &moto, &account.image_id, "");
+        add_plugin(
+            &dir,
+            "any",
+            &moto,
+            &account.image_id,
+            "architecture = \"any\"",
+        );
+        let host = host(
+            &dir,
+            OWNER,
+            &[("ec2", account.user.clone()), ("any", account.user.clone())],
+        )
+        .await;
+        let p = plugin(&host, "ec2");
+
+        // 4 vCPU, 16 GiB and one NVIDIA GPU: the model picks the type.
+        let gpu = |model: Option<&str>| NodeShape {
+            gpu: 1,
+            gpu_vendor: Some("nvidia".into()),
+            gpu_model: model.map(Into::into),
+            ..NodeShape::new(4.0, 16 << 30)
+        };
+        let cases = [
+            ("gpu-a10g", Some("nvidia-a10g"), "g5.xlarge", "nvidia-a10g"),
+            ("gpu-t4", Some("nvidia-t4"), "g4dn.xlarge", "nvidia-t4"),
+            // Without a model, the cheapest: a T4.
+            ("gpu-any", None, "g4dn.xlarge", "nvidia-t4"),
+        ];
+        for (id, model, want, want_model) in cases {
+            let hint = p.price_hint(&gpu(model)).expect("a price");
+            assert_eq!(hint.instance_type, want, "{model:?}");
+            let node = p.provision_request(&req(id, gpu(model))).await.unwrap();
+            assert_eq!(node.instance_type.as_deref(), Some(want), "{model:?}");
+            assert_eq!(node.gpu_model.as_deref(), Some(want_model), "{model:?}");
+            let got = p.get(&node.provider_id).await.unwrap().expect("get");
+            assert_eq!(got.gpu_model.as_deref(), Some(want_model));
+        }
+        // No A100: the bundled table has no priced A100 type (p4d and p5
+        // are not in it, and no price is made up for them), so the shape
+        // is unsupported and nothing is launched.
+        let err = p
+            .provision_request(&req("gpu-a100", gpu(Some("nvidia-a100"))))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ProvisionerError::Unsupported(_)), "{err:?}");
+        assert!(p.price_hint(&gpu(Some("nvidia-a100"))).is_none());
+        assert_eq!(p.describe().await.unwrap().len(), 3);
+
+        // Any architecture allowed: Graviton is cheapest for 2 vCPU, 4 GiB,
+        // but x86_64 asked for never lands on it, and arm64 does.
+        let any = plugin(&host, "any");
+        let hint = any.price_hint(&small()).expect("a price");
+        assert_eq!(hint.instance_type, "t4g.medium");
+        let x86 = NodeShape {
+            arch: Some(Arch::X86_64),
+            ..small()
+        };
+        assert_eq!(
+            any.price_hint(&x86).expect("a price").instance_type,
+            "t3a.medium"
+        );
+        let node = any.provision_request(&req("arch-x86", x86)).await.unwrap();
+        assert_eq!(node.instance_type.as_deref(), Some("t3a.medium"));
+        assert_eq!(node.arch, Some(Arch::X86_64));
+        let arm = NodeShape {
+            arch: Some(Arch::Arm64),
+            ..small()
+        };
+        // An arm64 node boots an arm64 image.
+        let boot = BootData {
+            image: Some(arm_image.clone()),
+            ..BootData::default()
+        };
+        let node = any
+            .provision_request(&booting("arch-arm", arm.clone(), boot))
+            .await
+            .unwrap();
+        assert_eq!(node.instance_type.as_deref(), Some("t4g.medium"));
+        assert_eq!(node.arch, Some(Arch::Arm64));
+        // An explicit ARM type under an x86_64 shape is refused.
+        let err = any
+            .provision_request(&req(
+                "arch-mismatch",
+                NodeShape {
+                    instance_type: Some("t4g.medium".into()),
+                    arch: Some(Arch::X86_64),
+                    ..small()
+                },
+            ))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ProvisionerError::Unsupported(_)), "{err:?}");
+        // The x86_64 default configuration has no ARM type to pick.
+        assert!(p.price_hint(&arm).is_none());
+        drop(moto);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn offerings_come_from_describe_instance_types() {
+    require_moto!();
+    within_limit(async {
+        let moto = Moto::start().await;
+        let account = bootstrap(&moto).await;
+        let dir = PluginDir::new();
+        add_plugin(&dir, "ec2", &moto, &account.image_id, "");
+        add_plugin(
+            &dir,
+            "only",
+            &moto,
+            &account.image_id,
+            "instance_types = \"m6i.large,g5.xlarge,x9.nonexistent\"",
+        );
+        let host = host(
+            &dir,
+            OWNER,
+            &[
+                ("ec2", account.user.clone()),
+                ("only", account.user.clone()),
+            ],
+        )
+        .await;
+        let p = plugin(&host, "ec2");
+        let offered = p.offerings().await.unwrap();
+        let find = |name: &str| {
+            offered
+                .iter()
+                .find(|o| o.instance_type == name)
+                .unwrap_or_else(|| panic!("{name} offered: {offered:?}"))
+        };
+        let g5 = find("g5.xlarge");
+        assert_eq!(g5.gpu, 1);
+        assert_eq!(g5.gpu_vendor.as_deref(), Some("nvidia"));
+        assert_eq!(g5.gpu_model.as_deref(), Some("nvidia-a10g"));
+        assert_eq!(g5.arch, Some(Arch::X86_64));
+        assert_eq!((g5.cpu, g5.memory_bytes), (4.0, 16 << 30));
+        assert_eq!(g5.on_demand_usd, Some(1.006));
+        assert_eq!(
+            find("g4ad.xlarge").gpu_model.as_deref(),
+            Some("amd-radeon-pro-v520")
+        );
+        for graviton in ["t4g.medium", "m6g.large", "c6g.large"] {
+            assert_eq!(find(graviton).arch, Some(Arch::Arm64), "{graviton}");
+        }
+        // Every table type EC2 (here moto) describes in the region; moto's
+        // data has no p3.2xlarge, so it is left out rather than guessed.
+        let names: Vec<&str> = offered.iter().map(|o| o.instance_type.as_str()).collect();
+        let table: Vec<&str> = catalogue::TYPES
+            .iter()
+            .map(|t| t.name)
+            .filter(|n| *n != "p3.2xlarge")
+            .collect();
+        assert_eq!(names, table);
+        // Moto publishes a spot price for every type in every zone, the
+        // same placeholder (0.00001 $/h): each offering carries it.
+        for o in &offered {
+            assert_eq!(o.spot_usd, Some(0.00001), "{}", o.instance_type);
+        }
+        // On-demand prices agree with price_hint.
+        for shape in [
+            small(),
+            NodeShape::new(16.0, 64 << 30),
+            NodeShape {
+                gpu: 1,
+                ..NodeShape::new(4.0, 16 << 30)
+            },
+        ] {
+            let hint = p.price_hint(&shape).expect("a price");
+            assert_eq!(
+                find(&hint.instance_type).on_demand_usd,
+                Some(hint.hourly_usd)
+            );
+        }
+
+        // Restricted to `instance_types`; a type EC2 does not know is left out.
+        let only = plugin(&host, "only").offerings().await.unwrap();
+        let names: Vec<&str> = only.iter().map(|o| o.instance_type.as_str()).collect();
+        assert_eq!(names, ["m6i.large", "g5.xlarge"]);
+        drop(moto);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn boot_data_reaches_each_instance() {
+    require_moto!();
+    within_limit(async {
+        let moto = Moto::start().await;
+        let account = bootstrap(&moto).await;
+        let other_image = images(&moto, &account.user, "x86_64")
+            .await
+            .into_iter()
+            .find(|i| *i != account.image_id)
+            .expect("a second x86_64 AMI");
+        let dir = PluginDir::new();
+        add_plugin(&dir, "ec2", &moto, &account.image_id, "");
+        let host = host(&dir, OWNER, &[("ec2", account.user.clone())]).await;
+        let p = plugin(&host, "ec2");
+
+        let cloud_config =
+            |token: &str| format!("#cloud-config\nruncmd:\n  - [join-cluster, --token, {token}]\n");
+        let a = p
+            .provision_request(&booting(
+                "boot-a",
+                small(),
+                BootData {
+                    image: Some(other_image.clone()),
+                    user_data: Some(cloud_config("token-aaaa").into_bytes()),
+                    ..BootData::default()
+                },
+            ))
+            .await
+            .unwrap();
+        let b = p
+            .provision_request(&booting(
+                "boot-b",
+                small(),
+                BootData {
+                    user_data: Some(cloud_config("token-bbbb").into_bytes()),
+                    ..BootData::default()
+                },
+            ))
+            .await
+            .unwrap();
+        for (node, token, image) in [
+            (&a, "token-aaaa", &other_image),
+            (&b, "token-bbbb", &account.image_id),
+        ] {
+            let attr = signed(
+                &moto,
+                &account.user,
+                &[
+                    ("Action", "DescribeInstanceAttribute"),
+                    ("InstanceId", &node.provider_id),
+                    ("Attribute", "userData"),
+                ],
+            )
+            .await;
+            let data = base64::engine::general_purpose::STANDARD
+                .decode(between(&between(&attr, "userData"), "value"))
+                .expect("base64 user data");
+            assert_eq!(String::from_utf8(data).unwrap(), cloud_config(token));
+            let xml = instance_xml(&moto, &account.user, &node.provider_id).await;
+            assert_eq!(&between(&xml, "imageId"), image, "{}", node.provider_id);
+        }
+
+        // SSH keys are refused, not dropped: nothing is launched.
+        let err = p
+            .provision_request(&booting(
+                "boot-ssh",
+                small(),
+                BootData {
+                    ssh_keys: vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE0 test".into()],
+                    ..BootData::default()
+                },
+            ))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ProvisionerError::Unsupported(_)), "{err:?}");
+        assert_eq!(p.describe().await.unwrap().len(), 2);
+        drop(moto);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn get_reports_stopped_and_terminated_nodes() {
+    require_moto!();
+    within_limit(async {
+        let moto = Moto::start().await;
+        let account = bootstrap(&moto).await;
+        let dir = PluginDir::new();
+        add_plugin(&dir, "ec2", &moto, &account.image_id, "");
+        let ours = host(&dir, OWNER, &[("ec2", account.user.clone())]).await;
+        let theirs = host(&dir, "someone-else", &[("ec2", account.user.clone())]).await;
+        let p = plugin(&ours, "ec2");
+        let foreign = plugin(&theirs, "ec2");
+
+        let node = p.provision_request(&req("stop-1", small())).await.unwrap();
+        let id = node.provider_id.clone();
+        let got = p.get(&id).await.unwrap().expect("the node");
+        assert_eq!(
+            got.status,
+            NodeStatus::Running,
+            "moto runs instances at once"
+        );
+        assert_eq!(got.raw_state.as_deref(), Some("running"));
+        assert_eq!(got.labels["wasmprov-request"], "stop-1");
+        assert_eq!(foreign.get(&id).await.unwrap(), None, "another owner's");
+        assert_eq!(
+            p.get(&"i-0123456789abcdef0".to_string()).await.unwrap(),
+            None
+        );
+        assert_eq!(p.get(&"not-an-instance".to_string()).await.unwrap(), None);
+
+        signed(
+            &moto,
+            &account.user,
+            &[("Action", "StopInstances"), ("InstanceId.1", &id)],
+        )
+        .await;
+        let got = p.get(&id).await.unwrap().expect("the stopped node");
+        assert_eq!(got.status, NodeStatus::Stopped);
+        assert_eq!(got.raw_state.as_deref(), Some("stopped"));
+        assert_eq!(got.join_state, JoinState::Failed);
+        let described = p.describe().await.unwrap();
+        assert_eq!(described.len(), 1);
+        assert_eq!(described[0].status, NodeStatus::Stopped);
+
+        p.terminate(&id).await.unwrap();
+        match p.get(&id).await.unwrap() {
+            None => {}
+            Some(n) => assert!(
+                matches!(n.status, NodeStatus::Deleting | NodeStatus::Deleted),
+                "{n:?}"
+            ),
+        }
+        assert!(p.describe().await.unwrap().is_empty());
+        drop(moto);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn disk_sizes_the_root_volume() {
+    require_moto!();
+    within_limit(async {
+        let moto = Moto::start().await;
+        let account = bootstrap(&moto).await;
+        let dir = PluginDir::new();
+        add_plugin(&dir, "ec2", &moto, &account.image_id, "");
+        let host = host(&dir, OWNER, &[("ec2", account.user.clone())]).await;
+        let p = plugin(&host, "ec2");
+        let disk = |gib: u64| NodeShape {
+            disk_bytes: Some(gib << 30),
+            ..small()
+        };
+        // Any type gets such a volume: the disk does not change the type.
+        let hint = p.price_hint(&disk(100)).expect("a price");
+        assert_eq!(hint.instance_type, "t3a.medium");
+
+        let node = p
+            .provision_request(&req("disk-1", disk(100)))
+            .await
+            .unwrap();
+        let images = signed(
+            &moto,
+            &account.user,
+            &[
+                ("Action", "DescribeImages"),
+                ("ImageId.1", &account.image_id),
+            ],
+        )
+        .await;
+        let root = between(&images, "rootDeviceName");
+        let xml = instance_xml(&moto, &account.user, &node.provider_id).await;
+        let mapping = between(&xml, "blockDeviceMapping");
+        assert_eq!(between(&mapping, "deviceName"), root);
+        assert_eq!(between(&mapping, "deleteOnTermination"), "true");
+        let volumes = signed(
+            &moto,
+            &account.user,
+            &[
+                ("Action", "DescribeVolumes"),
+                ("Filter.1.Name", "attachment.instance-id"),
+                ("Filter.1.Value.1", &node.provider_id),
+            ],
+        )
+        .await;
+        assert_eq!(all_between(&volumes, "size"), ["100"], "{volumes}");
+        assert_eq!(between(&volumes, "volumeType"), "gp3");
+        assert_eq!(between(&volumes, "device"), root);
+
+        // Over EBS's 16 TiB: unsupported, priced as nothing, not launched.
+        let huge = disk(16 * 1024 + 1);
+        assert!(p.price_hint(&huge).is_none());
+        let err = p
+            .provision_request(&req("disk-huge", huge))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ProvisionerError::Unsupported(_)), "{err:?}");
+        assert_eq!(p.describe().await.unwrap().len(), 1);
         drop(moto);
     })
     .await;

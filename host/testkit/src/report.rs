@@ -71,7 +71,7 @@ pub const RULES: &[(&str, &str)] = &[
     ),
     (
         "offerings.agree",
-        "offerings name distinct types, and every type price-hint names is an offering at the same price",
+        "offerings name distinct types, and every type price-hint names is an offering at the same on-demand price (a spot hint is an estimate: only its type is checked)",
     ),
     (
         "shape.binds",

@@ -895,6 +895,10 @@ impl Run {
                 );
             }
         }
+        // Every type a hint names must be offered. Only on-demand prices are
+        // compared: a spot hint is an estimate made without I/O, while an
+        // offering may carry the spot price the cloud publishes now, which
+        // moves by the hour, so the two need not be equal.
         for hint in hints {
             let outcome = match list.iter().find(|o| o.instance_type == hint.instance_type) {
                 None => Err(format!(
@@ -902,11 +906,13 @@ impl Run {
                     hint.instance_type,
                     list.len()
                 )),
-                Some(o) => match o.price(hint.capacity_type) {
-                    Some(p) if (p - hint.hourly_usd).abs() > 1e-9 * p.abs().max(1.0) => {
+                Some(o) => match (hint.capacity_type, o.on_demand_usd) {
+                    (CapacityType::OnDemand, Some(p))
+                        if (p - hint.hourly_usd).abs() > 1e-9 * p.abs().max(1.0) =>
+                    {
                         Err(format!(
-                            "{} is offered at {p} $/h {} but price-hint said {} $/h",
-                            hint.instance_type, hint.capacity_type, hint.hourly_usd
+                            "{} is offered at {p} $/h on-demand but price-hint said {} $/h",
+                            hint.instance_type, hint.hourly_usd
                         ))
                     }
                     _ => Ok(()),

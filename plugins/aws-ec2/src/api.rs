@@ -1,11 +1,13 @@
 //! The EC2 Query API wire format: the XML this plugin reads, instance state
 //! → join state, and API errors → contract errors.
 
+use std::collections::BTreeMap;
+
 use roxmltree::{Document, Node};
 use wasmprov_guest::http::Response;
 use wasmprov_guest::state::StateTable;
 use wasmprov_guest::{
-    CapacityScope, CapacityType, Error, JoinState, Labels, NodeHandle, NodeStatus, Result,
+    Arch, CapacityScope, CapacityType, Error, JoinState, Labels, NodeHandle, NodeStatus, Result,
 };
 
 /// An instance as `DescribeInstances` and `RunInstances` return it (only
@@ -224,20 +226,145 @@ pub fn parse_run_instances(xml: &str) -> Result<Vec<Instance>> {
     }
 }
 
-/// The instance type names `DescribeInstanceTypes` returned.
+/// An instance type as `DescribeInstanceTypes` describes it (only the
+/// fields used here).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TypeInfo {
+    /// `instanceType`, e.g. `g5.xlarge`.
+    pub name: String,
+    /// `vCpuInfo/defaultVCpus`.
+    pub vcpu: u32,
+    /// `memoryInfo/sizeInMiB`.
+    pub memory_mib: u64,
+    /// The first of `processorInfo/supportedArchitectures` this plugin
+    /// launches: `x86_64` or `arm64` (`i386` and the Mac ones are skipped).
+    pub arch: Option<Arch>,
+    /// GPUs: the sum of `gpuInfo/gpus/item/count`.
+    pub gpu: u32,
+    /// The first GPU's `manufacturer`, lowercase (`nvidia`, `amd`).
+    pub gpu_vendor: Option<String>,
+    /// The first GPU's model as shapes name it: [`gpu_model`] of its
+    /// manufacturer and `name` (`nvidia-a10g`).
+    pub gpu_model: Option<String>,
+}
+
+/// A GPU model as shapes name it: `<vendor>-<name>`, lowercase, runs of
+/// spaces as one `-` (`NVIDIA` `A10G` is `nvidia-a10g`, `AMD`
+/// `Radeon Pro V520` is `amd-radeon-pro-v520`). A name that already starts
+/// with the vendor keeps it once.
+#[must_use]
+pub fn gpu_model(vendor: Option<&str>, name: &str) -> String {
+    let norm = |s: &str| {
+        s.split_whitespace()
+            .map(str::to_ascii_lowercase)
+            .collect::<Vec<_>>()
+            .join("-")
+    };
+    let name = norm(name);
+    match vendor.map(norm).filter(|v| !v.is_empty()) {
+        Some(v) if name != v && !name.starts_with(&format!("{v}-")) => format!("{v}-{name}"),
+        _ => name,
+    }
+}
+
+fn type_info(item: Node<'_, '_>) -> Option<TypeInfo> {
+    let name = text(item, "instanceType")?;
+    let arch = child(item, "processorInfo")
+        .and_then(|p| child(p, "supportedArchitectures"))
+        .and_then(|set| {
+            children(set, "item")
+                .filter_map(|a| a.text().map(str::trim))
+                .find_map(|a| a.parse::<Arch>().ok())
+        });
+    let gpus: Vec<Node<'_, '_>> = child(item, "gpuInfo")
+        .and_then(|g| child(g, "gpus"))
+        .map(|set| children(set, "item").collect())
+        .unwrap_or_default();
+    let count = |g: Node<'_, '_>| text(g, "count").and_then(|c| c.parse::<u32>().ok());
+    let gpu = gpus
+        .iter()
+        .map(|g| count(*g).unwrap_or(0))
+        .fold(0u32, u32::saturating_add);
+    let first = gpus.first().copied().filter(|_| gpu > 0);
+    let gpu_vendor = first
+        .and_then(|g| text(g, "manufacturer"))
+        .map(|m| m.to_ascii_lowercase());
+    let model = first
+        .and_then(|g| text(g, "name"))
+        .map(|n| gpu_model(gpu_vendor.as_deref(), &n));
+    Some(TypeInfo {
+        name,
+        vcpu: child(item, "vCpuInfo")
+            .and_then(|v| text(v, "defaultVCpus"))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+        memory_mib: child(item, "memoryInfo")
+            .and_then(|m| text(m, "sizeInMiB"))
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(0),
+        arch,
+        gpu,
+        gpu_vendor,
+        gpu_model: model,
+    })
+}
+
+/// One page of `DescribeInstanceTypes`: the types, and the `nextToken` when
+/// there are more.
 ///
 /// # Errors
 /// [`Error::Transport`] when the body is not a `DescribeInstanceTypesResponse`.
-pub fn parse_instance_types(xml: &str) -> Result<Vec<String>> {
+pub fn parse_instance_types(xml: &str) -> Result<(Vec<TypeInfo>, Option<String>)> {
     let doc = parse(xml)?;
     let root = expect_root(&doc, "DescribeInstanceTypesResponse")?;
-    Ok(child(root, "instanceTypeSet")
-        .map(|set| {
-            children(set, "item")
-                .filter_map(|i| text(i, "instanceType"))
-                .collect()
-        })
-        .unwrap_or_default())
+    let types = child(root, "instanceTypeSet")
+        .map(|set| children(set, "item").filter_map(type_info).collect())
+        .unwrap_or_default();
+    Ok((types, text(root, "nextToken")))
+}
+
+/// An image's root device, as `DescribeImages` describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RootDevice {
+    /// `rootDeviceName`, e.g. `/dev/xvda`.
+    pub name: String,
+    /// `rootDeviceType`: `ebs` or `instance-store`.
+    pub kind: String,
+    /// The `volumeSize` (GiB) of the image's mapping for the root device:
+    /// the size of its snapshot, which a root volume may not be smaller than.
+    pub snapshot_gib: Option<u64>,
+}
+
+/// The root device of `image_id` in a `DescribeImages` answer; `None` when
+/// the answer does not list the image or names no root device.
+///
+/// # Errors
+/// [`Error::Transport`] when the body is not a `DescribeImagesResponse`.
+pub fn parse_root_device(xml: &str, image_id: &str) -> Result<Option<RootDevice>> {
+    let doc = parse(xml)?;
+    let root = expect_root(&doc, "DescribeImagesResponse")?;
+    let Some(image) = child(root, "imagesSet")
+        .into_iter()
+        .flat_map(|set| children(set, "item"))
+        .find(|i| text(*i, "imageId").as_deref() == Some(image_id))
+    else {
+        return Ok(None);
+    };
+    let Some(name) = text(image, "rootDeviceName") else {
+        return Ok(None);
+    };
+    let snapshot_gib = child(image, "blockDeviceMapping")
+        .into_iter()
+        .flat_map(|set| children(set, "item"))
+        .find(|m| text(*m, "deviceName").as_deref() == Some(name.as_str()))
+        .and_then(|m| child(m, "ebs"))
+        .and_then(|e| text(e, "volumeSize"))
+        .and_then(|v| v.parse().ok());
+    Ok(Some(RootDevice {
+        kind: text(image, "rootDeviceType").unwrap_or_else(|| "ebs".into()),
+        name,
+        snapshot_gib,
+    }))
 }
 
 /// One spot price: zone, instance type and hourly USD.
@@ -251,26 +378,45 @@ pub struct SpotPrice {
     pub usd: f64,
 }
 
-/// The prices `DescribeSpotPriceHistory` returned.
+/// One page of `DescribeSpotPriceHistory`: its prices (those that are not
+/// positive finite numbers are left out), and the `nextToken` when there
+/// are more.
 ///
 /// # Errors
 /// [`Error::Transport`] when the body is not a `DescribeSpotPriceHistoryResponse`.
-pub fn parse_spot_prices(xml: &str) -> Result<Vec<SpotPrice>> {
+pub fn parse_spot_prices(xml: &str) -> Result<(Vec<SpotPrice>, Option<String>)> {
     let doc = parse(xml)?;
     let root = expect_root(&doc, "DescribeSpotPriceHistoryResponse")?;
-    Ok(child(root, "spotPriceHistorySet")
+    let prices = child(root, "spotPriceHistorySet")
         .map(|set| {
             children(set, "item")
                 .filter_map(|i| {
                     Some(SpotPrice {
                         zone: text(i, "availabilityZone").unwrap_or_default(),
                         instance_type: text(i, "instanceType").unwrap_or_default(),
-                        usd: text(i, "spotPrice")?.parse().ok()?,
+                        usd: text(i, "spotPrice")?
+                            .parse()
+                            .ok()
+                            .filter(|p: &f64| p.is_finite() && *p > 0.0)?,
                     })
                 })
                 .collect()
         })
-        .unwrap_or_default())
+        .unwrap_or_default();
+    Ok((prices, text(root, "nextToken")))
+}
+
+/// The lowest price per instance type across zones: what a spot node of
+/// the type costs now where it is cheapest.
+#[must_use]
+pub fn lowest_spot_prices(prices: &[SpotPrice]) -> BTreeMap<String, f64> {
+    let mut out: BTreeMap<String, f64> = BTreeMap::new();
+    for p in prices.iter().filter(|p| !p.instance_type.is_empty()) {
+        out.entry(p.instance_type.clone())
+            .and_modify(|low| *low = low.min(p.usd))
+            .or_insert(p.usd);
+    }
+    out
 }
 
 /// An error response of the API, before it becomes a contract error.
@@ -585,21 +731,197 @@ mod tests {
         ));
     }
 
+    /// `DescribeInstanceTypes` as EC2 answers it (abridged from the API
+    /// reference and moto's data): a GPU type, a Graviton type, a type that
+    /// also runs i386, a Mac type and a type with two kinds of GPUs.
+    const TYPES: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<DescribeInstanceTypesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
+  <requestId>x</requestId>
+  <instanceTypeSet>
+    <item>
+      <instanceType>g5.xlarge</instanceType>
+      <processorInfo><supportedArchitectures><item>x86_64</item></supportedArchitectures><manufacturer>AMD</manufacturer></processorInfo>
+      <vCpuInfo><defaultVCpus>4</defaultVCpus><defaultCores>2</defaultCores></vCpuInfo>
+      <memoryInfo><sizeInMiB>16384</sizeInMiB></memoryInfo>
+      <gpuInfo><gpus><item><name>A10G</name><manufacturer>NVIDIA</manufacturer><count>1</count><memoryInfo><sizeInMiB>22888</sizeInMiB></memoryInfo></item></gpus><totalGpuMemoryInMiB>22888</totalGpuMemoryInMiB></gpuInfo>
+    </item>
+    <item>
+      <instanceType>t4g.medium</instanceType>
+      <processorInfo><supportedArchitectures><item>arm64</item></supportedArchitectures></processorInfo>
+      <vCpuInfo><defaultVCpus>2</defaultVCpus></vCpuInfo>
+      <memoryInfo><sizeInMiB>4096</sizeInMiB></memoryInfo>
+    </item>
+    <item>
+      <instanceType>t2.micro</instanceType>
+      <processorInfo><supportedArchitectures><item>i386</item><item>x86_64</item></supportedArchitectures></processorInfo>
+      <vCpuInfo><defaultVCpus>1</defaultVCpus></vCpuInfo>
+      <memoryInfo><sizeInMiB>1024</sizeInMiB></memoryInfo>
+    </item>
+    <item>
+      <instanceType>mac2.metal</instanceType>
+      <processorInfo><supportedArchitectures><item>arm64_mac</item></supportedArchitectures></processorInfo>
+      <vCpuInfo><defaultVCpus>12</defaultVCpus></vCpuInfo>
+      <memoryInfo><sizeInMiB>16384</sizeInMiB></memoryInfo>
+    </item>
+    <item>
+      <instanceType>g4ad.2xlarge</instanceType>
+      <processorInfo><supportedArchitectures><item>x86_64</item></supportedArchitectures></processorInfo>
+      <vCpuInfo><defaultVCpus>8</defaultVCpus></vCpuInfo>
+      <memoryInfo><sizeInMiB>32768</sizeInMiB></memoryInfo>
+      <gpuInfo><gpus><item><name>Radeon Pro V520</name><manufacturer>AMD</manufacturer><count>1</count></item><item><name>Radeon Pro V520</name><manufacturer>AMD</manufacturer><count>1</count></item></gpus></gpuInfo>
+    </item>
+    <item><vCpuInfo><defaultVCpus>2</defaultVCpus></vCpuInfo></item>
+  </instanceTypeSet>
+  <nextToken>page-2</nextToken>
+</DescribeInstanceTypesResponse>"#;
+
     #[test]
-    fn instance_types_and_spot_prices_are_read() {
-        let types = r#"<DescribeInstanceTypesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>x</requestId><instanceTypeSet><item><instanceType>t3.micro</instanceType><vCpuInfo><defaultVCpus>2</defaultVCpus></vCpuInfo></item></instanceTypeSet></DescribeInstanceTypesResponse>"#;
-        assert_eq!(parse_instance_types(types).unwrap(), ["t3.micro"]);
+    fn instance_types_carry_cpu_memory_arch_and_gpus() {
+        let (types, next) = parse_instance_types(TYPES).unwrap();
+        assert_eq!(next.as_deref(), Some("page-2"));
+        let names: Vec<&str> = types.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "g5.xlarge",
+                "t4g.medium",
+                "t2.micro",
+                "mac2.metal",
+                "g4ad.2xlarge"
+            ],
+            "an item without a name is left out"
+        );
+        assert_eq!(
+            types[0],
+            TypeInfo {
+                name: "g5.xlarge".into(),
+                vcpu: 4,
+                memory_mib: 16384,
+                arch: Some(Arch::X86_64),
+                gpu: 1,
+                gpu_vendor: Some("nvidia".into()),
+                gpu_model: Some("nvidia-a10g".into()),
+            },
+            "the GPU's own memoryInfo is not the type's"
+        );
+        assert_eq!(types[1].arch, Some(Arch::Arm64));
+        assert_eq!((types[1].gpu, types[1].gpu_model.as_deref()), (0, None));
+        assert_eq!(types[2].arch, Some(Arch::X86_64), "i386 is skipped");
+        assert_eq!(types[3].arch, None, "Mac architectures are not launched");
+        assert_eq!(types[4].gpu, 2, "counts add up");
+        assert_eq!(types[4].gpu_vendor.as_deref(), Some("amd"));
+        assert_eq!(types[4].gpu_model.as_deref(), Some("amd-radeon-pro-v520"));
+
         let none =
             r#"<DescribeInstanceTypesResponse><instanceTypeSet/></DescribeInstanceTypesResponse>"#;
-        assert!(parse_instance_types(none).unwrap().is_empty());
-        let spot = r#"<DescribeSpotPriceHistoryResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><spotPriceHistorySet><item><instanceType>g5.xlarge</instanceType><productDescription>Linux/UNIX</productDescription><spotPrice>0.412300</spotPrice><timestamp>2025-06-01T10:00:00.000Z</timestamp><availabilityZone>us-east-1a</availabilityZone></item><item><spotPrice>oops</spotPrice></item></spotPriceHistorySet><nextToken/></DescribeSpotPriceHistoryResponse>"#;
+        assert_eq!(parse_instance_types(none).unwrap(), (vec![], None));
+        assert!(matches!(
+            parse_instance_types(DESCRIBE),
+            Err(Error::Transport(_))
+        ));
+    }
+
+    #[test]
+    fn gpu_models_are_vendor_dash_name() {
+        let cases = [
+            (Some("NVIDIA"), "A10G", "nvidia-a10g"),
+            (Some("NVIDIA"), "T4", "nvidia-t4"),
+            (Some("NVIDIA"), "T4g", "nvidia-t4g"),
+            (Some("AMD"), "Radeon Pro V520", "amd-radeon-pro-v520"),
+            (Some("AMD"), "  Radeon   Pro V520 ", "amd-radeon-pro-v520"),
+            (Some("NVIDIA"), "NVIDIA H100", "nvidia-h100"),
+            (Some("Habana"), "Gaudi HL-205", "habana-gaudi-hl-205"),
+            (Some(""), "L4", "l4"),
+            (None, "L4", "l4"),
+        ];
+        for (vendor, name, want) in cases {
+            assert_eq!(gpu_model(vendor, name), want, "{vendor:?} {name}");
+        }
+    }
+
+    #[test]
+    fn images_name_their_root_device_and_snapshot_size() {
+        let images = r#"<?xml version="1.0" encoding="UTF-8"?>
+<DescribeImagesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
+  <requestId>x</requestId>
+  <imagesSet>
+    <item>
+      <imageId>ami-0abc</imageId>
+      <architecture>x86_64</architecture>
+      <rootDeviceType>ebs</rootDeviceType>
+      <rootDeviceName>/dev/xvda</rootDeviceName>
+      <blockDeviceMapping>
+        <item><deviceName>/dev/sdb</deviceName><virtualName>ephemeral0</virtualName></item>
+        <item><deviceName>/dev/xvda</deviceName><ebs><snapshotId>snap-1</snapshotId><volumeSize>8</volumeSize><deleteOnTermination>true</deleteOnTermination><volumeType>gp3</volumeType></ebs></item>
+      </blockDeviceMapping>
+    </item>
+    <item>
+      <imageId>ami-0store</imageId>
+      <rootDeviceType>instance-store</rootDeviceType>
+      <rootDeviceName>/dev/sda1</rootDeviceName>
+    </item>
+  </imagesSet>
+</DescribeImagesResponse>"#;
         assert_eq!(
-            parse_spot_prices(spot).unwrap(),
-            [SpotPrice {
+            parse_root_device(images, "ami-0abc").unwrap(),
+            Some(RootDevice {
+                name: "/dev/xvda".into(),
+                kind: "ebs".into(),
+                snapshot_gib: Some(8),
+            })
+        );
+        assert_eq!(
+            parse_root_device(images, "ami-0store").unwrap(),
+            Some(RootDevice {
+                name: "/dev/sda1".into(),
+                kind: "instance-store".into(),
+                snapshot_gib: None,
+            })
+        );
+        assert_eq!(parse_root_device(images, "ami-0other").unwrap(), None);
+        let nameless = "<DescribeImagesResponse><imagesSet><item><imageId>ami-1</imageId></item></imagesSet></DescribeImagesResponse>";
+        assert_eq!(parse_root_device(nameless, "ami-1").unwrap(), None);
+        assert!(matches!(
+            parse_root_device(RUN, "ami-0abc"),
+            Err(Error::Transport(_))
+        ));
+    }
+
+    #[test]
+    fn spot_history_is_read_and_the_lowest_price_per_type_kept() {
+        let spot = r#"<DescribeSpotPriceHistoryResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><spotPriceHistorySet>
+<item><instanceType>g5.xlarge</instanceType><productDescription>Linux/UNIX</productDescription><spotPrice>0.412300</spotPrice><timestamp>2025-06-01T10:00:00.000Z</timestamp><availabilityZone>us-east-1a</availabilityZone></item>
+<item><instanceType>g5.xlarge</instanceType><productDescription>Linux/UNIX</productDescription><spotPrice>0.398100</spotPrice><timestamp>2025-06-01T10:00:00.000Z</timestamp><availabilityZone>us-east-1c</availabilityZone></item>
+<item><instanceType>t4g.medium</instanceType><productDescription>Linux/UNIX</productDescription><spotPrice>0.0101</spotPrice><availabilityZone>us-east-1b</availabilityZone></item>
+<item><instanceType>g5.xlarge</instanceType><spotPrice>0.5</spotPrice><availabilityZone>us-east-1d</availabilityZone></item>
+<item><instanceType>t4g.medium</instanceType><spotPrice>oops</spotPrice></item>
+<item><instanceType>t4g.medium</instanceType><spotPrice>-1</spotPrice></item>
+<item><instanceType>t4g.medium</instanceType><spotPrice>NaN</spotPrice></item>
+</spotPriceHistorySet><nextToken/></DescribeSpotPriceHistoryResponse>"#;
+        let (prices, next) = parse_spot_prices(spot).unwrap();
+        assert_eq!(next, None, "an empty nextToken is the last page");
+        assert_eq!(prices.len(), 4, "unusable prices are left out");
+        assert_eq!(
+            prices[0],
+            SpotPrice {
                 zone: "us-east-1a".into(),
                 instance_type: "g5.xlarge".into(),
                 usd: 0.4123
-            }]
+            }
+        );
+        let lowest = lowest_spot_prices(&prices);
+        assert_eq!(
+            lowest,
+            BTreeMap::from([
+                ("g5.xlarge".to_string(), 0.3981),
+                ("t4g.medium".into(), 0.0101)
+            ])
+        );
+        assert!(lowest_spot_prices(&[]).is_empty());
+        let paged = "<DescribeSpotPriceHistoryResponse><spotPriceHistorySet/><nextToken>more</nextToken></DescribeSpotPriceHistoryResponse>";
+        assert_eq!(
+            parse_spot_prices(paged).unwrap(),
+            (vec![], Some("more".into()))
         );
     }
 

@@ -11,10 +11,17 @@
 //! Regions outside [`PRICED_REGIONS`] work too: types are then ranked by
 //! their us-east-1 price to pick one, but `price_hint` answers "none"
 //! rather than quote a price that may be wrong.
+//!
+//! `offerings` describes types from EC2's own answer (`DescribeInstanceTypes`)
+//! and prices them from this table ([`offering`]); `provision` checks an
+//! explicit type's architecture and GPU model against that answer too
+//! ([`check_described`]), so a type the table does not know can still be
+//! asked for with an architecture or GPU model.
 
-use wasmprov_guest::shape::{CatalogueEntry, Criteria, InstanceType, pick};
-use wasmprov_guest::{CapacityType, Error, NodeShape, PriceHint, Result};
+use wasmprov_guest::shape::{CatalogueEntry, Criteria, InstanceType, pick_for};
+use wasmprov_guest::{CapacityType, Error, NodeShape, Offering, PriceHint, Result};
 
+use crate::api::TypeInfo;
 use crate::settings::{Arch, Settings};
 
 /// Where [`TYPES`]' prices come from (also in the README).
@@ -199,23 +206,6 @@ pub fn candidates(settings: &Settings) -> Vec<InstanceType> {
         .collect()
 }
 
-/// The `offerings` answer: every type `price_hint` may pick, with the
-/// table's on-demand price in the region. In a region the table does not
-/// price, the prices are left out, as `price_hint` leaves them out there.
-#[must_use]
-pub fn offerings(settings: &Settings) -> Vec<wasmprov_guest::Offering> {
-    let priced = PRICED_REGIONS.contains(&settings.region.as_str());
-    wasmprov_guest::shape::offerings(&candidates(settings))
-        .into_iter()
-        .map(|mut o| {
-            if !priced {
-                o.on_demand_usd = None;
-            }
-            o
-        })
-        .collect()
-}
-
 /// A table entry as a catalogue entry priced at `price`.
 fn entry(t: &Ec2Type, price: f64) -> InstanceType {
     InstanceType {
@@ -235,18 +225,73 @@ fn entry(t: &Ec2Type, price: f64) -> InstanceType {
     }
 }
 
+/// EBS's largest volume (`gp3`): 16 TiB.
+pub const MAX_ROOT_VOLUME_BYTES: u64 = 16 << 40;
+
+/// The root volume for a disk of at least `disk_bytes`, in GiB: rounded
+/// up, at least 1.
+///
+/// # Errors
+/// [`Error::Unsupported`] above [`MAX_ROOT_VOLUME_BYTES`].
+pub fn root_volume_gib(disk_bytes: u64) -> Result<u64> {
+    if disk_bytes > MAX_ROOT_VOLUME_BYTES {
+        return Err(Error::Unsupported(format!(
+            "a disk of {} GiB is over EBS's 16 TiB volume limit",
+            disk_bytes.div_ceil(1 << 30)
+        )));
+    }
+    Ok(disk_bytes.div_ceil(1 << 30).max(1))
+}
+
+/// What of `shape` binds a type, for matching: the disk is left out, since
+/// any type gets a root volume of the size asked for; zone and type are
+/// handled by [`choose`].
+fn criteria(shape: &NodeShape) -> Criteria<'_> {
+    Criteria {
+        disk_bytes: None,
+        zone: None,
+        instance_type: None,
+        ..Criteria::of(shape)
+    }
+}
+
+/// `Unsupported`: `name` is `arch` with `model`, not what the shape asks for.
+fn mismatch(name: &str, arch: Option<Arch>, model: Option<&str>, shape: &NodeShape) -> Error {
+    let has = match (arch, model) {
+        (Some(a), Some(m)) => format!("{a} with {m}"),
+        (Some(a), None) => format!("{a} without a GPU model"),
+        (None, Some(m)) => format!("of no known architecture, with {m}"),
+        (None, None) => "of no known architecture or GPU model".to_string(),
+    };
+    let wants: Vec<String> = shape
+        .arch
+        .map(|a| a.to_string())
+        .into_iter()
+        .chain(shape.gpu_model.clone())
+        .collect();
+    Error::Unsupported(format!(
+        "instance type {name:?} is {has}; the shape asks for {}",
+        wants.join(" with ")
+    ))
+}
+
 /// Chooses the instance type for `shape`.
 ///
 /// - A zone must belong to the configured region (`us-east-1b` for
 ///   `us-east-1`).
+/// - A disk is a root volume of that size (see [`root_volume_gib`]), so it
+///   does not restrict the type; over 16 TiB is refused.
 /// - An explicit instance type wins; it must be allowed by `instance_types`
-///   but need not be in the table (then it has no price).
+///   but need not be in the table (then it has no price). A table type
+///   must have the architecture and GPU model asked for; another type is
+///   checked against EC2's answer by `provision` ([`check_described`]).
 /// - Otherwise the cheapest allowed type of the configured architecture
-///   with at least the vCPUs, memory and GPUs (of the vendor) asked for.
+///   with at least the vCPUs, memory and GPUs (of the vendor) asked for,
+///   and of the architecture and GPU model asked for.
 ///
 /// # Errors
-/// [`Error::Unsupported`] for a zone of another region, a type not allowed,
-/// or a shape no type fits.
+/// [`Error::Unsupported`] for a zone of another region, a disk over 16 TiB,
+/// a type not allowed, or a shape no type fits.
 pub fn choose(shape: &NodeShape, settings: &Settings) -> Result<Choice> {
     if let Some(zone) = shape.zone.as_deref()
         && !zone_in_region(zone, &settings.region)
@@ -256,6 +301,10 @@ pub fn choose(shape: &NodeShape, settings: &Settings) -> Result<Choice> {
             settings.region
         )));
     }
+    if let Some(disk) = shape.disk_bytes {
+        root_volume_gib(disk)?;
+    }
+    let want = criteria(shape);
     if let Some(name) = shape.instance_type.as_deref() {
         if !allowed(settings, name) {
             return Err(Error::Unsupported(format!(
@@ -264,24 +313,11 @@ pub fn choose(shape: &NodeShape, settings: &Settings) -> Result<Choice> {
         }
         let known = find(name);
         // The type wins over size, but the architecture and GPU model asked
-        // for still bind: a type the table does not know cannot be checked.
-        let binding = shape.arch.is_some() || shape.gpu_model.is_some();
-        match known {
-            Some(t) if !entry(t, 0.0).binds(&Criteria::of(shape)) => {
-                return Err(Error::Unsupported(format!(
-                    "instance type {name:?} is {}{}, not what the shape asks for",
-                    t.arch,
-                    t.gpu_model
-                        .map(|m| format!(" with {m}"))
-                        .unwrap_or_default()
-                )));
-            }
-            None if binding => {
-                return Err(Error::Unsupported(format!(
-                    "instance type {name:?} is not in this plugin's table, so its architecture and GPU model cannot be checked"
-                )));
-            }
-            _ => {}
+        // for still bind.
+        if let Some(t) = known
+            && !entry(t, 0.0).binds(&want)
+        {
+            return Err(mismatch(name, Some(t.arch), t.gpu_model, shape));
         }
         return Ok(Choice {
             instance_type: name.to_string(),
@@ -289,21 +325,109 @@ pub fn choose(shape: &NodeShape, settings: &Settings) -> Result<Choice> {
             known: known.is_some(),
         });
     }
-    let catalogue = candidates(settings);
     // Zones are not priced separately, so pick without one; the zone was
     // checked above.
-    let unzoned = NodeShape {
-        zone: None,
-        instance_type: None,
-        ..shape.clone()
-    };
-    let chosen = pick(&unzoned, &catalogue)?;
+    let catalogue = candidates(settings);
+    let chosen = pick_for(&want, &catalogue)?;
     let name = chosen.instance_type.name.clone();
     Ok(Choice {
         on_demand_usd: find(&name).and_then(|t| t.price_in(&settings.region)),
         instance_type: name,
         known: true,
     })
+}
+
+/// A type as EC2 describes it, priced: what `offerings` lists. It has no
+/// fixed disk (the root volume is sized per request) and no zones (it is
+/// offered wherever the plugin launches).
+struct Described<'a> {
+    info: &'a TypeInfo,
+    on_demand: Option<f64>,
+    spot: Option<f64>,
+}
+
+impl CatalogueEntry for Described<'_> {
+    fn name(&self) -> &str {
+        &self.info.name
+    }
+    fn cpu(&self) -> f64 {
+        f64::from(self.info.vcpu)
+    }
+    fn memory_bytes(&self) -> u64 {
+        self.info.memory_mib << 20
+    }
+    fn gpu(&self) -> u32 {
+        self.info.gpu
+    }
+    fn gpu_vendor(&self) -> Option<&str> {
+        self.info.gpu_vendor.as_deref()
+    }
+    fn gpu_model(&self) -> Option<&str> {
+        self.info.gpu_model.as_deref()
+    }
+    fn arch(&self) -> Option<Arch> {
+        self.info.arch
+    }
+    fn price_in(&self, _zone: Option<&str>) -> Option<f64> {
+        self.on_demand
+    }
+    fn spot_price(&self) -> Option<f64> {
+        self.spot
+    }
+}
+
+/// The instance types `offerings` asks EC2 about: `instance_types` when
+/// set, else every type of the table; each once, in order.
+#[must_use]
+pub fn offered_names(settings: &Settings) -> Vec<String> {
+    let names: Vec<&str> = match &settings.instance_types {
+        Some(list) => list.iter().map(String::as_str).collect(),
+        None => TYPES.iter().map(|t| t.name).collect(),
+    };
+    let mut out: Vec<String> = Vec::new();
+    for name in names {
+        if !out.iter().any(|n| n == name) {
+            out.push(name.to_string());
+        }
+    }
+    out
+}
+
+/// The offering for a type EC2 described: its vCPUs, memory, architecture
+/// and GPUs from EC2, its on-demand price from the table for the region
+/// (none where the table has none, as `price_hint` answers none there),
+/// and the spot price given (EC2's current lowest, when published).
+#[must_use]
+pub fn offering(info: &TypeInfo, settings: &Settings, spot: Option<f64>) -> Offering {
+    Described {
+        info,
+        on_demand: find(&info.name).and_then(|t| t.price_in(&settings.region)),
+        spot,
+    }
+    .offering()
+}
+
+/// Checks that the type EC2 described has the architecture and GPU model
+/// `shape` asks for (which an explicit type does not override).
+///
+/// # Errors
+/// [`Error::Unsupported`] when it has not.
+pub fn check_described(shape: &NodeShape, info: &TypeInfo) -> Result<()> {
+    let described = Described {
+        info,
+        on_demand: None,
+        spot: None,
+    };
+    if described.binds(&criteria(shape)) {
+        Ok(())
+    } else {
+        Err(mismatch(
+            &info.name,
+            info.arch,
+            info.gpu_model.as_deref(),
+            shape,
+        ))
+    }
 }
 
 /// Whether `zone` is an availability (or local) zone name of `region`:
@@ -493,6 +617,217 @@ mod tests {
         assert_eq!(c.on_demand_usd, Some(0.0084));
         let c = choose(&explicit("g4ad.xlarge"), &settings("eu-west-1")).unwrap();
         assert_eq!((c.on_demand_usd, c.known), (None, true));
+    }
+
+    #[test]
+    fn disk_is_a_root_volume_and_does_not_pick_the_type() {
+        let us = settings("us-east-1");
+        let disk = |bytes: u64| NodeShape {
+            disk_bytes: Some(bytes),
+            ..shape(2.0, 4)
+        };
+        for bytes in [1, 100 << 30, MAX_ROOT_VOLUME_BYTES] {
+            let c = choose(&disk(bytes), &us).unwrap();
+            assert_eq!(c.instance_type, "t3a.medium", "{bytes}");
+        }
+        assert!(matches!(
+            choose(&disk(MAX_ROOT_VOLUME_BYTES + 1), &us),
+            Err(Error::Unsupported(_))
+        ));
+        let named = NodeShape {
+            instance_type: Some("m6i.large".into()),
+            ..disk(500 << 30)
+        };
+        assert_eq!(choose(&named, &us).unwrap().instance_type, "m6i.large");
+        assert_eq!(root_volume_gib(0).unwrap(), 1);
+        assert_eq!(root_volume_gib(1).unwrap(), 1);
+        assert_eq!(root_volume_gib(1 << 30).unwrap(), 1);
+        assert_eq!(root_volume_gib((1 << 30) + 1).unwrap(), 2);
+        assert_eq!(root_volume_gib(MAX_ROOT_VOLUME_BYTES).unwrap(), 16_384);
+        match root_volume_gib(1 << 50) {
+            Err(Error::Unsupported(m)) => assert!(m.contains("16 TiB"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn architecture_and_gpu_model_bind() {
+        let any = Settings {
+            architecture: None,
+            ..settings("us-east-1")
+        };
+        let sized = |arch: Option<Arch>| NodeShape {
+            arch,
+            ..shape(2.0, 4)
+        };
+        assert_eq!(
+            choose(&sized(None), &any).unwrap().instance_type,
+            "t4g.medium"
+        );
+        assert_eq!(
+            choose(&sized(Some(Arch::X86_64)), &any)
+                .unwrap()
+                .instance_type,
+            "t3a.medium"
+        );
+        assert_eq!(
+            choose(&sized(Some(Arch::Arm64)), &any)
+                .unwrap()
+                .instance_type,
+            "t4g.medium"
+        );
+        // The x86 default picks no ARM type, even when asked for one.
+        assert!(matches!(
+            choose(&sized(Some(Arch::Arm64)), &settings("us-east-1")),
+            Err(Error::Unsupported(_))
+        ));
+        let gpu = |model: Option<&str>| NodeShape {
+            gpu: 1,
+            gpu_vendor: Some("nvidia".into()),
+            gpu_model: model.map(Into::into),
+            ..shape(4.0, 16)
+        };
+        let us = settings("us-east-1");
+        assert_eq!(
+            choose(&gpu(None), &us).unwrap().instance_type,
+            "g4dn.xlarge"
+        );
+        assert_eq!(
+            choose(&gpu(Some("nvidia-t4")), &us).unwrap().instance_type,
+            "g4dn.xlarge"
+        );
+        assert_eq!(
+            choose(&gpu(Some("NVIDIA-A10G")), &us)
+                .unwrap()
+                .instance_type,
+            "g5.xlarge"
+        );
+        assert!(matches!(
+            choose(&gpu(Some("nvidia-a100")), &us),
+            Err(Error::Unsupported(_))
+        ));
+        // Explicit: a table type must match; another type is left to
+        // provision, which asks EC2.
+        let explicit = |name: &str, arch: Arch| NodeShape {
+            instance_type: Some(name.into()),
+            arch: Some(arch),
+            ..NodeShape::default()
+        };
+        match choose(&explicit("t4g.micro", Arch::X86_64), &us) {
+            Err(Error::Unsupported(m)) => {
+                assert!(m.contains("arm64") && m.contains("asks for x86_64"), "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(choose(&explicit("t4g.micro", Arch::Arm64), &us).is_ok());
+        let c = choose(&explicit("m7g.large", Arch::X86_64), &us).unwrap();
+        assert_eq!((c.known, c.on_demand_usd), (false, None));
+    }
+
+    fn info(name: &str, arch: Option<Arch>, model: Option<&str>) -> TypeInfo {
+        TypeInfo {
+            name: name.into(),
+            vcpu: 4,
+            memory_mib: 16384,
+            arch,
+            gpu: u32::from(model.is_some()),
+            gpu_vendor: model.map(|m| m.split('-').next().unwrap().to_string()),
+            gpu_model: model.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn offerings_are_what_ec2_says_priced_from_the_table() {
+        let us = settings("us-east-1");
+        let o = offering(
+            &info("g5.xlarge", Some(Arch::X86_64), Some("nvidia-a10g")),
+            &us,
+            Some(0.4),
+        );
+        assert_eq!(o.instance_type, "g5.xlarge");
+        assert_eq!((o.cpu, o.memory_bytes, o.gpu), (4.0, 16 << 30, 1));
+        assert_eq!(o.gpu_vendor.as_deref(), Some("nvidia"));
+        assert_eq!(o.gpu_model.as_deref(), Some("nvidia-a10g"));
+        assert_eq!(o.arch, Some(Arch::X86_64));
+        assert_eq!((o.on_demand_usd, o.spot_usd), (Some(1.006), Some(0.4)));
+        assert_eq!((o.disk_bytes, o.zones.len()), (None, 0));
+        // The same price price_hint quotes, or none where it quotes none.
+        let hint = choose(
+            &NodeShape {
+                instance_type: Some("g5.xlarge".into()),
+                ..NodeShape::default()
+            },
+            &us,
+        )
+        .unwrap()
+        .hint(CapacityType::OnDemand, 0.35)
+        .unwrap();
+        assert_eq!(o.on_demand_usd, Some(hint.hourly_usd));
+        let eu = offering(
+            &info(
+                "g4ad.xlarge",
+                Some(Arch::X86_64),
+                Some("amd-radeon-pro-v520"),
+            ),
+            &settings("eu-west-1"),
+            None,
+        );
+        assert_eq!(eu.on_demand_usd, None);
+        let elsewhere = offering(
+            &info("t3a.medium", Some(Arch::X86_64), None),
+            &settings("ap-south-1"),
+            None,
+        );
+        assert_eq!(elsewhere.on_demand_usd, None);
+        let unknown = offering(&info("m7g.large", Some(Arch::Arm64), None), &us, Some(0.03));
+        assert_eq!(
+            (unknown.on_demand_usd, unknown.spot_usd),
+            (None, Some(0.03))
+        );
+
+        assert_eq!(offered_names(&us).len(), TYPES.len());
+        assert_eq!(offered_names(&us)[0], TYPES[0].name);
+        let only = Settings {
+            instance_types: Some(vec!["b".into(), "a".into(), "b".into()]),
+            ..settings("us-east-1")
+        };
+        assert_eq!(offered_names(&only), ["b", "a"]);
+    }
+
+    #[test]
+    fn described_types_bind_architecture_and_gpu_model() {
+        let want = |arch: Option<Arch>, model: Option<&str>| NodeShape {
+            instance_type: Some("x".into()),
+            arch,
+            gpu: u32::from(model.is_some()),
+            gpu_model: model.map(Into::into),
+            disk_bytes: Some(100 << 30),
+            ..NodeShape::default()
+        };
+        let l4 = info("g6.xlarge", Some(Arch::X86_64), Some("nvidia-l4"));
+        assert!(
+            check_described(&want(None, None), &l4).is_ok(),
+            "disk never binds"
+        );
+        assert!(check_described(&want(Some(Arch::X86_64), Some("NVIDIA-L4")), &l4).is_ok());
+        for bad in [
+            want(Some(Arch::Arm64), None),
+            want(None, Some("nvidia-t4")),
+            want(Some(Arch::Arm64), Some("nvidia-l4")),
+        ] {
+            match check_described(&bad, &l4) {
+                Err(Error::Unsupported(m)) => {
+                    assert!(m.contains("\"g6.xlarge\" is x86_64 with nvidia-l4"), "{m}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let mac = info("mac2.metal", None, None);
+        assert!(check_described(&want(None, None), &mac).is_ok());
+        assert!(matches!(
+            check_described(&want(Some(Arch::Arm64), None), &mac),
+            Err(Error::Unsupported(_))
+        ));
     }
 
     #[test]

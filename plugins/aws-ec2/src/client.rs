@@ -2,22 +2,37 @@
 //! small [`Transport`] so that they run natively in unit tests with a
 //! scripted API, and over signed `wasi:http` requests in the component.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine as _;
 use wasmprov_guest::http::Response;
 use wasmprov_guest::tags::{OWNER, REQUEST, id_tag};
-use wasmprov_guest::{CapacityType, Error, JoinState, NodeHandle, ProvisionRequest, Result};
+use wasmprov_guest::{
+    CapacityType, Error, JoinState, NodeHandle, NodeShape, Offering, ProvisionRequest, Result,
+};
 
-use crate::api::{self, ApiFailure, Instance};
+use crate::api::{self, ApiFailure, Instance, SpotPrice, TypeInfo};
 use crate::catalogue;
 use crate::settings::{MAX_USER_DATA, Settings};
 use crate::sign::API_VERSION;
 use crate::tagging;
 
-/// Most pages `describe` reads before it gives up on an API that keeps
+/// Most pages a listing reads before it gives up on an API that keeps
 /// announcing a next page.
 pub const MAX_PAGES: usize = 10_000;
+
+/// Most `InstanceType.N` of one `DescribeInstanceTypes` call, and its
+/// largest `MaxResults`.
+pub const TYPES_PER_CALL: usize = 100;
+
+/// `MaxResults` of `DescribeSpotPriceHistory` (its largest).
+pub const SPOT_PAGE_SIZE: u32 = 1000;
+
+/// Error codes that say an instance id names no instance.
+const NO_SUCH_INSTANCE: &[&str] = &["InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"];
+
+/// One page of a listing and the token of the next.
+type Page<P> = (Vec<P>, Option<String>);
 
 /// One Query API call: the action and its parameters, not yet encoded.
 #[derive(Clone, Debug, PartialEq)]
@@ -111,37 +126,51 @@ impl<'a, T: Transport> Client<'a, T> {
         }
     }
 
-    /// Sends `req`; an error status becomes the contract error.
-    fn call(&self, req: &ApiRequest, zone_asked: bool) -> Result<Response> {
+    /// Sends `req`; an error status is the API's failure, not yet a
+    /// contract error.
+    fn try_call(&self, req: &ApiRequest) -> Result<std::result::Result<Response, ApiFailure>> {
         let resp = self.transport.send(req)?;
-        if resp.is_success() {
+        Ok(if resp.is_success() {
             Ok(resp)
         } else {
-            Err(ApiFailure::from_response(&resp).into_error(zone_asked))
-        }
+            Err(ApiFailure::from_response(&resp))
+        })
     }
 
-    /// Every instance matching `filters`, following `nextToken`.
-    fn describe_filtered(&self, filters: &[(String, Vec<String>)]) -> Result<Vec<Instance>> {
+    /// Sends `req`; an error status becomes the contract error.
+    fn call(&self, req: &ApiRequest, zone_asked: bool) -> Result<Response> {
+        self.try_call(req)?
+            .map_err(|failure| failure.into_error(zone_asked))
+    }
+
+    /// Every item of a listing that starts with `req`, following
+    /// `nextToken`; a failure of any page is the API's.
+    fn pages<P>(
+        &self,
+        req: &ApiRequest,
+        parse: fn(&str) -> Result<Page<P>>,
+    ) -> Result<std::result::Result<Vec<P>, ApiFailure>> {
         let mut out = Vec::new();
         let mut token: Option<String> = None;
         let mut seen = BTreeSet::new();
         for _ in 0..MAX_PAGES {
-            let mut req = ApiRequest::new("DescribeInstances")
-                .filters(filters)
-                .param("MaxResults", self.settings.page_size.to_string());
+            let mut req = req.clone();
             if let Some(t) = &token {
                 req = req.param("NextToken", t.clone());
             }
-            let resp = self.call(&req, false)?;
-            let (page, next) = api::parse_describe_instances(&resp.text())?;
+            let resp = match self.try_call(&req)? {
+                Ok(resp) => resp,
+                Err(failure) => return Ok(Err(failure)),
+            };
+            let (page, next) = parse(&resp.text())?;
             out.extend(page);
             match next {
-                None => return Ok(out),
+                None => return Ok(Ok(out)),
                 Some(next) => {
                     if !seen.insert(next.clone()) {
                         return Err(Error::Transport(format!(
-                            "EC2 DescribeInstances repeated nextToken {next:?}"
+                            "EC2 {} repeated nextToken {next:?}",
+                            req.action
                         )));
                     }
                     token = Some(next);
@@ -149,8 +178,32 @@ impl<'a, T: Transport> Client<'a, T> {
             }
         }
         Err(Error::Transport(format!(
-            "EC2 DescribeInstances announced more than {MAX_PAGES} pages"
+            "EC2 {} announced more than {MAX_PAGES} pages",
+            req.action
         )))
+    }
+
+    /// Every instance matching `filters`, following `nextToken`.
+    fn describe_filtered(&self, filters: &[(String, Vec<String>)]) -> Result<Vec<Instance>> {
+        let req = ApiRequest::new("DescribeInstances")
+            .filters(filters)
+            .param("MaxResults", self.settings.page_size.to_string());
+        self.pages(&req, api::parse_describe_instances)?
+            .map_err(|failure| failure.into_error(false))
+    }
+
+    /// The instance `id`, whatever its owner or state; `None` when EC2 does
+    /// not know it.
+    fn lookup(&self, id: &str) -> Result<Option<Instance>> {
+        let req = ApiRequest::new("DescribeInstances").param("InstanceId.1", id);
+        match self.try_call(&req)? {
+            Ok(resp) => Ok(api::parse_describe_instances(&resp.text())?
+                .0
+                .into_iter()
+                .find(|i| i.id == id)),
+            Err(failure) if NO_SUCH_INSTANCE.contains(&failure.code.as_str()) => Ok(None),
+            Err(failure) => Err(failure.into_error(false)),
+        }
     }
 
     fn live_states() -> (String, Vec<String>) {
@@ -181,39 +234,97 @@ impl<'a, T: Transport> Client<'a, T> {
             }))
     }
 
-    /// Fails with [`Error::Unsupported`] unless `DescribeInstanceTypes`
-    /// knows `name` in the region.
-    fn check_instance_type(&self, name: &str) -> Result<()> {
-        let req = ApiRequest::new("DescribeInstanceTypes").param("InstanceType.1", name);
-        let resp = self.call(&req, false)?;
-        if api::parse_instance_types(&resp.text())?
-            .iter()
-            .any(|t| t == name)
-        {
-            Ok(())
-        } else {
-            Err(Error::Unsupported(format!(
-                "instance type {name:?} is not offered in {}",
-                self.settings.region
-            )))
+    /// What `DescribeInstanceTypes` says of `names` in the region, in
+    /// calls of [`TYPES_PER_CALL`] types. Types EC2 does not offer there
+    /// are left out: a call naming one fails as a whole
+    /// (`InvalidInstanceType`), so it is asked again without the types the
+    /// error message names, or, when it names none of them, in halves,
+    /// until the types EC2 does offer are described.
+    ///
+    /// # Errors
+    /// The API's other errors.
+    pub fn describe_types(&self, names: &[String]) -> Result<Vec<TypeInfo>> {
+        let mut out = Vec::new();
+        for chunk in names.chunks(TYPES_PER_CALL) {
+            self.describe_types_into(chunk, &mut out)?;
         }
+        Ok(out)
+    }
+
+    fn describe_types_into(&self, names: &[String], out: &mut Vec<TypeInfo>) -> Result<()> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        let mut req = ApiRequest::new("DescribeInstanceTypes");
+        for (n, name) in names.iter().enumerate() {
+            req = req.param(format!("InstanceType.{}", n + 1), name.clone());
+        }
+        req = req.param("MaxResults", TYPES_PER_CALL.to_string());
+        match self.pages(&req, api::parse_instance_types)? {
+            Ok(types) => out.extend(types),
+            Err(failure) if failure.code == "InvalidInstanceType" => {
+                let (named, rest): (Vec<String>, Vec<String>) = names
+                    .iter()
+                    .cloned()
+                    .partition(|n| names_type(&failure.message, n));
+                if !named.is_empty() {
+                    self.describe_types_into(&rest, out)?;
+                } else if names.len() > 1 {
+                    let (a, b) = names.split_at(names.len() / 2);
+                    self.describe_types_into(a, out)?;
+                    self.describe_types_into(b, out)?;
+                }
+            }
+            Err(failure) => return Err(failure.into_error(false)),
+        }
+        Ok(())
+    }
+
+    /// What `DescribeInstanceTypes` says of `name`, checked against the
+    /// architecture and GPU model `shape` asks for.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] when EC2 does not offer `name` in the region,
+    /// or it has another architecture or GPU model.
+    fn check_instance_type(&self, name: &str, shape: &NodeShape) -> Result<TypeInfo> {
+        let info = self
+            .describe_types(&[name.to_string()])?
+            .into_iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "instance type {name:?} is not offered in {}",
+                    self.settings.region
+                ))
+            })?;
+        catalogue::check_described(shape, &info)?;
+        Ok(info)
+    }
+
+    /// The current spot prices of `names` (in `zone`, else in every zone):
+    /// `DescribeSpotPriceHistory` for Linux/UNIX from now on, which
+    /// answers the price in effect now.
+    fn spot_prices(&self, names: &[&str], zone: Option<&str>) -> Result<Vec<SpotPrice>> {
+        let mut req = ApiRequest::new("DescribeSpotPriceHistory");
+        for (n, name) in names.iter().enumerate() {
+            req = req.param(format!("InstanceType.{}", n + 1), *name);
+        }
+        req = req
+            .param("ProductDescription.1", "Linux/UNIX")
+            .param("StartTime", iso8601(self.transport.now_unix()))
+            .param("MaxResults", SPOT_PAGE_SIZE.to_string());
+        if let Some(z) = zone {
+            req = req.param("AvailabilityZone", z);
+        }
+        self.pages(&req, api::parse_spot_prices)?
+            .map_err(|failure| failure.into_error(false))
     }
 
     /// Logs the current spot price of `instance_type` (best effort: a
     /// failure is logged, not returned).
     fn log_spot_price(&self, instance_type: &str, zone: Option<&str>, on_demand: Option<f64>) {
-        let mut req = ApiRequest::new("DescribeSpotPriceHistory")
-            .param("InstanceType.1", instance_type)
-            .param("ProductDescription.1", "Linux/UNIX")
-            .param("StartTime", iso8601(self.transport.now_unix()));
-        if let Some(z) = zone {
-            req = req.param("AvailabilityZone", z);
-        }
         let on_demand = on_demand.map_or_else(|| "unknown".to_string(), |p| p.to_string());
-        match self
-            .call(&req, false)
-            .and_then(|r| api::parse_spot_prices(&r.text()))
-        {
+        match self.spot_prices(&[instance_type], zone) {
             Ok(prices) => match prices.iter().min_by(|a, b| a.usd.total_cmp(&b.usd)) {
                 Some(p) => self.transport.info(
                     "current spot price",
@@ -234,6 +345,67 @@ impl<'a, T: Transport> Client<'a, T> {
                 &[("instance_type", instance_type), ("error", &e.to_string())],
             ),
         }
+    }
+
+    /// The root volume for a disk of at least `disk_bytes` booting `image`:
+    /// its device name (`DescribeImages`) and size in GiB, the size asked
+    /// for rounded up, or the image's snapshot when that is larger.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] over 16 TiB or for an image whose root device
+    /// is not EBS; [`Error::InvalidConfig`] for an image EC2 does not
+    /// describe; the API's errors.
+    fn root_volume(&self, image: &str, disk_bytes: u64) -> Result<(String, u64)> {
+        let gib = catalogue::root_volume_gib(disk_bytes)?;
+        let req = ApiRequest::new("DescribeImages").param("ImageId.1", image);
+        let resp = self.call(&req, false)?;
+        let root = api::parse_root_device(&resp.text(), image)?.ok_or_else(|| {
+            Error::InvalidConfig(format!(
+                "EC2 does not describe image {image:?} or its root device"
+            ))
+        })?;
+        if root.kind != "ebs" {
+            return Err(Error::Unsupported(format!(
+                "image {image:?} boots from {}, not EBS: its root disk cannot be sized",
+                root.kind
+            )));
+        }
+        Ok((root.name, gib.max(root.snapshot_gib.unwrap_or(0))))
+    }
+
+    /// Every type this plugin offers ([`catalogue::offered_names`]) that EC2
+    /// offers in the region, as `DescribeInstanceTypes` describes it, with
+    /// the table's on-demand price and the lowest current spot price across
+    /// zones (none when EC2 publishes none, or the look-up fails: that is
+    /// logged).
+    ///
+    /// # Errors
+    /// The errors of `DescribeInstanceTypes`.
+    pub fn offerings(&self) -> Result<Vec<Offering>> {
+        let names = catalogue::offered_names(self.settings);
+        let types = self.describe_types(&names)?;
+        let described: Vec<&str> = names
+            .iter()
+            .map(String::as_str)
+            .filter(|n| types.iter().any(|t| t.name == *n))
+            .collect();
+        let spot = if described.is_empty() {
+            BTreeMap::new()
+        } else {
+            match self.spot_prices(&described, None) {
+                Ok(prices) => api::lowest_spot_prices(&prices),
+                Err(e) => {
+                    self.transport
+                        .info("spot prices unavailable", &[("error", &e.to_string())]);
+                    BTreeMap::new()
+                }
+            }
+        };
+        Ok(described
+            .iter()
+            .filter_map(|n| types.iter().find(|t| t.name == *n))
+            .map(|t| catalogue::offering(t, self.settings, spot.get(&t.name).copied()))
+            .collect())
     }
 
     /// Creates an instance, or returns the one already created for the
@@ -270,7 +442,11 @@ impl<'a, T: Transport> Client<'a, T> {
         }
         let zone = shape.zone.as_deref();
         let spot = shape.capacity_type == CapacityType::Spot;
-        self.check_instance_type(&choice.instance_type)?;
+        let described = self.check_instance_type(&choice.instance_type, shape)?;
+        let root = match shape.disk_bytes {
+            Some(disk) => Some(self.root_volume(image, disk)?),
+            None => None,
+        };
         if spot {
             self.log_spot_price(&choice.instance_type, zone, choice.on_demand_usd);
         }
@@ -292,6 +468,13 @@ impl<'a, T: Transport> Client<'a, T> {
         }
         if let Some(key) = &self.settings.key_name {
             req = req.param("KeyName", key.clone());
+        }
+        if let Some((device, gib)) = root {
+            req = req
+                .param("BlockDeviceMapping.1.DeviceName", device)
+                .param("BlockDeviceMapping.1.Ebs.VolumeSize", gib.to_string())
+                .param("BlockDeviceMapping.1.Ebs.VolumeType", "gp3")
+                .param("BlockDeviceMapping.1.Ebs.DeleteOnTermination", "true");
         }
         if let Some(data) = user_data {
             req = req.param(
@@ -337,7 +520,14 @@ impl<'a, T: Transport> Client<'a, T> {
         if instance.tags.is_empty() {
             instance.tags = tags;
         }
-        let handle = instance.to_handle();
+        let mut handle = instance.to_handle();
+        // What EC2 said of the type, for one the table does not know.
+        if handle.arch.is_none() {
+            handle.arch = described.arch;
+        }
+        if handle.gpu_model.is_none() {
+            handle.gpu_model = described.gpu_model;
+        }
         self.transport.info(
             "instance created",
             &[
@@ -364,12 +554,8 @@ impl<'a, T: Transport> Client<'a, T> {
                 "{provider_id:?} is not an EC2 instance id"
             )));
         }
-        let req = ApiRequest::new("DescribeInstances").param("InstanceId.1", provider_id);
-        let resp = self.call(&req, false)?;
-        let (instances, _) = api::parse_describe_instances(&resp.text())?;
-        let instance = instances
-            .into_iter()
-            .find(|i| i.id == provider_id)
+        let instance = self
+            .lookup(provider_id)?
             .ok_or_else(|| Error::NotFound(format!("instance {provider_id} does not exist")))?;
         if !tagging::is_owned(&instance, owner_id) {
             return Err(Error::NotFound(format!(
@@ -391,6 +577,23 @@ impl<'a, T: Transport> Client<'a, T> {
         Ok(())
     }
 
+    /// The instance `provider_id` when it carries this owner's tag, in
+    /// whatever state (a terminated one is `deleted`), from
+    /// `DescribeInstances` for that one id.
+    ///
+    /// # Errors
+    /// The API's errors; an id that is not an instance id, or one EC2 does
+    /// not know (`InvalidInstanceID.NotFound`, `.Malformed`), is `None`.
+    pub fn get(&self, owner_id: &str, provider_id: &str) -> Result<Option<NodeHandle>> {
+        if !tagging::is_instance_id(provider_id) {
+            return Ok(None);
+        }
+        Ok(self
+            .lookup(provider_id)?
+            .filter(|i| tagging::is_owned(i, owner_id))
+            .map(|i| i.to_handle()))
+    }
+
     /// Every live instance tagged with this owner.
     ///
     /// # Errors
@@ -409,6 +612,16 @@ impl<'a, T: Transport> Client<'a, T> {
             .map(|i| i.to_handle())
             .collect())
     }
+}
+
+/// Whether `message` names instance type `name` as a word of its own
+/// (EC2 says "The following supplied instance types do not exist:
+/// [p3.2xlarge]").
+fn names_type(message: &str, name: &str) -> bool {
+    let part = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
+    message
+        .split(|c: char| !part(c))
+        .any(|word| word == name || word.strip_suffix('.') == Some(name))
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the Unix epoch.
@@ -439,7 +652,7 @@ mod tests {
     use super::*;
     use std::cell::RefCell;
     use std::collections::VecDeque;
-    use wasmprov_guest::{CapacityScope, Labels, NodeShape};
+    use wasmprov_guest::{Arch, CapacityScope, Labels, NodeShape, NodeStatus};
 
     type Responder = Box<dyn Fn(&ApiRequest) -> Response>;
 
@@ -883,7 +1096,7 @@ mod tests {
             (one("running", &[]), "not owned"),
             (one("terminated", OWNED), "already terminated"),
             (page(&[], None), "does not exist"),
-            (err(400, "InvalidInstanceID.NotFound"), "NotFound"),
+            (err(400, "InvalidInstanceID.NotFound"), "does not exist"),
         ];
         for (answer, says) in not_found {
             let script = Script::new(vec![answer]);
@@ -1014,6 +1227,490 @@ mod tests {
                 ("MaxResults".into(), "5".into()),
             ]
         );
+    }
+
+    /// A `DescribeInstanceTypes` item: name, architecture, GPU (vendor, name).
+    fn type_item(name: &str, arch: &str, gpu: Option<(&str, &str)>) -> String {
+        let gpu = gpu
+            .map(|(vendor, model)| {
+                format!(
+                    "<gpuInfo><gpus><item><name>{model}</name><manufacturer>{vendor}</manufacturer><count>1</count></item></gpus></gpuInfo>"
+                )
+            })
+            .unwrap_or_default();
+        format!(
+            "<item><instanceType>{name}</instanceType><processorInfo><supportedArchitectures><item>{arch}</item></supportedArchitectures></processorInfo>\
+             <vCpuInfo><defaultVCpus>4</defaultVCpus></vCpuInfo><memoryInfo><sizeInMiB>16384</sizeInMiB></memoryInfo>{gpu}</item>"
+        )
+    }
+
+    fn type_page(items: &[String], next: Option<&str>) -> Response {
+        resp(
+            200,
+            &format!(
+                "<DescribeInstanceTypesResponse><instanceTypeSet>{}</instanceTypeSet>{}</DescribeInstanceTypesResponse>",
+                items.concat(),
+                next.map(|n| format!("<nextToken>{n}</nextToken>"))
+                    .unwrap_or_default()
+            ),
+        )
+    }
+
+    fn spot_page(prices: &[(&str, &str, &str)]) -> Response {
+        let items: String = prices
+            .iter()
+            .map(|(t, z, p)| {
+                format!(
+                    "<item><instanceType>{t}</instanceType><availabilityZone>{z}</availabilityZone><productDescription>Linux/UNIX</productDescription><spotPrice>{p}</spotPrice></item>"
+                )
+            })
+            .collect();
+        resp(
+            200,
+            &format!(
+                "<DescribeSpotPriceHistoryResponse><spotPriceHistorySet>{items}</spotPriceHistorySet></DescribeSpotPriceHistoryResponse>"
+            ),
+        )
+    }
+
+    fn image(id: &str, root: &str, kind: &str, snapshot_gib: u64) -> Response {
+        resp(
+            200,
+            &format!(
+                "<DescribeImagesResponse><imagesSet><item><imageId>{id}</imageId><rootDeviceName>{root}</rootDeviceName><rootDeviceType>{kind}</rootDeviceType>\
+                 <blockDeviceMapping><item><deviceName>{root}</deviceName><ebs><volumeSize>{snapshot_gib}</volumeSize></ebs></item></blockDeviceMapping></item></imagesSet></DescribeImagesResponse>"
+            ),
+        )
+    }
+
+    #[test]
+    fn disk_sizes_the_root_volume() {
+        let settings = settings();
+        let disk = |bytes: u64| NodeShape {
+            disk_bytes: Some(bytes),
+            ..NodeShape::new(2.0, 4 << 30)
+        };
+        // 100 GiB and a byte: 101 GiB, on the image's root device.
+        let script = Script::new(vec![
+            page(&[], None),
+            types("t3a.medium"),
+            image("ami-0abc", "/dev/xvda", "ebs", 8),
+            run(&item("i-0123456789abcdef0", "pending", OWNED, false)),
+        ]);
+        let client = Client::new(&settings, &script);
+        client
+            .provision("host-a", &request("req-1", disk((100 << 30) + 1)))
+            .unwrap();
+        assert_eq!(
+            script.actions(),
+            [
+                "DescribeInstances",
+                "DescribeInstanceTypes",
+                "DescribeImages",
+                "RunInstances"
+            ]
+        );
+        let reqs = script.requests();
+        assert_eq!(
+            reqs[1].get("InstanceType.1"),
+            Some("t3a.medium"),
+            "disk does not pick the type"
+        );
+        assert_eq!(reqs[2].get("ImageId.1"), Some("ami-0abc"));
+        let r = &reqs[3];
+        assert_eq!(r.get("BlockDeviceMapping.1.DeviceName"), Some("/dev/xvda"));
+        assert_eq!(r.get("BlockDeviceMapping.1.Ebs.VolumeSize"), Some("101"));
+        assert_eq!(r.get("BlockDeviceMapping.1.Ebs.VolumeType"), Some("gp3"));
+        assert_eq!(
+            r.get("BlockDeviceMapping.1.Ebs.DeleteOnTermination"),
+            Some("true")
+        );
+
+        // A snapshot larger than the disk asked for sets the size.
+        let script = Script::new(vec![
+            page(&[], None),
+            types("t3a.medium"),
+            image("ami-0abc", "/dev/sda1", "ebs", 30),
+            run(&item("i-0123456789abcdef0", "pending", OWNED, false)),
+        ]);
+        let client = Client::new(&settings, &script);
+        client
+            .provision("host-a", &request("req-1", disk(1)))
+            .unwrap();
+        let r = &script.requests()[3];
+        assert_eq!(r.get("BlockDeviceMapping.1.DeviceName"), Some("/dev/sda1"));
+        assert_eq!(r.get("BlockDeviceMapping.1.Ebs.VolumeSize"), Some("30"));
+
+        // No disk: no image look-up, no mapping.
+        let script = Script::new(vec![
+            page(&[], None),
+            types("t3a.medium"),
+            run(&item("i-0123456789abcdef0", "pending", OWNED, false)),
+        ]);
+        let client = Client::new(&settings, &script);
+        client
+            .provision("host-a", &request("req-1", NodeShape::new(2.0, 4 << 30)))
+            .unwrap();
+        assert_eq!(
+            script.requests()[2].get("BlockDeviceMapping.1.DeviceName"),
+            None
+        );
+
+        // Over 16 TiB: refused before anything but the idempotency look-up.
+        let script = Script::new(vec![page(&[], None)]);
+        let client = Client::new(&settings, &script);
+        match client.provision("o", &request("r", disk((16 << 40) + 1))) {
+            Err(Error::Unsupported(m)) => assert!(m.contains("16 TiB"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(script.actions(), ["DescribeInstances"]);
+
+        // An instance-store image cannot be sized; an image EC2 does not
+        // describe is a configuration error; its errors pass through.
+        let cases: Vec<(Response, &str)> = vec![
+            (
+                image("ami-0abc", "/dev/sda1", "instance-store", 10),
+                "unsupported",
+            ),
+            (
+                image("ami-0other", "/dev/sda1", "ebs", 10),
+                "invalid_config",
+            ),
+            (err(400, "InvalidAMIID.NotFound"), "invalid_config"),
+        ];
+        for (answer, kind) in cases {
+            let script = Script::new(vec![page(&[], None), types("t3a.medium"), answer]);
+            let client = Client::new(&settings, &script);
+            let e = client
+                .provision("o", &request("r", disk(10 << 30)))
+                .unwrap_err();
+            assert_eq!(e.kind(), kind, "{e}");
+            assert_eq!(script.requests().len(), 3, "nothing launched");
+        }
+    }
+
+    #[test]
+    fn explicit_types_bind_architecture_and_gpu_model_by_ec2s_answer() {
+        let settings = settings();
+        let explicit = |name: &str, arch: Option<Arch>, model: Option<&str>| NodeShape {
+            instance_type: Some(name.into()),
+            arch,
+            gpu: u32::from(model.is_some()),
+            gpu_model: model.map(Into::into),
+            ..NodeShape::default()
+        };
+        // A type the table does not know, checked against EC2's answer.
+        let g6 = type_item("g6.xlarge", "x86_64", Some(("NVIDIA", "L4")));
+        let script = Script::new(vec![
+            page(&[], None),
+            type_page(std::slice::from_ref(&g6), None),
+            run(&item("i-0123456789abcdef0", "pending", OWNED, false)),
+        ]);
+        let client = Client::new(&settings, &script);
+        let h = client
+            .provision(
+                "host-a",
+                &request(
+                    "req-1",
+                    explicit("g6.xlarge", Some(Arch::X86_64), Some("NVIDIA-L4")),
+                ),
+            )
+            .unwrap();
+        assert_eq!(
+            h.gpu_model.as_deref(),
+            Some("nvidia-l4"),
+            "from EC2's answer"
+        );
+        assert_eq!(script.actions().last(), Some(&"RunInstances"));
+        assert_eq!(script.requests()[2].get("InstanceType"), Some("g6.xlarge"));
+
+        let refused: Vec<(NodeShape, String)> = vec![
+            (explicit("g6.xlarge", None, Some("nvidia-a100")), g6.clone()),
+            (explicit("g6.xlarge", Some(Arch::Arm64), None), g6.clone()),
+            (
+                explicit("m7g.large", Some(Arch::X86_64), None),
+                type_item("m7g.large", "arm64", None),
+            ),
+            (
+                explicit("m7i.large", None, Some("nvidia-t4")),
+                type_item("m7i.large", "x86_64", None),
+            ),
+        ];
+        for (shape, answer) in refused {
+            let script = Script::new(vec![page(&[], None), type_page(&[answer], None)]);
+            let client = Client::new(&settings, &script);
+            match client.provision("o", &request("r", shape.clone())) {
+                Err(Error::Unsupported(m)) => {
+                    assert!(m.contains("the shape asks for"), "{m}");
+                }
+                other => panic!("{shape:?}: {other:?}"),
+            }
+            assert_eq!(script.requests().len(), 2, "nothing launched");
+        }
+
+        // A table type that does not match is refused without asking EC2.
+        let script = Script::new(vec![page(&[], None)]);
+        let client = Client::new(&settings, &script);
+        assert!(matches!(
+            client.provision(
+                "o",
+                &request("r", explicit("t4g.micro", Some(Arch::X86_64), None))
+            ),
+            Err(Error::Unsupported(_))
+        ));
+        assert_eq!(script.requests().len(), 1);
+    }
+
+    #[test]
+    fn get_asks_for_the_one_instance() {
+        let settings = settings();
+        let id = "i-0123456789abcdef0";
+        let one = |state: &str, tags: &[(&str, &str)]| page(&[item(id, state, tags, false)], None);
+
+        let script = Script::new(vec![one("stopped", OWNED)]);
+        let client = Client::new(&settings, &script);
+        let h = client.get("host-a", id).unwrap().unwrap();
+        assert_eq!(h.provider_id, id);
+        assert_eq!(h.status, NodeStatus::Stopped);
+        assert_eq!(h.raw_state.as_deref(), Some("stopped"));
+        assert_eq!(h.join_state, JoinState::Failed);
+        let reqs = script.requests();
+        assert_eq!(reqs.len(), 1);
+        assert_eq!(reqs[0].action, "DescribeInstances");
+        assert_eq!(reqs[0].get("InstanceId.1"), Some(id));
+        assert_eq!(reqs[0].get("Filter.1.Name"), None);
+
+        // A terminated instance is still this owner's, deleted.
+        let script = Script::new(vec![one("terminated", OWNED)]);
+        let client = Client::new(&settings, &script);
+        assert_eq!(
+            client.get("host-a", id).unwrap().unwrap().status,
+            NodeStatus::Deleted
+        );
+
+        // Another owner's, untagged, unknown or malformed ids: none.
+        for answer in [
+            one("running", &[(OWNER, "host-b")]),
+            one("running", &[]),
+            page(&[], None),
+            err(400, "InvalidInstanceID.NotFound"),
+            err(400, "InvalidInstanceID.Malformed"),
+        ] {
+            let script = Script::new(vec![answer]);
+            let client = Client::new(&settings, &script);
+            assert_eq!(client.get("host-a", id).unwrap(), None);
+        }
+        // Not an instance id: no request.
+        let script = Script::new(vec![]);
+        let client = Client::new(&settings, &script);
+        assert_eq!(client.get("host-a", "vol-0123abcd").unwrap(), None);
+        assert!(script.requests().is_empty());
+        // Other errors pass through.
+        let script = Script::new(vec![err(401, "AuthFailure")]);
+        let client = Client::new(&settings, &script);
+        assert!(matches!(client.get("host-a", id), Err(Error::Auth(_))));
+    }
+
+    #[test]
+    fn offerings_describe_the_table_types_with_prices_and_spot() {
+        let settings = settings();
+        let script = Script::new(vec![
+            type_page(
+                &[
+                    type_item("g5.xlarge", "x86_64", Some(("NVIDIA", "A10G"))),
+                    type_item("t4g.medium", "arm64", None),
+                ],
+                Some("p2"),
+            ),
+            type_page(&[type_item("t3a.medium", "x86_64", None)], None),
+            spot_page(&[
+                ("g5.xlarge", "us-east-1a", "0.45"),
+                ("g5.xlarge", "us-east-1b", "0.41"),
+                ("t3a.medium", "us-east-1a", "0.012"),
+            ]),
+        ]);
+        let client = Client::new(&settings, &script);
+        let offered = client.offerings().unwrap();
+        assert_eq!(
+            script.actions(),
+            [
+                "DescribeInstanceTypes",
+                "DescribeInstanceTypes",
+                "DescribeSpotPriceHistory"
+            ]
+        );
+        let reqs = script.requests();
+        // Every table type asked for by name, not every type EC2 has.
+        for (n, t) in catalogue::TYPES.iter().enumerate() {
+            assert_eq!(
+                reqs[0].get(&format!("InstanceType.{}", n + 1)),
+                Some(t.name)
+            );
+        }
+        assert_eq!(
+            reqs[0].get(&format!("InstanceType.{}", catalogue::TYPES.len() + 1)),
+            None
+        );
+        assert_eq!(reqs[0].get("MaxResults"), Some("100"));
+        assert_eq!(reqs[0].get("NextToken"), None);
+        assert_eq!(reqs[1].get("NextToken"), Some("p2"));
+        let spot = &reqs[2];
+        assert_eq!(spot.get("ProductDescription.1"), Some("Linux/UNIX"));
+        assert_eq!(spot.get("StartTime"), Some("2023-11-14T22:13:20Z"));
+        // The described types only, in table order.
+        assert_eq!(spot.get("InstanceType.1"), Some("t3a.medium"));
+        assert_eq!(spot.get("InstanceType.2"), Some("t4g.medium"));
+        assert_eq!(spot.get("InstanceType.3"), Some("g5.xlarge"));
+        assert_eq!(spot.get("InstanceType.4"), None);
+
+        let names: Vec<&str> = offered.iter().map(|o| o.instance_type.as_str()).collect();
+        assert_eq!(names, ["t3a.medium", "t4g.medium", "g5.xlarge"]);
+        let g5 = &offered[2];
+        assert_eq!(g5.gpu, 1);
+        assert_eq!(g5.gpu_vendor.as_deref(), Some("nvidia"));
+        assert_eq!(g5.gpu_model.as_deref(), Some("nvidia-a10g"));
+        assert_eq!(g5.arch, Some(Arch::X86_64));
+        assert_eq!((g5.cpu, g5.memory_bytes), (4.0, 16 << 30));
+        assert_eq!(g5.on_demand_usd, Some(1.006));
+        assert_eq!(g5.spot_usd, Some(0.41), "the lowest zone's");
+        assert_eq!(g5.disk_bytes, None);
+        assert_eq!(offered[1].arch, Some(Arch::Arm64));
+        assert_eq!(offered[1].spot_usd, None, "none published");
+        assert_eq!(offered[0].spot_usd, Some(0.012));
+    }
+
+    #[test]
+    fn offerings_leave_out_types_ec2_does_not_offer_and_survive_spot_failures() {
+        // Only the allowed types are asked for; a type EC2 does not know
+        // fails its call as a whole, which is split until it is found.
+        let settings = Settings {
+            instance_types: Some(vec![
+                "t3a.medium".into(),
+                "x9.huge".into(),
+                "m7i.large".into(),
+                "t3a.medium".into(),
+            ]),
+            ..Settings::for_region("ap-south-1")
+        };
+        let dynamic: Responder = Box::new(|req: &ApiRequest| {
+            let names: Vec<&str> = (1..)
+                .map_while(|n| req.get(&format!("InstanceType.{n}")))
+                .collect();
+            match req.action {
+                "DescribeInstanceTypes" if names.contains(&"x9.huge") => {
+                    err(400, "InvalidInstanceType")
+                }
+                "DescribeInstanceTypes" => type_page(
+                    &names
+                        .iter()
+                        .map(|n| type_item(n, "x86_64", None))
+                        .collect::<Vec<_>>(),
+                    None,
+                ),
+                _ => err(403, "UnauthorizedOperation"),
+            }
+        });
+        let script = Script {
+            dynamic: Some(dynamic),
+            ..Script::default()
+        };
+        let client = Client::new(&settings, &script);
+        let offered = client.offerings().unwrap();
+        let names: Vec<&str> = offered.iter().map(|o| o.instance_type.as_str()).collect();
+        assert_eq!(names, ["t3a.medium", "m7i.large"]);
+        // Unpriced region: no on-demand price, as price_hint answers none.
+        assert!(offered.iter().all(|o| o.on_demand_usd.is_none()));
+        assert!(offered.iter().all(|o| o.spot_usd.is_none()));
+        let asked: Vec<usize> = script
+            .requests()
+            .iter()
+            .filter(|r| r.action == "DescribeInstanceTypes")
+            .map(|r| {
+                (1..)
+                    .map_while(|n| r.get(&format!("InstanceType.{n}")))
+                    .count()
+            })
+            .collect();
+        assert_eq!(
+            asked,
+            [3, 1, 2, 1, 1],
+            "halves until the unknown type is alone"
+        );
+        assert_eq!(client.describe_types(&[]).unwrap(), []);
+        assert!(
+            script.logs.borrow()[0].starts_with("spot prices unavailable"),
+            "{:?}",
+            script.logs.borrow()
+        );
+
+        // When EC2's message names the unknown types, they are left out at once.
+        let settings = Settings {
+            instance_types: Some(vec![
+                "t3a.medium".into(),
+                "x9.huge".into(),
+                "m7i.large".into(),
+                "x9.huger".into(),
+            ]),
+            ..self::settings()
+        };
+        let script = Script::new(vec![
+            resp(
+                400,
+                "<Response><Errors><Error><Code>InvalidInstanceType</Code><Message>The following supplied instance types do not exist: [x9.huge, x9.huger]</Message></Error></Errors></Response>",
+            ),
+            type_page(
+                &[
+                    type_item("t3a.medium", "x86_64", None),
+                    type_item("m7i.large", "x86_64", None),
+                ],
+                None,
+            ),
+            spot_page(&[]),
+        ]);
+        let client = Client::new(&settings, &script);
+        assert_eq!(client.offerings().unwrap().len(), 2);
+        let reqs = script.requests();
+        assert_eq!(reqs.len(), 3);
+        assert_eq!(reqs[1].get("InstanceType.1"), Some("t3a.medium"));
+        assert_eq!(reqs[1].get("InstanceType.2"), Some("m7i.large"));
+        assert_eq!(reqs[1].get("InstanceType.3"), None);
+        for (message, name, named) in [
+            ("do not exist: [p3.2xlarge]", "p3.2xlarge", true),
+            ("do not exist: [p3.2xlarge, g5.xlarge]", "g5.xlarge", true),
+            ("Type t3.micro.", "t3.micro", true),
+            ("do not exist: [g5.xlarge2]", "g5.xlarge", false),
+            ("do not exist: [xg5.xlarge]", "g5.xlarge", false),
+        ] {
+            assert_eq!(names_type(message, name), named, "{message} {name}");
+        }
+
+        // More types than one call takes: calls of 100.
+        let many: Vec<String> = (0..150).map(|n| format!("z{n}.large")).collect();
+        let settings = Settings {
+            instance_types: Some(many),
+            ..self::settings()
+        };
+        let script = Script {
+            dynamic: Some(Box::new(|req: &ApiRequest| match req.action {
+                "DescribeInstanceTypes" => type_page(&[], None),
+                _ => spot_page(&[]),
+            })),
+            ..Script::default()
+        };
+        let client = Client::new(&settings, &script);
+        assert!(client.offerings().unwrap().is_empty());
+        let reqs = script.requests();
+        assert_eq!(reqs.len(), 2, "no spot call for no types");
+        assert_eq!(reqs[0].get("InstanceType.100"), Some("z99.large"));
+        assert_eq!(reqs[0].get("InstanceType.101"), None);
+        assert_eq!(reqs[1].get("InstanceType.1"), Some("z100.large"));
+        assert_eq!(reqs[1].get("InstanceType.50"), Some("z149.large"));
+
+        // Errors other than an unknown type pass through.
+        let script = Script::new(vec![err(401, "AuthFailure")]);
+        let settings = self::settings();
+        let client = Client::new(&settings, &script);
+        assert!(matches!(client.offerings(), Err(Error::Auth(_))));
     }
 
     #[test]

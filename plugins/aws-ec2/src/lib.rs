@@ -9,7 +9,9 @@
 //! instance without this owner's tag.
 //!
 //! Prices come from a bundled table ([`catalogue`]), so `price_hint` does no
-//! I/O. See the crate's README for the manifest.
+//! I/O. `offerings` describes the table's types with `DescribeInstanceTypes`
+//! and prices them from the table (spot from `DescribeSpotPriceHistory`);
+//! `get` asks for the one instance. See the crate's README for the manifest.
 //!
 //! Module layout: [`settings`] (config keys and credentials), [`catalogue`]
 //! (instance types and prices), [`tagging`] (tags, client token, ids),
@@ -115,8 +117,12 @@ impl Provider for Ec2 {
         self.client()?.describe(owner_id)
     }
 
+    fn get(&self, owner_id: &str, provider_id: &str) -> Result<Option<NodeHandle>> {
+        self.client()?.get(owner_id, provider_id)
+    }
+
     fn offerings(&self) -> Result<Vec<Offering>> {
-        Ok(catalogue::offerings(&self.settings))
+        self.client()?.offerings()
     }
 }
 

@@ -210,9 +210,19 @@ impl<T: Provider + 'static> Guest for Export<T> {
                 refused.join(", ")
             ))));
         }
-        with_provider(|p: &T| p.provision(&owner, &request))
-            .map(handle_to_wit)
-            .map_err(error_to_wit)
+        let node = with_provider(|p: &T| p.provision(&owner, &request)).map_err(error_to_wit)?;
+        // The node of this request id was made for another request: the id
+        // is being reused for something else.
+        let digest = crate::tags::request_digest(&request);
+        if let Some(found) = node.labels.get(crate::tags::REQUEST_DIGEST)
+            && *found != digest
+        {
+            return Err(error_to_wit(Error::Conflict(format!(
+                "request id {:?} was used for another request (node {} was made for shape and boot data with digest {found}; this request's is {digest}); choose a new request id",
+                request.request_id, node.provider_id
+            ))));
+        }
+        Ok(handle_to_wit(node))
     }
 
     fn terminate(owner_id: String, provider_id: String) -> Result<(), w::ProvisionError> {

@@ -21,6 +21,36 @@
 pub const OWNER: &str = "wasmprov-owner";
 /// Label carrying the request id that created the node.
 pub const REQUEST: &str = "wasmprov-request";
+/// Label carrying a digest of what the node was requested as (shape and
+/// boot data, [`request_digest`]). The export glue compares it when a
+/// provision finds the node of its request id: another digest is a
+/// `conflict`, so reusing a request id for something else is refused even
+/// without the host's journal.
+pub const REQUEST_DIGEST: &str = "wasmprov-request-digest";
+
+/// A digest of `request`'s shape and boot data: 16 hex digits of SHA-256
+/// over their JSON (labels sorted, so the same request always gives the
+/// same digest). Fits every common cloud's label values.
+#[must_use]
+pub fn request_digest(request: &crate::ProvisionRequest) -> String {
+    use sha2::Digest as _;
+    // Serializing these plain types cannot fail.
+    let json = serde_json::to_vec(&(&request.shape, &request.boot)).unwrap_or_default();
+    sha2::Sha256::digest(&json)[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The labels a provider puts on a node it creates for `request`, besides
+/// the owner and request tags: the shape's labels and
+/// [`REQUEST_DIGEST`].
+#[must_use]
+pub fn request_labels(request: &crate::ProvisionRequest) -> crate::Labels {
+    let mut labels = request.shape.labels.clone();
+    labels.insert(REQUEST_DIGEST.to_string(), request_digest(request));
+    labels
+}
 
 /// The tag value of a request or owner id: the id itself. Ids reach a
 /// provider only once checked against `wasmprov_api::ids` (the SDK's

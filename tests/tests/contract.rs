@@ -417,6 +417,44 @@ join_token = {{ env = "CLUSTER_JOIN_TOKEN" }}
         assert_eq!(r.creates(), 2);
     }
 
+    /// A request id reused for another shape or other boot data is a
+    /// `conflict` without any journal: the SDK records a digest of the
+    /// request on the node and compares it when the id finds its node. The
+    /// same request again is still the same node, and the plugin serves
+    /// other calls after.
+    #[tokio::test]
+    async fn a_reused_request_id_is_a_conflict_without_the_journal() {
+        let r = cloud_init().await;
+        let first = ProvisionRequest::new("reuse-1", NodeShape::new(2.0, 4 << 30));
+        let node = r.p.provision_request(&first).await.unwrap();
+        assert_eq!(node.labels["wasmprov-request-digest"].len(), 16);
+        let again = r.p.provision_request(&first).await.unwrap();
+        assert_eq!(again.provider_id, node.provider_id);
+        let bigger = ProvisionRequest::new("reuse-1", NodeShape::new(1.0, 2 << 30));
+        let booted = ProvisionRequest {
+            boot: BootData {
+                user_data: Some(b"#cloud-config\n".to_vec()),
+                ..BootData::default()
+            },
+            ..first.clone()
+        };
+        for other in [bigger, booted] {
+            // Both fit the catalogue; only the digest differs.
+            match r.p.provision_request(&other).await {
+                Err(ProvisionerError::Conflict(m)) => {
+                    assert!(
+                        m.contains("reuse-1") && m.contains(&node.provider_id),
+                        "{m}"
+                    );
+                }
+                other => panic!("expected a conflict, got {other:?}"),
+            }
+        }
+        assert_eq!(r.creates(), 1, "nothing more was created");
+        let next = ProvisionRequest::new("reuse-2", NodeShape::new(2.0, 4 << 30));
+        assert!(r.p.provision_request(&next).await.is_ok());
+    }
+
     /// Boot data the plugin does not honour is refused by the SDK before
     /// any command runs.
     #[tokio::test]
@@ -541,6 +579,13 @@ mod hetzner {
             ..ProvisionRequest::new("hz-bin", NodeShape::new(2.0, 4 << 30))
         };
         unsupported(p.provision_request(&binary).await, &["UTF-8"]);
+        assert_eq!(fake.servers().len(), 2);
+        // The same id with other user data: a conflict, nothing created.
+        assert!(matches!(
+            p.provision_request(&booted("hz-a", "tok-z", &[KEY_A]))
+                .await,
+            Err(ProvisionerError::Conflict(_))
+        ));
         assert_eq!(fake.servers().len(), 2);
     }
 }

@@ -207,7 +207,9 @@ impl std::fmt::Display for ReconcileReport {
 /// before any create (an id or shape the plugin cannot take, bad
 /// configuration, credentials), or the create itself was answered with a
 /// refusal for capacity or quota (the plugins do not retry a create inside
-/// one call, so a refusal is the cloud's whole answer). Transport errors,
+/// one call, so a refusal is the cloud's whole answer), or the request id
+/// names a node made for another request (`conflict`: that node is not
+/// this call's). Transport errors,
 /// timeouts, rate limits, plugin faults and anything else may come after
 /// the cloud acted.
 #[must_use]
@@ -219,6 +221,7 @@ pub fn made_nothing(e: &ProvisionerError) -> bool {
             | ProvisionerError::Auth(_)
             | ProvisionerError::Capacity { .. }
             | ProvisionerError::Quota(_)
+            | ProvisionerError::Conflict(_)
     )
 }
 

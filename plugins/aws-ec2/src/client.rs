@@ -422,7 +422,11 @@ impl<'a, T: Transport> Client<'a, T> {
             return Ok(existing.to_handle());
         }
         let choice = catalogue::choose(shape, self.settings)?;
-        let tags = tagging::instance_tags(owner_id, request_id, &shape.labels)?;
+        let tags = tagging::instance_tags(
+            owner_id,
+            request_id,
+            &wasmprov_guest::tags::request_labels(request),
+        )?;
         // Boot data of the request wins over the configured image and user data.
         let image = match &request.boot.image {
             Some(image) => image.as_str(),
@@ -802,9 +806,8 @@ mod tests {
         let mut shape = NodeShape::new(1.0, 1 << 30);
         shape.labels = Labels::from([("pool".to_string(), "a b".to_string())]);
         shape.zone = Some("us-east-1a".into());
-        let h = client
-            .provision("host-a", &request("req-1", shape))
-            .unwrap();
+        let req = request("req-1", shape);
+        let h = client.provision("host-a", &req).unwrap();
         assert_eq!(h.provider_id, "i-0123456789abcdef0");
         assert_eq!(h.join_state, JoinState::Provisioning);
         assert_eq!(h.capacity_type, CapacityType::OnDemand);
@@ -853,10 +856,18 @@ mod tests {
             )
         };
         assert_eq!(tag(1, 1), (Some("pool"), Some("a b")));
-        assert_eq!(tag(1, 2), (Some("Name"), Some("wasmprov-req-1")));
-        assert_eq!(tag(1, 3), (Some(OWNER), Some("host-a")));
-        assert_eq!(tag(1, 4), (Some(REQUEST), Some("req-1")));
-        assert_eq!(tag(1, 5), (None, None));
+        let digest = wasmprov_guest::tags::request_digest(&req);
+        assert_eq!(
+            tag(1, 2),
+            (
+                Some(wasmprov_guest::tags::REQUEST_DIGEST),
+                Some(digest.as_str())
+            )
+        );
+        assert_eq!(tag(1, 3), (Some("Name"), Some("wasmprov-req-1")));
+        assert_eq!(tag(1, 4), (Some(OWNER), Some("host-a")));
+        assert_eq!(tag(1, 5), (Some(REQUEST), Some("req-1")));
+        assert_eq!(tag(1, 6), (None, None));
         assert_eq!(r.get("TagSpecification.2.ResourceType"), Some("volume"));
         assert_eq!(tag(2, 1), (Some(OWNER), Some("host-a")));
         assert_eq!(tag(2, 2), (Some(REQUEST), Some("req-1")));

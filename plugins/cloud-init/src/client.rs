@@ -177,12 +177,21 @@ impl<'a, R: Runner> Client<'a, R> {
             return Ok(node.to_handle(shape.capacity_type));
         }
 
-        let labels = tags::node_labels(owner_id, &request.request_id, &shape.labels);
+        let labels = tags::node_labels(
+            owner_id,
+            &request.request_id,
+            &tags::request_labels(request),
+        );
         let csv = labels_csv(&labels);
+        // The node agent gets the node's labels for the cluster; the
+        // request digest is bookkeeping of this plugin, kept off them.
+        let mut cluster_labels = labels.clone();
+        cluster_labels.remove(tags::REQUEST_DIGEST);
+        let join_csv = labels_csv(&cluster_labels);
         let zone = shape.zone.as_deref();
         let join = template.render(&Values {
             token,
-            labels: &csv,
+            labels: &join_csv,
             request_id: &request_id,
             owner: &owner,
             instance_type: instance_type.as_deref().unwrap_or(""),
@@ -468,9 +477,14 @@ mod tests {
         assert_eq!(env[ENV_INSTANCE_TYPE], "");
         assert_eq!(env[ENV_ZONE], "z1");
         assert_eq!(env[ENV_CAPACITY_TYPE], "on-demand");
+        // The node's labels carry the request digest (the SDK's conflict
+        // check); the join command's do not.
         assert_eq!(
             env[ENV_LABELS],
-            "role=worker,wasmprov-owner=owner-1,wasmprov-request=req-1"
+            format!(
+                "role=worker,wasmprov-owner=owner-1,wasmprov-request=req-1,wasmprov-request-digest={}",
+                tags::request_digest(&request("req-1"))
+            )
         );
         let doc = String::from_utf8(create.stdin.unwrap()).unwrap();
         assert!(doc.starts_with("#cloud-config\n"), "{doc}");

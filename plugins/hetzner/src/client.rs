@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use wasmprov_guest::http::Response;
+use wasmprov_guest::tags;
 use wasmprov_guest::{Error, Labels, NodeHandle, ProvisionRequest, Result};
 
 use crate::api::{
@@ -175,7 +176,8 @@ impl<'a, T: Transport> Client<'a, T> {
             )));
         }
         let ssh_keys = self.ssh_key_ids(&request.boot.ssh_keys)?;
-        let server_labels = labels::server_labels(owner_id, request_id, &shape.labels);
+        let server_labels =
+            labels::server_labels(owner_id, request_id, &tags::request_labels(request));
         let names = [
             labels::server_name(&self.settings.name_prefix, request_id),
             labels::fallback_server_name(&self.settings.name_prefix, owner_id, request_id),

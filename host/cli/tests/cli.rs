@@ -121,6 +121,8 @@ async fn provision_describe_terminate_through_the_cli() {
             "nbg1",
             "--request-id",
             "cli-1",
+            "--label",
+            "role=worker",
         ],
     ));
     assert_eq!(
@@ -128,6 +130,30 @@ async fn provision_describe_terminate_through_the_cli() {
         id.as_str(),
         "same request id, same node"
     );
+    assert_eq!(fake.servers().len(), 1);
+    // The same id for another shape is refused, without any journal.
+    let reused = wasmprov(
+        d,
+        token,
+        &[
+            "--json",
+            "provision",
+            "hetzner",
+            "--cpu",
+            "4",
+            "--memory",
+            "8GiB",
+            "--zone",
+            "nbg1",
+            "--request-id",
+            "cli-1",
+            "--label",
+            "role=worker",
+        ],
+    );
+    assert!(!reused.status.success());
+    let err: serde_json::Value = serde_json::from_slice(&reused.stdout).unwrap();
+    assert_eq!(err["error"]["kind"], "conflict", "{err}");
     assert_eq!(fake.servers().len(), 1);
 
     let nodes = json(&wasmprov(d, token, &["--json", "describe", "hetzner"]));

@@ -59,8 +59,8 @@ impl Ranking {
 /// Ranks every offering of every backend that fits `shape`, cheapest first
 /// (ties: plugin, then type). An offering's price is its own for the
 /// shape's capacity type, or else the plugin's price hint for that type.
-/// A backend without offerings (`unsupported`) makes its one price-hint
-/// offer, as [`rank`] does. Offerings marked in `unavailable` are left out,
+/// A backend without offerings (`unsupported`), or whose offerings could not
+/// be read, makes its one price-hint offer, as [`rank`] does. Offerings marked in `unavailable` are left out,
 /// with the reason in [`Ranking::none`].
 ///
 /// Offerings may do I/O (a cloud's catalogue), so this is async.
@@ -88,10 +88,12 @@ pub async fn rank_offerings(
             Err(ProvisionerError::Unsupported(_)) => {
                 hint_offer(&name, backend.as_ref(), shape, unavailable, &mut ranking);
             }
-            Err(e) => ranking.none.push(NoOffer {
-                plugin: name,
-                reason: format!("offerings: {e}"),
-            }),
+            // The catalogue could not be read (a cloud's API down, no
+            // credentials): the plugin's I/O-free price hint still stands.
+            Err(e) => {
+                tracing::debug!(plugin = %name, error = %e, "offerings failed; ranking by the price hint");
+                hint_offer(&name, backend.as_ref(), shape, unavailable, &mut ranking);
+            }
         }
     }
     ranking.sort();

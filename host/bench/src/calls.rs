@@ -103,13 +103,20 @@ fn price_server_command() -> (Command, String) {
         println!("  building price-server …");
         let _ = build.status();
     }
+    // Shown by file name: where the build put it is this machine's business.
+    let name = |p: &std::path::Path| {
+        p.file_name().map_or_else(
+            || p.display().to_string(),
+            |f| f.to_string_lossy().into_owned(),
+        )
+    };
     if sibling.exists() {
-        let shown = sibling.display().to_string();
+        let shown = name(&sibling);
         (Command::new(sibling), shown)
     } else {
         let mut c = Command::new(&me);
         c.args(["--child", "price-server"]);
-        (c, format!("{} --child price-server", me.display()))
+        (c, format!("{} --child price-server", name(&me)))
     }
 }
 

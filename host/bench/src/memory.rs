@@ -110,8 +110,13 @@ fn top_growth(before: &Maps, during: &Maps) -> Vec<(String, f64)> {
         if grew <= 0.0 {
             continue;
         }
+        // A file's name, not where it is on this machine.
         let what = if name.is_empty() {
             "anonymous".to_string()
+        } else if name.starts_with('/') {
+            std::path::Path::new(name)
+                .file_name()
+                .map_or_else(|| name.clone(), |f| f.to_string_lossy().into_owned())
         } else {
             name.clone()
         };

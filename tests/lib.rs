@@ -300,3 +300,45 @@ impl Drop for EchoServer {
         self.task.abort();
     }
 }
+
+/// A host of `owner` with the Hetzner plugin pointed at a fresh Hetzner
+/// fake on loopback (granted exactly the fake, its token as the secret).
+///
+/// # Panics
+/// When the fake or the host cannot start: a test cannot go on.
+pub async fn hetzner_host(
+    owner: &str,
+) -> (
+    wasmprov_fake::HetznerFake,
+    PluginDir,
+    wasmprov_host::Host,
+    Arc<dyn wasmprov_api::CloudProvisioner>,
+) {
+    let fake = wasmprov_fake::HetznerFake::start(
+        "127.0.0.1:0".parse().expect("an address"),
+        wasmprov_fake::HetznerFakeOptions::default(),
+    )
+    .await
+    .expect("the fake starts");
+    let dir = PluginDir::new();
+    let grant = fake.url().trim_end_matches("/v1").to_string();
+    dir.add(
+        "hetzner",
+        guests::HETZNER,
+        &format!(
+            "[config]\nendpoint = \"{}\"\n[secrets]\ntoken = {{ env = \"HCLOUD_TOKEN\" }}\n[http]\nallow = [\"{grant}\"]\n",
+            fake.url()
+        ),
+    );
+    let token = fake.token().to_string();
+    let host = wasmprov_host::HostBuilder::new(dir.path())
+        .owner_id(owner)
+        .cache_dir(Some(std::env::temp_dir().join("wasmprov-test-cache")))
+        .secret_source(move |name| (name == "HCLOUD_TOKEN").then(|| token.clone()))
+        .build()
+        .await
+        .expect("the host builds");
+    assert!(host.errors().is_empty(), "{:?}", host.errors());
+    let p = host.plugin("hetzner").expect("hetzner loaded");
+    (fake, dir, host, p)
+}

@@ -474,36 +474,10 @@ join_token = {{ env = "CLUSTER_JOIN_TOKEN" }}
 
 mod hetzner {
     use super::*;
-    use wasmprov_fake::{HetznerFake, HetznerFakeOptions};
+    use wasmprov_fake::HetznerFake;
 
     async fn setup() -> (HetznerFake, PluginDir, Host, Arc<dyn CloudProvisioner>) {
-        let fake = HetznerFake::start(
-            "127.0.0.1:0".parse().unwrap(),
-            HetznerFakeOptions::default(),
-        )
-        .await
-        .unwrap();
-        let dir = PluginDir::new();
-        let grant = fake.url().trim_end_matches("/v1").to_string();
-        dir.add(
-            "hetzner",
-            guests::HETZNER,
-            &format!(
-                "[config]\nendpoint = \"{}\"\n[secrets]\ntoken = {{ env = \"HCLOUD_TOKEN\" }}\n[http]\nallow = [\"{grant}\"]\n",
-                fake.url()
-            ),
-        );
-        let token = fake.token().to_string();
-        let host = HostBuilder::new(dir.path())
-            .owner_id(OWNER)
-            .cache_dir(Some(std::env::temp_dir().join("wasmprov-test-cache")))
-            .secret_source(move |name| (name == "HCLOUD_TOKEN").then(|| token.clone()))
-            .build()
-            .await
-            .unwrap();
-        assert!(host.errors().is_empty(), "{:?}", host.errors());
-        let p = host.plugin("hetzner").unwrap();
-        (fake, dir, host, p)
+        wasmprov_tests::hetzner_host(OWNER).await
     }
 
     const KEY_A: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGw8 alice@example";

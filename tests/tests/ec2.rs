@@ -91,11 +91,19 @@ impl Moto {
             log,
             _dir: dir,
         };
+        // Ready means answering HTTP, not only accepting connections: a
+        // request that arrives while the server is still starting can be
+        // reset. The probe is moto's own `reset-auth`, which also sets the
+        // unsigned-request budget and zeroes its count (it is not counted).
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
+            if let Ok((200, _)) = exchange(
+                port,
+                "/moto-api/reset-auth",
+                &[],
+                &BOOTSTRAP_CALLS.to_string(),
+            )
+            .await
             {
                 return moto;
             }
@@ -104,7 +112,7 @@ impl Moto {
             }
             assert!(
                 Instant::now() < deadline,
-                "moto did not listen within 30 s:\n{}",
+                "moto did not answer within 30 s:\n{}",
                 moto.log_text()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -201,27 +209,39 @@ async fn signed(moto: &Moto, creds: &Creds, params: &[(&str, &str)]) -> String {
 /// `POST /` to moto with `headers` (and `host`, `connection`,
 /// `content-length`); the status and body of the answer.
 async fn post(port: u16, headers: &[(String, String)], body: &str) -> (u16, String) {
+    exchange(port, "/", headers, body)
+        .await
+        .unwrap_or_else(|e| panic!("POST / to moto: {e}"))
+}
+
+/// One `POST path` on a fresh connection; the status and body of the answer.
+async fn exchange(
+    port: u16,
+    path: &str,
+    headers: &[(String, String)],
+    body: &str,
+) -> std::io::Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut head = format!("POST / HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nconnection: close\r\n");
+    let mut head =
+        format!("POST {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nconnection: close\r\n");
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
-    let mut sock = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect to moto");
-    sock.write_all(head.as_bytes()).await.expect("write");
-    sock.write_all(body.as_bytes()).await.expect("write");
+    let mut sock = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    sock.write_all(head.as_bytes()).await?;
+    sock.write_all(body.as_bytes()).await?;
     let mut raw = Vec::new();
-    sock.read_to_end(&mut raw).await.expect("read");
+    sock.read_to_end(&mut raw).await?;
     let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+    let bad = || std::io::Error::other(format!("not an HTTP response: {text:?}"));
+    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(bad)?;
     let status = head
         .split(' ')
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .expect("a status");
-    (status, body.to_string())
+        .ok_or_else(bad)?;
+    Ok((status, body.to_string()))
 }
 
 /// The text of the first `<tag>…</tag>` in `xml`.

@@ -125,30 +125,30 @@ impl Ec2 {
             faults: AtomicU64::new(0),
             _dir: dir,
         };
-        fake.wait_listening().await?;
-        fake.image_id = fake
-            .find_image()
-            .await
-            .with_context(|| format!("moto at {} does not answer EC2", fake.addr))?;
+        fake.image_id = fake.wait_ready().await?;
         Ok(fake)
     }
 
-    async fn wait_listening(&mut self) -> anyhow::Result<()> {
+    /// Waits until moto answers EC2 (not only accepts connections: a
+    /// request that arrives while it is still starting can be reset) and
+    /// returns the AMI the fake launches.
+    async fn wait_ready(&mut self) -> anyhow::Result<String> {
         let deadline = Instant::now() + START_LIMIT;
         loop {
-            if tokio::net::TcpStream::connect(self.addr).await.is_ok() {
-                return Ok(());
-            }
+            let error = match self.find_image().await {
+                Ok(image) => return Ok(image),
+                Err(e) => e,
+            };
             if let Ok(Some(status)) = self.child.try_wait() {
                 anyhow::bail!("moto exited early ({status}):\n{}", self.log_tail());
             }
             if Instant::now() >= deadline {
-                anyhow::bail!(
-                    "moto did not listen on {} within {} s:\n{}",
+                return Err(error.context(format!(
+                    "moto at {} did not answer EC2 within {} s:\n{}",
                     self.addr,
                     START_LIMIT.as_secs(),
                     self.log_tail()
-                );
+                )));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

@@ -27,6 +27,11 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ),
     ("AWS_EC2", "wasmprov-plugin-aws-ec2", "plugins/aws-ec2"),
     (
+        "DIGITALOCEAN",
+        "wasmprov-plugin-digitalocean",
+        "plugins/digitalocean",
+    ),
+    (
         "BUGGY_REFCLOUD",
         "wasmprov-test-buggy-refcloud",
         "tests/guests/buggy-refcloud",

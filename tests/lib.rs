@@ -342,3 +342,36 @@ pub async fn hetzner_host(
     let p = host.plugin("hetzner").expect("hetzner loaded");
     (fake, dir, host, p)
 }
+
+/// The conformance suite on the `buggy-refcloud` test guest with planted
+/// bug `bug` (`none` for the clean plugin), its fake left to the caller.
+#[must_use]
+pub fn buggy_refcloud_suite(bug: &str) -> wasmprov_testkit::Suite {
+    let manifest = format!(
+        r#"
+name = "buggy"
+component = "buggy.wasm"
+
+[config]
+bug = "{bug}"
+
+[secrets]
+token = {{ env = "REFCLOUD_TOKEN" }}
+
+[http]
+allow = ["https://api.refcloud.example"]
+"#
+    );
+    wasmprov_testkit::Suite::from_component("buggy", guests::BUGGY_REFCLOUD.as_ref(), &manifest)
+}
+
+/// Runs `suite` (which must finish within two minutes) and prints its
+/// report; panics when it cannot run.
+pub async fn run_suite(suite: wasmprov_testkit::Suite) -> wasmprov_testkit::Report {
+    let report = tokio::time::timeout(std::time::Duration::from_secs(120), suite.run())
+        .await
+        .expect("the suite finished in time")
+        .expect("the suite ran");
+    eprintln!("{report}");
+    report
+}

@@ -161,6 +161,25 @@ fn with_provider<T: Provider + 'static, R>(
     f(&provider)
 }
 
+/// A capacity type the provider does not offer (its
+/// [`Provider::capacity_types`]) is `unsupported` before it sees the shape.
+fn offers_capacity<T: Provider>(shape: &crate::NodeShape) -> Result<(), Error> {
+    let offered = T::capacity_types();
+    if offered.contains(&shape.capacity_type) {
+        return Ok(());
+    }
+    Err(Error::Unsupported(format!(
+        "{} offers no {} capacity (it offers {})",
+        T::NAME,
+        shape.capacity_type,
+        offered
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
+}
+
 impl<T: Provider + 'static> Guest for Export<T> {
     fn name() -> String {
         T::NAME.to_string()
@@ -175,6 +194,7 @@ impl<T: Provider + 'static> Guest for Export<T> {
 
     fn price_hint(shape: w::NodeShape) -> Result<Option<w::PriceEstimate>, w::ProvisionError> {
         let shape = shape_from_wit(shape);
+        offers_capacity::<T>(&shape).map_err(error_to_wit)?;
         with_provider(|p: &T| p.price_hint(&shape))
             .map(|hint| {
                 hint.map(|h: PriceHint| w::PriceEstimate {
@@ -201,6 +221,7 @@ impl<T: Provider + 'static> Guest for Export<T> {
         // one outside the syntax, whichever host called it.
         wasmprov_api::ids::check_owner_id(&owner).map_err(error_to_wit)?;
         wasmprov_api::ids::check_request_id(&request.request_id).map_err(error_to_wit)?;
+        offers_capacity::<T>(&request.shape).map_err(error_to_wit)?;
         // Boot data the provider does not honour is refused, never dropped.
         let refused = T::BOOT.refused(&request.boot);
         if !refused.is_empty() {

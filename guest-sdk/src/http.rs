@@ -157,6 +157,51 @@ impl Request {
         self
     }
 
+    /// The same request to another URL (the next page a response names).
+    #[must_use]
+    pub fn with_url(mut self, url: impl Into<String>) -> Self {
+        self.url = url.into();
+        self
+    }
+
+    /// The method.
+    #[must_use]
+    pub fn method(&self) -> &'static str {
+        self.method
+    }
+
+    /// The URL, query included.
+    #[must_use]
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The value of query parameter `key`, decoded.
+    #[must_use]
+    pub fn query_value(&self, key: &str) -> Option<String> {
+        let (_, query) = self.url.split_once('?')?;
+        query.split('&').find_map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_encoding::percent_decode_str(k).decode_utf8_lossy() == key).then(|| {
+                percent_encoding::percent_decode_str(v)
+                    .decode_utf8_lossy()
+                    .into_owned()
+            })
+        })
+    }
+
+    /// The headers, as added.
+    #[must_use]
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
+
+    /// The body.
+    #[must_use]
+    pub fn body_bytes(&self) -> &[u8] {
+        &self.body
+    }
+
     /// Sends the request and reads the whole response.
     ///
     /// # Errors
@@ -353,10 +398,57 @@ impl Response {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
-    /// The `Retry-After` header in milliseconds: delta-seconds or an HTTP date.
+    /// How long the server asks to wait before the next request, in
+    /// milliseconds ([`wait_ms`]): `Retry-After`, else a rate-limit reset
+    /// header.
     #[must_use]
     pub fn retry_after_ms(&self) -> Option<u64> {
-        retry_after_ms(self.header("retry-after")?, std::time::SystemTime::now())
+        wait_ms(&self.headers, std::time::SystemTime::now())
+    }
+}
+
+/// Rate-limit reset headers, in the order they are believed: the IETF
+/// draft's, then the common `X-` form.
+const RESET_HEADERS: [&str; 3] = ["ratelimit-reset", "x-ratelimit-reset", "x-rate-limit-reset"];
+
+/// Values of a reset header from this on are a Unix time in seconds
+/// (September 2001 and later); smaller ones are seconds from now.
+const EPOCH_FROM: u64 = 1_000_000_000;
+
+/// How long `headers` ask to wait, in milliseconds from `now`:
+/// `Retry-After` (delta-seconds or HTTP date), else `RateLimit-Reset` /
+/// `X-RateLimit-Reset` / `X-Rate-Limit-Reset` as seconds from now or as a
+/// Unix time (a value of 1 000 000 000 or more; a time in the past is 0).
+#[must_use]
+pub fn wait_ms(headers: &[(String, String)], now: std::time::SystemTime) -> Option<u64> {
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim())
+    };
+    if let Some(ms) = header("retry-after").and_then(|v| retry_after_ms(v, now)) {
+        return Some(ms);
+    }
+    let value = RESET_HEADERS.iter().find_map(|h| header(h))?;
+    // Some APIs send fractional seconds.
+    let secs = value
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.0)?;
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "checked finite and non-negative; saturating"
+    )]
+    let ms = (secs * 1000.0) as u64;
+    if secs >= EPOCH_FROM as f64 {
+        let now_ms = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        Some(ms.saturating_sub(now_ms))
+    } else {
+        Some(ms)
     }
 }
 
@@ -417,6 +509,55 @@ mod tests {
             Some(0)
         );
         assert_eq!(retry_after_ms("soon", now), None);
+    }
+
+    #[test]
+    fn rate_limit_headers_give_the_wait() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let h = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect()
+        };
+        assert_eq!(wait_ms(&h(&[("Retry-After", "3")]), now), Some(3000));
+        // Retry-After wins over a reset header.
+        assert_eq!(
+            wait_ms(&h(&[("ratelimit-reset", "9"), ("retry-after", "2")]), now),
+            Some(2000)
+        );
+        // Delta seconds and Unix times, as DigitalOcean and GitHub send them.
+        assert_eq!(wait_ms(&h(&[("RateLimit-Reset", "30")]), now), Some(30_000));
+        assert_eq!(
+            wait_ms(&h(&[("ratelimit-reset", "1700000005")]), now),
+            Some(5000)
+        );
+        assert_eq!(
+            wait_ms(&h(&[("X-RateLimit-Reset", "1699999990")]), now),
+            Some(0)
+        );
+        assert_eq!(
+            wait_ms(&h(&[("x-ratelimit-reset", "1.5")]), now),
+            Some(1500)
+        );
+        for bad in ["soon", "-1", "NaN", "inf"] {
+            assert_eq!(wait_ms(&h(&[("ratelimit-reset", bad)]), now), None, "{bad}");
+        }
+        assert_eq!(wait_ms(&h(&[("ratelimit-remaining", "0")]), now), None);
+    }
+
+    #[test]
+    fn requests_show_what_they_carry() {
+        let r = Request::get("https://x/v2/droplets?a=1")
+            .query("tag name", "k:v")
+            .bearer("t");
+        assert_eq!(r.query_value("tag name").as_deref(), Some("k:v"));
+        assert_eq!(r.query_value("a").as_deref(), Some("1"));
+        assert_eq!(r.query_value("b"), None);
+        assert_eq!(r.method(), "GET");
+        let r = r.with_url("https://x/v2/droplets?page=2");
+        assert_eq!(r.url(), "https://x/v2/droplets?page=2");
+        assert_eq!(r.headers()[0].0, "authorization");
     }
 
     #[test]

@@ -13,6 +13,12 @@
 //! [`Error`] conversions that work with `?`; [`state`] maps a cloud's state
 //! names onto the contract's join states.
 //!
+//! For a plain REST cloud, [`rest`] does provision (lookup before create),
+//! terminate and get (owner checked first) and describe (every page) from
+//! the cloud's endpoints and mappings, with [`pages`] walking any kind of
+//! pagination, [`classify`] turning error answers into the contract's
+//! errors and [`tags`] encoding labels into what the cloud stores.
+//!
 //! ```no_run
 //! use wasmprov_guest::{
 //!     export_provider, CapacityType, Error, NodeHandle, NodeShape, PriceHint, Provider,
@@ -51,16 +57,37 @@
 
 extern crate self as wasmprov_guest;
 
+pub mod classify;
 pub mod config;
 pub mod exec;
 pub mod http;
 pub mod log;
+pub mod pages;
+pub mod rest;
 pub mod shape;
 pub mod state;
 pub mod tags;
 pub mod time;
 
 mod convert;
+
+/// What most providers use: `use wasmprov_guest::prelude::*;`.
+pub mod prelude {
+    pub use crate::classify::{Kind, Rule};
+    pub use crate::config::{self, Secret};
+    pub use crate::http::{Request, Response};
+    pub use crate::pages::Paging;
+    pub use crate::rest::{self, RestCloud, Wasi};
+    pub use crate::shape::{self, CatalogueEntry, Criteria};
+    pub use crate::state::StateTable;
+    pub use crate::tags::{self, FlatTags, TagCodec};
+    pub use crate::time;
+    pub use crate::{
+        Arch, BootData, BootSupport, CapacityScope, CapacityType, Error, JoinState, Labels,
+        NodeHandle, NodeShape, NodeStatus, Offering, PriceHint, Provider, ProvisionRequest, Result,
+        export_provider, rest_calls,
+    };
+}
 
 pub use wasmprov_api::{
     Arch, BootData, CapacityScope, CapacityType, JoinState, Labels, NodeHandle, NodeShape,
@@ -98,6 +125,13 @@ impl BootSupport {
     pub const NONE: Self = Self {
         image: false,
         user_data: false,
+        ssh_keys: false,
+    };
+    /// The image and user data, not SSH keys (clouds that take only keys
+    /// registered beforehand).
+    pub const IMAGE_AND_USER_DATA: Self = Self {
+        image: true,
+        user_data: true,
         ssh_keys: false,
     };
     /// Every field.
@@ -267,7 +301,9 @@ pub struct Export<T>(std::marker::PhantomData<T>);
 #[allow(clippy::all, reason = "generated bindings")]
 pub mod wit {
     wit_bindgen::generate!({
-        path: "../wit",
+        // `wit` links to the repository's top-level `wit/`, so the
+        // packaged crate carries the contract it was built for.
+        path: "wit",
         world: "wasmprov:provisioner/provider@0.2.0",
         with: {
             "wasi:http/types@0.2.12": wasip2::http::types,

@@ -155,6 +155,14 @@ impl<'a> Criteria<'a> {
         }
     }
 
+    /// The same criteria in `zone` when they name none (a provider's
+    /// configured region or location).
+    #[must_use]
+    pub fn or_zone(mut self, zone: &'a str) -> Self {
+        self.zone = Some(self.zone.unwrap_or(zone));
+        self
+    }
+
     /// The criteria of `shape`, as written.
     #[must_use]
     pub fn of(shape: &'a NodeShape) -> Self {
@@ -265,6 +273,18 @@ pub struct Choice<'a, T = InstanceType> {
     pub instance_type: &'a T,
     /// Its hourly price where it will run.
     pub hourly_usd: f64,
+}
+
+impl<T: CatalogueEntry> Choice<'_, T> {
+    /// The price hint of this choice, as `capacity_type`.
+    #[must_use]
+    pub fn price_hint(&self, capacity_type: crate::CapacityType) -> crate::PriceHint {
+        crate::PriceHint {
+            hourly_usd: self.hourly_usd,
+            capacity_type,
+            instance_type: self.instance_type.name().to_string(),
+        }
+    }
 }
 
 /// Picks the instance type for `shape` from `catalogue`.

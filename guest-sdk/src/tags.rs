@@ -17,6 +17,8 @@
 //! characters every common cloud accepts with [`label_value`]. That
 //! reduction is *not* one-to-one; never use it on an id.
 
+pub use wasmprov_api::tags::{FlatTags, TagCodec, TooLong};
+
 /// Label carrying the owner id of the host that created the node.
 pub const OWNER: &str = "wasmprov-owner";
 /// Label carrying the request id that created the node.

@@ -14,6 +14,11 @@ const BUNDLED: &[(&str, &str, &str)] = &[
         "wasmprov-plugin-cloud-init",
         "plugins/cloud-init",
     ),
+    (
+        "DIGITALOCEAN",
+        "wasmprov-plugin-digitalocean",
+        "plugins/digitalocean",
+    ),
 ];
 
 fn main() {

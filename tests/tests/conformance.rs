@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use wasmprov_testkit::{Fake, FaultSpec, Report, Suite};
-use wasmprov_tests::guests;
+use wasmprov_tests::{buggy_refcloud_suite, guests, run_suite as run};
 
 /// Every run is over well within this.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -65,15 +65,6 @@ async fn aws_ec2_passes_with_and_without_faults() {
     let report = run_ec2(true).await.expect("moto was there a moment ago");
     report.assert_passed();
     assert!(!report.injected.is_empty());
-}
-
-async fn run(suite: Suite) -> Report {
-    let report = tokio::time::timeout(LIMIT, suite.run())
-        .await
-        .expect("the suite finished in time")
-        .expect("the suite ran");
-    eprintln!("{report}");
-    report
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -145,23 +136,9 @@ async fn a_recorded_session_replays_offline_and_an_unrecorded_request_fails_with
     assert!(!failed.unrecorded.is_empty());
 }
 
+/// The planted-bug guest against the built-in reference cloud fake.
 fn buggy(bug: &str) -> Suite {
-    let manifest = format!(
-        r#"
-name = "buggy"
-component = "buggy.wasm"
-
-[config]
-bug = "{bug}"
-
-[secrets]
-token = {{ env = "REFCLOUD_TOKEN" }}
-
-[http]
-allow = ["https://api.refcloud.example"]
-"#
-    );
-    Suite::from_component("buggy", guests::BUGGY_REFCLOUD.as_ref(), &manifest).fake(Fake::RefCloud)
+    buggy_refcloud_suite(bug).fake(Fake::RefCloud)
 }
 
 /// The rules a report failed.

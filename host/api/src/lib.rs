@@ -55,6 +55,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod fit;
 pub mod ids;
+pub mod tags;
 
 /// The version of the WIT contract these types mirror.
 pub const CONTRACT_VERSION: &str = "0.2.0";
@@ -572,6 +573,22 @@ pub struct BootData {
 }
 
 impl BootData {
+    /// The user data as text, for clouds that take it as a string.
+    ///
+    /// # Errors
+    /// [`ProvisionerError::Unsupported`] when it is not UTF-8.
+    pub fn user_data_text(&self) -> Result<Option<&str>> {
+        self.user_data
+            .as_deref()
+            .map(std::str::from_utf8)
+            .transpose()
+            .map_err(|_| {
+                ProvisionerError::Unsupported(
+                    "this cloud takes user data as text, and this user data is not UTF-8".into(),
+                )
+            })
+    }
+
     /// Whether nothing is asked.
     #[must_use]
     pub fn is_empty(&self) -> bool {

@@ -83,6 +83,32 @@ call_timeout_ms = 60000
     )
 }
 
+/// The DigitalOcean manifest, pinned to the bundled component's digest.
+pub fn digitalocean_manifest() -> String {
+    let digest = hex::encode(sha2::Sha256::digest(components::DIGITALOCEAN));
+    format!(
+        r#"# DigitalOcean Droplets provider, bundled with wasmprov.
+name = "digitalocean"
+component = "digitalocean.wasm"
+sha256 = "{digest}"
+
+[config]
+region = "nyc3"
+image = "ubuntu-24-04-x64"
+
+[secrets]
+token = {{ env = "DIGITALOCEAN_TOKEN" }}
+
+[http]
+allow = ["https://api.digitalocean.com"]
+
+[limits]
+memory_mib = 64
+call_timeout_ms = 60000
+"#
+    )
+}
+
 /// The program the bundled cloud-init manifest runs; the operator puts
 /// their own create/list/destroy command there (see the plugin's README).
 pub const CLOUD_INIT_COMMAND: &str = "/usr/local/bin/wasmprov-nodes";
@@ -136,7 +162,7 @@ args = ["destroy", "*"]
 /// Writes every bundled plugin into `dir`; returns their names.
 pub fn write(dir: &Path, hetzner_endpoint: Option<&str>) -> Result<Vec<String>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let plugins: [(&str, &[u8], String); 3] = [
+    let plugins: [(&str, &[u8], String); 4] = [
         (
             "hetzner",
             components::HETZNER,
@@ -144,6 +170,11 @@ pub fn write(dir: &Path, hetzner_endpoint: Option<&str>) -> Result<Vec<String>> 
         ),
         ("aws-ec2", components::AWS_EC2, aws_ec2_manifest()),
         ("cloud-init", components::CLOUD_INIT, cloud_init_manifest()),
+        (
+            "digitalocean",
+            components::DIGITALOCEAN,
+            digitalocean_manifest(),
+        ),
     ];
     let mut names = Vec::new();
     for (name, component, manifest) in plugins {

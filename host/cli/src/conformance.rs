@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use wasmprov_testkit::{Fake, FaultSpec, Suite, Unavailable};
 
 use crate::Reported;
@@ -11,9 +11,15 @@ use crate::Reported;
 #[derive(Debug)]
 pub struct TestArgs {
     pub plugin_dir: PathBuf,
-    pub plugin: String,
+    /// A plugin of the directory; with `component`, the manifest's name
+    /// must be this when given.
+    pub plugin: Option<String>,
+    /// A component file and its manifest, tested instead of the directory's.
+    pub component: Option<(PathBuf, PathBuf)>,
     pub owner: Option<String>,
     pub fake: Option<String>,
+    pub fake_url: Option<String>,
+    pub fake_command: Option<String>,
     pub faults: Option<String>,
     pub record: Option<PathBuf>,
     pub replay: Option<PathBuf>,
@@ -24,9 +30,42 @@ pub struct TestArgs {
 
 /// Runs the suite and prints its report; a failed rule is an error.
 pub async fn run(args: TestArgs) -> Result<()> {
-    let mut suite = Suite::from_dir(&args.plugin_dir, &args.plugin);
+    let mut suite = match (&args.component, &args.plugin) {
+        (Some((wasm, manifest)), plugin) => {
+            let text = std::fs::read_to_string(manifest)
+                .with_context(|| format!("reading the manifest {}", manifest.display()))?;
+            let checked = wasmprov_host::policy::manifest::Manifest::parse(
+                &manifest.display().to_string(),
+                &text,
+            )?;
+            let name = checked.name.as_str();
+            if let Some(plugin) = plugin
+                && plugin != name
+            {
+                anyhow::bail!(
+                    "{} names plugin {name:?}, not {plugin:?}",
+                    manifest.display()
+                );
+            }
+            if !wasm.is_file() {
+                anyhow::bail!(
+                    "no component file {}; build it first (cargo build --release --target wasm32-wasip2)",
+                    wasm.display()
+                );
+            }
+            Suite::from_component(name, wasm, &text)
+        }
+        (None, Some(plugin)) => Suite::from_dir(&args.plugin_dir, plugin),
+        (None, None) => anyhow::bail!("name a plugin, or give --component and --manifest"),
+    };
     if let Some(name) = &args.fake {
         suite = suite.fake(Fake::parse(name)?);
+    }
+    if let Some(url) = &args.fake_url {
+        suite = suite.fake_url(url);
+    }
+    if let Some(command) = &args.fake_command {
+        suite = suite.fake_command(command);
     }
     if let Some(path) = &args.replay {
         suite = suite.replay(path);

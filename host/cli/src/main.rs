@@ -184,11 +184,26 @@ enum Command {
     /// Run the conformance suite against a plugin of the directory, under the sandbox,
     /// with its HTTP sent to a fake cloud (or a cassette) and its exec to stubs.
     Test {
-        /// Plugin name.
-        plugin: String,
-        /// Fake cloud: hetzner, ec2, cloud-init or refcloud [default: the one that fits the plugin].
-        #[arg(long, conflicts_with_all = ["replay", "live"])]
+        /// Plugin name, in the plugin directory [default with --manifest: the manifest's name].
+        #[arg(required_unless_present = "manifest")]
+        plugin: Option<String>,
+        /// Test this component file instead of the plugin directory's (with --manifest).
+        #[arg(long, requires = "manifest")]
+        component: Option<PathBuf>,
+        /// The manifest (grants, config, secrets) to test the component under.
+        #[arg(long, requires = "component")]
+        manifest: Option<PathBuf>,
+        /// Built-in fake: hetzner, ec2, cloud-init, refcloud or digitalocean [default: the one that fits the plugin].
+        #[arg(long, conflicts_with_all = ["replay", "live", "fake_url", "fake_command"])]
         fake: Option<String>,
+        /// A fake of any cloud, running at this loopback URL, that speaks the
+        /// fake-control protocol (docs/FAKE-PROTOCOL.md).
+        #[arg(long, conflicts_with_all = ["replay", "live", "fake_command"])]
+        fake_url: Option<String>,
+        /// Start such a fake with this shell command; it prints its URL as its
+        /// first line of output, and is stopped when the suite ends.
+        #[arg(long, conflicts_with_all = ["replay", "live"])]
+        fake_command: Option<String>,
         /// Faults to inject: `default`, or kind=rate pairs (429, 5xx, timeout, reset,
         /// malformed, slow, capacity, quota) and seed=N, e.g. `429=0.1,reset=0.05,seed=7`.
         #[arg(long)]
@@ -204,20 +219,21 @@ enum Command {
         #[arg(long)]
         live: bool,
     },
-    /// Create a plugin crate: the guest SDK wired, a manifest with minimal grants,
-    /// and a test running the conformance suite against the reference cloud fake.
+    /// Create a plugin crate on the guest SDK's rest layer: a manifest with minimal
+    /// grants, a fake of its cloud, and a test running `wasmprov test` against it.
     New {
         /// Plugin name: lowercase letters, digits and `-`.
         name: String,
         /// Directory to create [default: ./NAME].
         #[arg(long)]
         path: Option<PathBuf>,
-        /// The guest SDK crate [default: the one this wasmprov was built from].
-        #[arg(long)]
+        /// A wasmprov checkout whose guest-sdk and host/fake the crate builds with
+        /// [default: the checkout this wasmprov was built from, if it is still there].
+        #[arg(long, conflicts_with = "crates_io")]
         sdk: Option<PathBuf>,
-        /// The testkit crate [default: the one this wasmprov was built from].
+        /// Depend on the published crates only, by version, even with a checkout at hand.
         #[arg(long)]
-        testkit: Option<PathBuf>,
+        crates_io: bool,
     },
     /// Serve the plugins over gRPC (wasmprov.v1.Provisioner, bearer-token auth) and
     /// their metrics over HTTP (GET /metrics), hot-reloading the plugin directory.
@@ -579,29 +595,23 @@ async fn run(cli: Cli) -> Result<()> {
             name,
             path,
             sdk,
-            testkit,
+            crates_io,
         } => {
-            let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            let built_from = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .ancestors()
                 .nth(2)
                 .map(std::path::Path::to_path_buf)
-                .unwrap_or_default();
-            let sdk = sdk.clone().unwrap_or_else(|| source.join("guest-sdk"));
-            let testkit = testkit
-                .clone()
-                .unwrap_or_else(|| source.join("host").join("testkit"));
-            if !testkit.join("Cargo.toml").is_file() {
-                bail!(
-                    "no testkit crate at {}: pass --sdk and --testkit (the guest-sdk and host/testkit directories of a wasmprov checkout)",
-                    testkit.display()
-                );
-            }
+                .filter(|root| root.join("guest-sdk").join("Cargo.toml").is_file());
+            let checkout = if *crates_io {
+                None
+            } else {
+                sdk.clone().or(built_from)
+            };
             let dest = path.clone().unwrap_or_else(|| PathBuf::from(name));
             let written = scaffold::scaffold(&scaffold::ScaffoldOptions {
                 name: name.clone(),
                 dest: dest.clone(),
-                sdk_path: sdk,
-                testkit_path: testkit,
+                checkout: checkout.clone(),
             })?;
             if json {
                 println!("{}", serde_json::json!({ "dir": dest, "files": written }));
@@ -610,8 +620,18 @@ async fn run(cli: Cli) -> Result<()> {
                 for f in &written {
                     println!("  {}", f.display());
                 }
+                match &checkout {
+                    Some(c) => println!(
+                        "the SDK and fake kit come from the checkout {}",
+                        c.display()
+                    ),
+                    None => println!(
+                        "the SDK and fake kit come from crates.io, version {}",
+                        scaffold::SDK_VERSION
+                    ),
+                }
                 println!(
-                    "next: cd {} && cargo test   (builds the component and runs the conformance suite)",
+                    "next: cd {} && cargo test   (builds the component and its fake, and runs `wasmprov test` on them: wasmprov must be on PATH, or set WASMPROV)",
                     dest.display()
                 );
             }
@@ -683,7 +703,11 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Serve(args) => serve::run(&cli, args).await?,
         Command::Test {
             plugin,
+            component,
+            manifest,
             fake,
+            fake_url,
+            fake_command,
             faults,
             record,
             replay,
@@ -692,8 +716,11 @@ async fn run(cli: Cli) -> Result<()> {
             conformance::run(conformance::TestArgs {
                 plugin_dir: cli.plugin_dir.clone(),
                 plugin: plugin.clone(),
+                component: component.clone().zip(manifest.clone()),
                 owner: cli.owner.clone(),
                 fake: fake.clone(),
+                fake_url: fake_url.clone(),
+                fake_command: fake_command.clone(),
                 faults: faults.clone(),
                 record: record.clone(),
                 replay: replay.clone(),

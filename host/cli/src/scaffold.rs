@@ -1,12 +1,16 @@
 //! `wasmprov new NAME`: writes a new plugin crate for the reference cloud,
 //! from the templates in `templates/new/` (compiled into the binary).
 //!
-//! The generated crate is a complete, correct plugin (the clean version of
-//! the `buggy-refcloud` test guest with its bugs switched off) with its
-//! manifest, a README and the conformance tests, and builds on its own,
-//! outside any workspace. Templates use `{{placeholder}}`s, replaced here:
-//! `name`, `crate_name` (with `_` for `-`), `type_name` (the provider type),
-//! `sdk_path` and `testkit_path` (escaped for a TOML string).
+//! The generated crate is a complete plugin on the SDK's `rest` layer, with
+//! a fake of its cloud written with the fake kit, its manifest, a README
+//! and a conformance test that runs the installed `wasmprov` binary (so the
+//! crate never compiles the host). It builds on its own, outside any
+//! workspace, and from anywhere it is moved to: its dependencies are by
+//! version, with a path to a wasmprov checkout when one is given, and it
+//! comes with a lock file (the versions wasmprov itself is tested with).
+//! Templates use `{{placeholder}}`s, replaced here: `name`, `crate_name`
+//! (with `_` for `-`), `type_name` (the provider type), `guest_dep` and
+//! `fake_dep` (the dependency tables of the SDK and the fake kit).
 
 use std::path::{Path, PathBuf};
 
@@ -22,15 +26,19 @@ pub struct ScaffoldOptions {
     /// The directory of the new crate. Created when missing; an existing
     /// directory must be empty.
     pub dest: PathBuf,
-    /// The guest SDK crate (the `guest-sdk` directory of a wasmprov
-    /// checkout). A relative path is taken from the current directory; the
-    /// generated `Cargo.toml` gets the absolute path.
-    pub sdk_path: PathBuf,
-    /// The testkit crate (`host/testkit` of a wasmprov checkout), a
-    /// dev-dependency of the conformance tests. Taken like `sdk_path`, but
-    /// not checked: only `cargo test` needs it.
-    pub testkit_path: PathBuf,
+    /// A wasmprov checkout whose `guest-sdk` and `host/fake` the crate
+    /// uses instead of the published crates of the same version (a relative
+    /// path is taken from the current directory; the generated
+    /// `Cargo.toml` gets the absolute path). `None`: the published crates.
+    pub checkout: Option<PathBuf>,
 }
+
+/// The version of the SDK and fake kit crates the generated crate asks for.
+pub const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The lock file wasmprov is built and tested with: the generated crate
+/// starts from these versions (cargo drops what it does not use).
+const LOCK: &str = include_str!("../../../Cargo.lock");
 
 /// Longest plugin name accepted.
 pub const MAX_NAME_LEN: usize = 40;
@@ -96,7 +104,9 @@ const RESERVED_NAMES: &[&str] = &[
     "serde",
     "tokio",
     "wasmprov-guest",
-    "wasmprov-testkit",
+    "wasmprov-fake",
+    "axum",
+    "anyhow",
     "aux",
     "con",
     "nul",
@@ -139,6 +149,14 @@ const TEMPLATES: &[Template] = &[
         path: "tests/conformance.rs",
         text: include_str!("../templates/new/conformance.rs.tmpl"),
     },
+    Template {
+        path: "fake/main.rs",
+        text: include_str!("../templates/new/fake.rs.tmpl"),
+    },
+    Template {
+        path: "Cargo.lock",
+        text: LOCK,
+    },
 ];
 
 /// Writes the new plugin crate described by `opts` and returns the paths of
@@ -146,26 +164,44 @@ const TEMPLATES: &[Template] = &[
 ///
 /// # Errors
 /// An invalid name (saying what is accepted), a `dest` that exists and is
-/// not an empty directory, no guest SDK at `sdk_path`, a path that is not
-/// UTF-8, or an I/O error naming the file.
+/// not an empty directory, a checkout without the SDK and fake kit crates,
+/// a path that is not UTF-8, or an I/O error naming the file.
 pub fn scaffold(opts: &ScaffoldOptions) -> anyhow::Result<Vec<PathBuf>> {
     validate_name(&opts.name)?;
     check_dest(&opts.dest)?;
-    let sdk_path = absolute(&opts.sdk_path, "the guest SDK path")?;
-    if !sdk_path.join("Cargo.toml").is_file() {
-        bail!(
-            "no guest SDK at {}: expected the `guest-sdk` directory of a wasmprov checkout (with its Cargo.toml)",
-            sdk_path.display()
-        );
-    }
-    let testkit_path = absolute(&opts.testkit_path, "the testkit path")?;
+    let dep = |path: Option<PathBuf>| -> anyhow::Result<String> {
+        Ok(match path {
+            None => format!("\"{SDK_VERSION}\""),
+            Some(p) => format!(
+                "{{ version = \"{SDK_VERSION}\", path = \"{}\" }}",
+                toml_escape(&utf8(&p)?)
+            ),
+        })
+    };
+    let (guest, fake) = match &opts.checkout {
+        None => (None, None),
+        Some(checkout) => {
+            let root = absolute(checkout, "the wasmprov checkout")?;
+            let (guest, fake) = (root.join("guest-sdk"), root.join("host").join("fake"));
+            for crate_dir in [&guest, &fake] {
+                if !crate_dir.join("Cargo.toml").is_file() {
+                    bail!(
+                        "no wasmprov checkout at {}: expected {} (with its Cargo.toml)",
+                        root.display(),
+                        crate_dir.display()
+                    );
+                }
+            }
+            (Some(guest), Some(fake))
+        }
+    };
 
     let vars = [
         ("{{name}}", opts.name.clone()),
         ("{{crate_name}}", opts.name.replace('-', "_")),
         ("{{type_name}}", type_name(&opts.name)),
-        ("{{sdk_path}}", toml_escape(&utf8(&sdk_path)?)),
-        ("{{testkit_path}}", toml_escape(&utf8(&testkit_path)?)),
+        ("{{guest_dep}}", dep(guest)?),
+        ("{{fake_dep}}", dep(fake)?),
     ];
     let render = |text: &str| {
         vars.iter().fold(text.to_string(), |text, (key, value)| {
@@ -182,8 +218,13 @@ pub fn scaffold(opts: &ScaffoldOptions) -> anyhow::Result<Vec<PathBuf>> {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("creating {}", parent.display()))?;
         }
-        std::fs::write(&path, render(template.text))
-            .with_context(|| format!("writing {}", path.display()))?;
+        // The lock file is written as it is: it may hold `{{`.
+        let text = if template.path == "Cargo.lock" {
+            LOCK.to_string()
+        } else {
+            render(template.text)
+        };
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
         written.push(path);
     }
     Ok(written)
@@ -296,16 +337,17 @@ fn type_name(name: &str) -> String {
 mod tests {
     use super::*;
 
-    /// An options value writing into `dir/name`, with a stand-in SDK crate.
+    /// An options value writing into `dir/name`, with a stand-in checkout.
     fn options(dir: &Path, name: &str) -> ScaffoldOptions {
-        let sdk = dir.join("sdk");
-        std::fs::create_dir_all(&sdk).unwrap();
-        std::fs::write(sdk.join("Cargo.toml"), "[package]\n").unwrap();
+        let checkout = dir.join("checkout \"quoted\"");
+        for krate in ["guest-sdk", "host/fake"] {
+            std::fs::create_dir_all(checkout.join(krate)).unwrap();
+            std::fs::write(checkout.join(krate).join("Cargo.toml"), "[package]\n").unwrap();
+        }
         ScaffoldOptions {
             name: name.to_string(),
             dest: dir.join(name),
-            sdk_path: sdk,
-            testkit_path: dir.join("testkit \"quoted\""),
+            checkout: Some(checkout),
         }
     }
 
@@ -337,10 +379,12 @@ mod tests {
                 "README.md",
                 ".gitignore",
                 ".cargo/config.toml",
-                "tests/conformance.rs"
+                "tests/conformance.rs",
+                "fake/main.rs",
+                "Cargo.lock",
             ]
         );
-        for path in &written {
+        for path in written.iter().filter(|p| !p.ends_with("Cargo.lock")) {
             let text = read(path);
             assert!(
                 !text.contains("{{"),
@@ -349,25 +393,46 @@ mod tests {
             );
             assert!(!text.is_empty());
         }
+        assert_eq!(read(&dest.join("Cargo.lock")), LOCK);
 
-        // Cargo.toml: the package, paths to the SDK and testkit, its own workspace.
+        // Cargo.toml: versions with the checkout's paths, the fake native
+        // only, no debug info, its own workspace.
         let cargo: toml::Table = toml::from_str(&read(&dest.join("Cargo.toml"))).unwrap();
         assert_eq!(cargo["package"]["name"].as_str(), Some("acme-cloud"));
         assert_eq!(
             cargo["lib"]["crate-type"],
             toml::Value::from(vec!["cdylib", "rlib"])
         );
+        let checkout = std::path::absolute(opts.checkout.as_ref().unwrap()).unwrap();
+        let guest = &cargo["dependencies"]["wasmprov-guest"];
+        assert_eq!(guest["version"].as_str(), Some(SDK_VERSION));
         assert_eq!(
-            cargo["dependencies"]["wasmprov-guest"]["path"].as_str(),
-            Some(opts.sdk_path.to_str().unwrap())
+            guest["path"].as_str(),
+            Some(checkout.join("guest-sdk").to_str().unwrap())
         );
+        let native = &cargo["target"]["cfg(not(target_family = \"wasm\"))"]["dependencies"];
         assert_eq!(
-            cargo["dev-dependencies"]["wasmprov-testkit"]["path"].as_str(),
-            Some(opts.testkit_path.to_str().unwrap())
+            native["wasmprov-fake"]["path"].as_str(),
+            Some(checkout.join("host/fake").to_str().unwrap())
         );
-        assert!(cargo["dev-dependencies"]["tokio"]["features"].is_array());
+        assert_eq!(cargo["bin"][0]["name"].as_str(), Some("acme-cloud-fake"));
+        assert_eq!(cargo["profile"]["dev"]["debug"].as_bool(), Some(false));
         assert!(cargo["workspace"].as_table().unwrap().is_empty());
+        assert!(!read(&dest.join("Cargo.toml")).contains("testkit"));
         assert_eq!(cargo["profile"]["release"]["opt-level"].as_str(), Some("s"));
+
+        // Without a checkout: the published crates, by version.
+        let published = ScaffoldOptions {
+            dest: tmp.path().join("published"),
+            checkout: None,
+            ..opts.clone()
+        };
+        scaffold(&published).unwrap();
+        let cargo: toml::Table = toml::from_str(&read(&published.dest.join("Cargo.toml"))).unwrap();
+        assert_eq!(
+            cargo["dependencies"]["wasmprov-guest"].as_str(),
+            Some(SDK_VERSION)
+        );
 
         // The manifest is one the host accepts, with minimal grants.
         let manifest = wasmprov_policy::Manifest::parse(
@@ -400,14 +465,15 @@ mod tests {
         let lib = read(&dest.join("src/lib.rs"));
         assert!(lib.contains("pub struct AcmeCloudProvider {"));
         assert!(lib.contains("const NAME: &'static str = \"acme-cloud\";"));
+        assert!(lib.contains("impl RestCloud for AcmeCloudProvider {"));
         assert!(lib.contains("export_provider!(AcmeCloudProvider);"));
 
         let conformance = read(&dest.join("tests/conformance.rs"));
-        assert!(conformance.contains(
-            r#"Suite::from_component("acme-cloud", &wasm, include_str!("../acme-cloud.toml"))"#
-        ));
-        assert!(conformance.contains(".faults(FaultSpec::default_mix())"));
-        assert!(conformance.contains(".fake(Fake::RefCloud)"));
+        assert!(conformance.contains(r#"env!("CARGO_BIN_EXE_acme-cloud-fake")"#));
+        assert!(conformance.contains("wasm32-wasip2/release/acme_cloud.wasm"));
+        assert!(conformance.contains(r#"suite(&["--faults", "default"]);"#));
+        let fake = read(&dest.join("fake/main.rs"));
+        assert!(fake.contains(r#"Fake::new("acme-cloud fake")"#));
 
         let readme = read(&dest.join("README.md"));
         assert!(readme.contains("target/wasm32-wasip2/release/acme_cloud.wasm"));
@@ -422,29 +488,18 @@ mod tests {
             .unwrap()
             .text;
         for t in &wasmprov_fake::refcloud::NODE_TYPES {
-            let entry = format!("name: {:?},", t.name);
-            let at = lib
-                .find(&entry)
-                .unwrap_or_else(|| panic!("{} missing", t.name));
-            let block = &lib[at..at + lib[at..].find('}').unwrap()];
-            assert!(
-                block.contains(&format!("vcpu: {:.1},", f64::from(t.vcpu))),
-                "{block}"
+            let spot = t
+                .spot_hourly_usd
+                .map_or_else(|| "None".to_string(), |p| format!("Some({p:.3})"));
+            let row = format!(
+                "({:?}, {:.1}, {}, {}, {:.3}, {spot},",
+                t.name,
+                f64::from(t.vcpu),
+                t.memory_gib,
+                t.gpu,
+                t.hourly_usd
             );
-            assert!(
-                block.contains(&format!("memory_gib: {},", t.memory_gib)),
-                "{block}"
-            );
-            assert!(block.contains(&format!("gpu: {},", t.gpu)), "{block}");
-            assert!(
-                block.contains(&format!("hourly_usd: {:.3},", t.hourly_usd)),
-                "{block}"
-            );
-            let spot = match t.spot_hourly_usd {
-                Some(p) => format!("spot_hourly_usd: Some({p:.3}),"),
-                None => "spot_hourly_usd: None,".to_string(),
-            };
-            assert!(block.contains(&spot), "{block}");
+            assert!(lib.contains(&row), "{row} missing");
         }
         assert!(lib.contains(r#"pub const ZONES: [&str; 2] = ["zone-a", "zone-b"];"#));
     }
@@ -462,7 +517,7 @@ mod tests {
 
         // A file in the way is refused too; an empty directory is fine.
         let file = ScaffoldOptions {
-            dest: tmp.path().join("sdk/Cargo.toml"),
+            dest: opts.dest.join("keep.txt"),
             ..opts.clone()
         };
         assert!(
@@ -480,14 +535,14 @@ mod tests {
     }
 
     #[test]
-    fn refuses_a_missing_sdk() {
+    fn refuses_a_checkout_without_the_crates() {
         let tmp = tempfile::tempdir().unwrap();
         let opts = ScaffoldOptions {
-            sdk_path: tmp.path().join("nowhere"),
+            checkout: Some(tmp.path().join("nowhere")),
             ..options(tmp.path(), "acme")
         };
         let err = scaffold(&opts).unwrap_err().to_string();
-        assert!(err.contains("no guest SDK"), "{err}");
+        assert!(err.contains("no wasmprov checkout"), "{err}");
         assert!(!opts.dest.exists());
     }
 
@@ -518,6 +573,7 @@ mod tests {
             ("fn", "reserved"),
             ("std", "reserved"),
             ("wasmprov-guest", "reserved"),
+            ("axum", "reserved"),
         ] {
             let err = validate_name(bad).unwrap_err().to_string();
             assert!(err.contains(why), "{bad:?}: {err}");
@@ -526,54 +582,5 @@ mod tests {
         assert_eq!(type_name("acme-cloud"), "AcmeCloudProvider");
         assert_eq!(type_name("x9-2"), "X92Provider");
         assert_eq!(toml_escape(r#"C:\a "b""#), r#"C:\\a \"b\""#);
-    }
-
-    /// Generates a crate and builds it for wasm32-wasip2 (slow; needs the
-    /// target and the registry):
-    /// `cargo test -p wasmprov scaffold -- --ignored`. The nested cargo uses
-    /// `target/wasm-guests`, as the guest builds do, so it never waits on
-    /// the outer cargo's lock and reuses their wasm dependencies.
-    #[test]
-    #[ignore = "builds a generated crate for wasm32-wasip2: slow, needs the target and the registry"]
-    fn generated_crate_builds_for_wasm() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let tmp = tempfile::tempdir().unwrap();
-        let testkit = root.join("host/testkit");
-        // Cargo resolves dev-dependencies even for a library build, so the
-        // testkit must exist as a crate; stand one in while it does not.
-        let testkit = if testkit.join("src/lib.rs").is_file() {
-            testkit
-        } else {
-            let stub = tmp.path().join("testkit-stub");
-            std::fs::create_dir_all(stub.join("src")).unwrap();
-            std::fs::write(
-                stub.join("Cargo.toml"),
-                "[package]\nname = \"wasmprov-testkit\"\nversion = \"0.1.0\"\nedition = \"2024\"\n",
-            )
-            .unwrap();
-            std::fs::write(stub.join("src/lib.rs"), "").unwrap();
-            stub
-        };
-        let opts = ScaffoldOptions {
-            name: "acme-cloud".into(),
-            dest: tmp.path().join("acme-cloud"),
-            sdk_path: root.join("guest-sdk"),
-            testkit_path: testkit,
-        };
-        scaffold(&opts).unwrap();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = std::process::Command::new(cargo)
-            .current_dir(&opts.dest)
-            .args(["build", "--target", "wasm32-wasip2", "--release", "--lib"])
-            .env("CARGO_TARGET_DIR", root.join("target/wasm-guests"))
-            .env_remove("RUSTFLAGS")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .status()
-            .unwrap();
-        assert!(status.success());
-        assert!(
-            root.join("target/wasm-guests/wasm32-wasip2/release/acme_cloud.wasm")
-                .is_file()
-        );
     }
 }

@@ -62,7 +62,7 @@ async fn provision_describe_terminate_through_the_cli() {
         .iter()
         .filter_map(|p| p["name"].as_str())
         .collect();
-    assert_eq!(names, ["aws-ec2", "cloud-init", "hetzner"]);
+    assert_eq!(names, ["aws-ec2", "cloud-init", "digitalocean", "hetzner"]);
     assert_eq!(plugins["errors"].as_array().unwrap().len(), 0);
 
     let info = json(&wasmprov(d, token, &["--json", "inspect", "hetzner"]));
@@ -456,7 +456,7 @@ fn every_bundled_plugin_passes_wasmprov_test_with_and_without_faults() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut plugins = vec!["hetzner", "cloud-init"];
+    let mut plugins = vec!["hetzner", "cloud-init", "digitalocean"];
     if moto_available() {
         plugins.push("aws-ec2");
     } else {
@@ -498,7 +498,7 @@ fn every_bundled_plugin_passes_wasmprov_test_with_and_without_faults() {
         .map(|o| o["hint"]["hourly_usd"].as_f64().unwrap())
         .collect();
     assert!(prices.windows(2).all(|w| w[0] <= w[1]), "{prices:?}");
-    for plugin in ["aws-ec2", "cloud-init", "hetzner"] {
+    for plugin in ["aws-ec2", "cloud-init", "digitalocean", "hetzner"] {
         let first = offers
             .iter()
             .find(|o| o["plugin"] == plugin)
@@ -584,18 +584,79 @@ fn wasmprov_test_names_what_is_wrong_with_its_arguments() {
             vec!["test", "hetzner", "--replay", "/nonexistent/c.json"],
             "reading cassette",
         ),
+        (
+            vec!["test", "--component", "hetzner.wasm"],
+            "--manifest <MANIFEST>",
+        ),
+        (
+            vec![
+                "test",
+                "--component",
+                "nope.wasm",
+                "--manifest",
+                "hetzner.toml",
+            ],
+            "no component file nope.wasm",
+        ),
+        (
+            vec![
+                "test",
+                "ec2",
+                "--component",
+                "hetzner.wasm",
+                "--manifest",
+                "hetzner.toml",
+            ],
+            "names plugin \"hetzner\", not \"ec2\"",
+        ),
+        (
+            vec!["test", "hetzner", "--fake-url", "http://192.0.2.1:80"],
+            "must listen on loopback",
+        ),
+        (vec!["test", "hetzner", "--fake-command", "true"], "exited"),
     ] {
-        let out = wasmprov(d, None, &args);
+        let out = wasmprov_in(d, &args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} succeeded");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
+    // A component file and its manifest, outside any plugin directory.
+    let out = wasmprov_in(
+        d,
+        &[
+            "test",
+            "--component",
+            "hetzner.wasm",
+            "--manifest",
+            "hetzner.toml",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("PASSED"));
 }
 
-/// `wasmprov new` makes a crate that builds and passes its own conformance
-/// test unchanged (against the reference cloud fake, with and without
-/// faults). It shares this workspace's lock file and target directory, so
-/// only the new crate and its test compile.
+/// `wasmprov --plugin-dir DIR` run in `dir` (relative paths are taken
+/// from there).
+fn wasmprov_in(dir: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wasmprov"))
+        .current_dir(dir)
+        .args(["--plugin-dir", ".", "--no-cache"])
+        .args(args)
+        .env_remove("WASMPROV_PLUGIN_DIR")
+        .output()
+        .unwrap()
+}
+
+/// `wasmprov new` makes a crate, outside any workspace, that builds (also
+/// once moved elsewhere) and passes its own test unchanged: the component
+/// and its fake are built, and this `wasmprov` binary runs the suite against
+/// the fake it starts by command, plainly and under faults. The crate does
+/// not compile the host. It shares this workspace's target directory, so
+/// that only the new crate, its fake and its component compile here.
 #[test]
 fn a_scaffolded_plugin_builds_and_passes_its_test_unchanged() {
     let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -604,10 +665,12 @@ fn a_scaffolded_plugin_builds_and_passes_its_test_unchanged() {
         .unwrap()
         .to_path_buf();
     let dir = tempfile::tempdir().unwrap();
-    let crate_dir = dir.path().join("acme-cloud");
+    let made = dir.path().join("made-here");
     let out = Command::new(env!("CARGO_BIN_EXE_wasmprov"))
         .args(["new", "acme-cloud", "--path"])
-        .arg(&crate_dir)
+        .arg(&made)
+        .arg("--sdk")
+        .arg(&workspace)
         .output()
         .unwrap();
     assert!(
@@ -615,7 +678,13 @@ fn a_scaffolded_plugin_builds_and_passes_its_test_unchanged() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    std::fs::copy(workspace.join("Cargo.lock"), crate_dir.join("Cargo.lock")).unwrap();
+    // Moved after it was made: nothing in it depends on where it was made.
+    let crate_dir = dir.path().join("moved").join("acme-cloud");
+    std::fs::create_dir_all(crate_dir.parent().unwrap()).unwrap();
+    std::fs::rename(&made, &crate_dir).unwrap();
+    let manifest = std::fs::read_to_string(crate_dir.join("Cargo.toml")).unwrap();
+    assert!(!manifest.contains("testkit") && !manifest.contains("wasmprov-host"));
+
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| workspace.join("target"), std::path::PathBuf::from);
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -623,9 +692,8 @@ fn a_scaffolded_plugin_builds_and_passes_its_test_unchanged() {
         .arg("test")
         .current_dir(&crate_dir)
         .env("CARGO_TARGET_DIR", &target)
-        // The workspace's dev profile (no debug info), so the host crates
-        // the workspace already built are reused rather than built again.
-        .env("CARGO_PROFILE_DEV_DEBUG", "false")
+        .env("WASMPROV", env!("CARGO_BIN_EXE_wasmprov"))
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .output()
@@ -636,9 +704,29 @@ fn a_scaffolded_plugin_builds_and_passes_its_test_unchanged() {
         out.status.success(),
         "cargo test of the new crate failed\nstdout: {stdout}\nstderr: {stderr}"
     );
-    assert!(
-        stdout.contains("passes_the_conformance_suite ... ok"),
-        "{stdout}"
-    );
-    assert!(stdout.contains("passes_under_faults ... ok"), "{stdout}");
+    for test in ["passes_the_conformance_suite", "passes_under_faults"] {
+        assert!(stdout.contains(&format!("{test} ... ok")), "{stdout}");
+    }
+    // The host was not compiled for it: no wasmtime in what cargo built.
+    assert!(!stderr.contains("Compiling wasmtime"), "{stderr}");
+    assert!(!stderr.contains("Compiling wasmprov-host"), "{stderr}");
+
+    // Without the binary, the test says what to do.
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "test",
+            "--test",
+            "conformance",
+            "passes_the_conformance_suite",
+        ])
+        .current_dir(&crate_dir)
+        .env("CARGO_TARGET_DIR", &target)
+        .env("WASMPROV", dir.path().join("no-such-wasmprov"))
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success());
+    assert!(stdout.contains("no `wasmprov` binary"), "{stdout}");
 }

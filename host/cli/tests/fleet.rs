@@ -116,7 +116,7 @@ async fn repeated_sigkills_leave_no_duplicate_and_no_leak() {
         .unwrap();
     ok(&out);
     // Only the Hetzner plugin: the group must not spill elsewhere.
-    for other in ["aws-ec2", "cloud-init"] {
+    for other in ["aws-ec2", "cloud-init", "digitalocean"] {
         std::fs::remove_file(plugins.join(format!("{other}.toml"))).unwrap();
     }
     // Warm the compile cache so that a start takes milliseconds.

@@ -228,7 +228,7 @@ async fn bundle_hetzner_only(d: &Path, endpoint: &str) {
         "{}",
         String::from_utf8_lossy(&bundled.stderr)
     );
-    for other in ["aws-ec2", "cloud-init"] {
+    for other in ["aws-ec2", "cloud-init", "digitalocean"] {
         std::fs::remove_file(d.join(format!("{other}.toml"))).unwrap();
     }
 }

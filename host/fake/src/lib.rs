@@ -13,7 +13,9 @@
 //! that plugin authors start from and the conformance tests run against),
 //! whose main types are re-exported at the crate root.
 
+pub mod control;
 pub mod hetzner;
+pub mod kit;
 pub mod refcloud;
 
 mod wire;

@@ -14,11 +14,14 @@ pub(crate) fn lock<T>(state: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Parsed query string, keeping repeated keys.
-pub(crate) struct Query(Vec<(String, String)>);
+/// A parsed query string (`%XX` and `+` decoded), keeping repeated keys.
+#[derive(Clone, Debug, Default)]
+pub struct Query(Vec<(String, String)>);
 
 impl Query {
-    pub(crate) fn parse(raw: Option<&str>) -> Self {
+    /// Parses the query of a URI (`uri.query()`).
+    #[must_use]
+    pub fn parse(raw: Option<&str>) -> Self {
         let pairs = raw
             .unwrap_or("")
             .split('&')
@@ -30,13 +33,16 @@ impl Query {
             .collect();
         Query(pairs)
     }
-    pub(crate) fn all<'a>(&'a self, key: &str) -> impl Iterator<Item = &'a str> {
+    /// Every value of `key`, in order.
+    pub fn all<'a>(&'a self, key: &str) -> impl Iterator<Item = &'a str> {
         self.0
             .iter()
             .filter(move |(k, _)| k == key)
             .map(|(_, v)| v.as_str())
     }
-    pub(crate) fn get(&self, key: &str) -> Option<&str> {
+    /// The last value of `key`.
+    #[must_use]
+    pub fn get(&self, key: &str) -> Option<&str> {
         self.all(key).last()
     }
 }

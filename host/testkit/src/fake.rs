@@ -66,6 +66,13 @@ pub trait FakeCloud: Send + Sync + 'static {
     /// faults apply only to those).
     fn is_create(&self, req: &OutgoingRequest) -> bool;
 
+    /// Whether [`FakeCloud::fault_response`] renders `kind` in this cloud's
+    /// dialect (a fake that does not cannot have that fault injected).
+    fn renders(&self, kind: FaultKind) -> bool {
+        let _ = kind;
+        true
+    }
+
     /// The response this cloud gives a create request when it has no
     /// capacity, is over quota, or rate-limits it.
     fn fault_response(&self, kind: FaultKind, req: &OutgoingRequest) -> http::Response<Bytes>;
@@ -101,15 +108,19 @@ pub enum Fake {
     /// The reference cloud ([`wasmprov_fake::refcloud`]), which `wasmprov new`
     /// plugins start from.
     RefCloud,
+    /// DigitalOcean's Droplets API v2, the DigitalOcean plugin's own fake
+    /// (written with the fake kit).
+    DigitalOcean,
 }
 
 impl Fake {
     /// Every fake, with the name `--fake` takes.
-    pub const ALL: [(&'static str, Fake); 4] = [
+    pub const ALL: [(&'static str, Fake); 5] = [
         ("hetzner", Fake::Hetzner),
         ("ec2", Fake::Ec2),
         ("cloud-init", Fake::CloudInit),
         ("refcloud", Fake::RefCloud),
+        ("digitalocean", Fake::DigitalOcean),
     ];
 
     /// The fake for a `--fake` name.
@@ -137,6 +148,7 @@ impl Fake {
             "aws-ec2" | "ec2" => Some(Self::Ec2),
             "cloud-init" => Some(Self::CloudInit),
             "refcloud" => Some(Self::RefCloud),
+            "digitalocean" => Some(Self::DigitalOcean),
             _ => None,
         }
     }
@@ -158,6 +170,11 @@ impl Fake {
             Self::CloudInit => Arc::new(crate::fakes::cloud_init::CloudInitStub::new(
                 manifest_config,
             )?),
+            // Small pages, so that the plugin walks `links.pages.next`.
+            Self::DigitalOcean => Arc::new(
+                crate::fakes::remote::Remote::serving(wasmprov_fake_digitalocean::serve(2).await?)
+                    .await?,
+            ),
         })
     }
 }

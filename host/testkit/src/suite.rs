@@ -73,8 +73,24 @@ enum Mode {
     /// The fake that fits the plugin's name.
     Auto,
     Fake(Fake),
+    /// A fake built by the caller.
+    Custom(CustomFake),
+    /// A fake speaking the fake-control protocol at this URL.
+    Url(String),
+    /// A fake speaking the fake-control protocol, started by this command.
+    Command(String),
     Replay(PathBuf),
     Live,
+}
+
+/// A caller's fake, shown by its description.
+#[derive(Clone)]
+struct CustomFake(Arc<dyn FakeCloud>);
+
+impl std::fmt::Debug for CustomFake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.describe())
+    }
 }
 
 /// A conformance run, configured with the builder methods and started
@@ -128,6 +144,33 @@ impl Suite {
     #[must_use]
     pub fn fake(mut self, fake: Fake) -> Self {
         self.mode = Mode::Fake(fake);
+        self
+    }
+
+    /// Sends the plugin's HTTP (or exec) to a fake of your own cloud: any
+    /// [`FakeCloud`]. Every rule runs against it: ground truth, planted
+    /// nodes, faults in its dialect, leak checks.
+    #[must_use]
+    pub fn fake_cloud(mut self, fake: Arc<dyn FakeCloud>) -> Self {
+        self.mode = Mode::Custom(CustomFake(fake));
+        self
+    }
+
+    /// Sends the plugin's HTTP to the fake at `url` (`http://127.0.0.1:PORT`),
+    /// read through the fake-control protocol (`docs/FAKE-PROTOCOL.md`):
+    /// a fake of any cloud, in any language, running as its own process.
+    #[must_use]
+    pub fn fake_url(mut self, url: &str) -> Self {
+        self.mode = Mode::Url(url.to_string());
+        self
+    }
+
+    /// Like [`Suite::fake_url`], for a fake this run starts: `command`
+    /// (run by `sh -c`) prints the fake's URL as the first line of its
+    /// standard output; it is killed when the run ends.
+    #[must_use]
+    pub fn fake_command(mut self, command: &str) -> Self {
+        self.mode = Mode::Command(command.to_string());
         self
     }
 
@@ -190,22 +233,41 @@ impl Suite {
         let mode = match self.mode.clone() {
             Mode::Auto => Mode::Fake(Fake::for_plugin(&self.plugin).ok_or_else(|| {
                 anyhow::anyhow!(
-                    "no fake fits plugin {:?}: choose one ({}), a cassette to replay, or a live run",
+                    "no built-in fake fits plugin {:?}: choose one ({}), a fake of your own (fake_url, fake_command, fake_cloud), a cassette to replay, or a live run",
                     self.plugin,
                     Fake::ALL.map(|(n, _)| n).join(", ")
                 )
             })?),
             m => m,
         };
-        if self.faults.is_active() && !matches!(mode, Mode::Fake(_)) {
+        if self.faults.is_active() && matches!(mode, Mode::Replay(_) | Mode::Live) {
             anyhow::bail!(
                 "faults need a fake cloud: a replayed cassette holds one answer per request, and a live cloud should not be faulted"
             );
         }
         let (target, fake, secret_source, target_name): (Target, _, SecretFn, String) = match &mode
         {
-            Mode::Fake(kind) => {
-                let fake = kind.start(&plugin.config).await?;
+            Mode::Fake(_) | Mode::Custom(_) | Mode::Url(_) | Mode::Command(_) => {
+                let fake: Arc<dyn FakeCloud> = match &mode {
+                    Mode::Fake(kind) => kind.start(&plugin.config).await?,
+                    Mode::Custom(CustomFake(fake)) => fake.clone(),
+                    Mode::Url(url) => Arc::new(crate::fakes::remote::Remote::connect(url).await?),
+                    Mode::Command(cmd) => Arc::new(crate::fakes::remote::Remote::start(cmd).await?),
+                    _ => unreachable!("matched above"),
+                };
+                if let Some(kind) = self
+                    .faults
+                    .rates
+                    .iter()
+                    .filter(|(_, rate)| *rate > 0.0)
+                    .map(|(kind, _)| *kind)
+                    .find(|kind| !fake.renders(*kind))
+                {
+                    anyhow::bail!(
+                        "{} does not say how its cloud answers a {kind} fault; describe it (`faults` in the fake-control protocol's info), or leave {kind} out of the faults",
+                        fake.describe()
+                    );
+                }
                 plugin.add_config(&self.plugin, &fake.config())?;
                 let for_secrets = fake.clone();
                 (
@@ -292,6 +354,8 @@ impl Suite {
             foreign_owner,
             calls: 0,
             requests: Vec::new(),
+            made: BTreeMap::new(),
+            seen_in_truth: false,
         };
         let outcome = tokio::time::timeout(RUN_LIMIT, run.steps()).await;
         let mut notes = Vec::new();
@@ -546,6 +610,11 @@ struct Run {
     calls: u32,
     /// Request ids this owner provisioned.
     requests: Vec<String>,
+    /// Request ids whose provision returned a node, with the node's id.
+    made: BTreeMap<String, String>,
+    /// Whether the fake's ground truth ever listed a node of this owner:
+    /// rules about nodes in the cloud pass only when it has.
+    seen_in_truth: bool,
 }
 
 type CallResult<T> = Result<T, ProvisionerError>;
@@ -626,12 +695,18 @@ impl Run {
         if !self.requests.iter().any(|r| r == request_id) {
             self.requests.push(request_id.to_string());
         }
-        self.call(&format!("provision {request_id}"), || {
-            let plugin = plugin.clone();
-            let req = req.clone();
-            async move { plugin.provision_request(&req).await }
-        })
-        .await
+        let made = self
+            .call(&format!("provision {request_id}"), || {
+                let plugin = plugin.clone();
+                let req = req.clone();
+                async move { plugin.provision_request(&req).await }
+            })
+            .await;
+        if let Ok(node) = &made {
+            self.made
+                .insert(request_id.to_string(), node.provider_id.clone());
+        }
+        made
     }
 
     async fn describe(&mut self) -> CallResult<Vec<NodeHandle>> {
@@ -1317,9 +1392,18 @@ impl Run {
         };
         for request in self.requests.clone() {
             let made = self.made_for(&truth, &request);
+            self.seen_in_truth |= !made.is_empty();
+            let returned = self.made.get(&request);
             self.checks.check(
                 "provision.single-node",
-                if made.len() <= 1 {
+                if let (Some(id), true) = (returned, made.is_empty()) {
+                    // Nothing to count is not a pass: the plugin may talk
+                    // to another cloud than this fake, or not tag its nodes.
+                    Err(format!(
+                        "provision {request} returned node {id}, but the fake's ground truth has no live node labelled {OWNER_LABEL}={} {REQUEST_LABEL}={request}: is the fake the cloud this plugin talks to, and does the plugin label its nodes?",
+                        self.owner
+                    ))
+                } else if made.len() <= 1 {
                     Ok(())
                 } else {
                     Err(format!(
@@ -1525,8 +1609,18 @@ impl Run {
                 n.alive && n.labels.get(OWNER_LABEL).map(String::as_str) == Some(&self.owner)
             })
             .collect();
-        if leaked.is_empty() {
+        if leaked.is_empty() && self.seen_in_truth {
             self.checks.pass("leak.none");
+        } else if leaked.is_empty() {
+            self.checks.skip(
+                "leak.none",
+                if self.made.is_empty() {
+                    "nothing was provisioned, so nothing could leak".to_string()
+                } else {
+                    "the fake never listed a node of this owner, so a leak could not be seen"
+                        .to_string()
+                },
+            );
         }
         for n in leaked {
             self.checks.fail(

@@ -343,10 +343,9 @@ impl ApiFailure {
                 (String::new(), snippet, Vec::new())
             }
         };
-        let retry_after_ms = resp.retry_after_ms().or_else(|| {
-            let reset = resp.header("ratelimit-reset")?.trim().parse::<u64>().ok()?;
-            Some(reset.saturating_sub(now_unix).saturating_mul(1000))
-        });
+        // `Retry-After`, else `RateLimit-Reset` (a Unix time), read by the SDK.
+        let now = std::time::UNIX_EPOCH + std::time::Duration::from_secs(now_unix);
+        let retry_after_ms = wasmprov_guest::http::wait_ms(&resp.headers, now);
         Self {
             status: resp.status,
             code,

@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use bytes::Bytes;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use wasmprov_host::intercept::OutgoingRequest;
 
+use super::loopback;
 use crate::Unavailable;
 use crate::fake::{FakeCloud, TruthNode};
 use crate::faults::FaultKind;
@@ -211,9 +211,16 @@ impl Ec2 {
                 ),
             ),
         ];
-        let resp = post(self.addr, &headers, body.as_bytes())
-            .await
-            .with_context(|| format!("{action} to moto at {}", self.addr))?;
+        let resp = loopback::request(
+            self.addr,
+            "POST",
+            "/",
+            &headers,
+            body.as_bytes(),
+            CALL_LIMIT,
+        )
+        .await
+        .with_context(|| format!("{action} to moto at {}", self.addr))?;
         let text = String::from_utf8_lossy(&resp.body).into_owned();
         if resp.status != 200 {
             anyhow::bail!(
@@ -539,120 +546,6 @@ fn snippet(s: &str) -> String {
     }
 }
 
-/// An HTTP answer of moto.
-#[derive(Debug)]
-struct RawResponse {
-    status: u16,
-    /// Header names lowercase.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "the tests hand moto's headers to the plugin")
-    )]
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-/// `POST /` over HTTP/1.1 to `addr` with these headers (a `Host` among
-/// them) and `body`; one connection per request.
-async fn post(
-    addr: SocketAddr,
-    headers: &[(String, String)],
-    body: &[u8],
-) -> anyhow::Result<RawResponse> {
-    let exchange = async {
-        let mut head = String::from("POST / HTTP/1.1\r\n");
-        for (k, v) in headers {
-            head.push_str(&format!("{k}: {v}\r\n"));
-        }
-        head.push_str(&format!(
-            "connection: close\r\ncontent-length: {}\r\n\r\n",
-            body.len()
-        ));
-        let mut sock = tokio::net::TcpStream::connect(addr)
-            .await
-            .context("connecting")?;
-        sock.write_all(head.as_bytes())
-            .await
-            .context("sending the request")?;
-        sock.write_all(body).await.context("sending the request")?;
-        let mut raw = Vec::new();
-        sock.read_to_end(&mut raw)
-            .await
-            .context("reading the response")?;
-        parse_response(&raw)
-    };
-    tokio::time::timeout(CALL_LIMIT, exchange)
-        .await
-        .map_err(|_| anyhow::anyhow!("no answer within {} s", CALL_LIMIT.as_secs()))?
-}
-
-/// Parses a whole HTTP/1.1 response (the server closed the connection).
-fn parse_response(raw: &[u8]) -> anyhow::Result<RawResponse> {
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| anyhow::anyhow!("the answer is not HTTP: {raw:?}"))?;
-    let head = String::from_utf8_lossy(raw.get(..split).unwrap_or_default());
-    let rest = raw.get(split + 4..).unwrap_or_default();
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or_default();
-    let status = status_line
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("no status in {status_line:?}"))?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let header = |name: &str| {
-        headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
-    let body = if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
-        dechunk(rest)?
-    } else if let Some(len) = header("content-length").and_then(|v| v.parse::<usize>().ok()) {
-        rest.get(..len)
-            .ok_or_else(|| {
-                anyhow::anyhow!("the answer ended after {} of {len} body bytes", rest.len())
-            })?
-            .to_vec()
-    } else {
-        rest.to_vec()
-    };
-    Ok(RawResponse {
-        status,
-        headers,
-        body,
-    })
-}
-
-/// Decodes a chunked body.
-fn dechunk(mut rest: &[u8]) -> anyhow::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = rest
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .ok_or_else(|| anyhow::anyhow!("a chunked body ended early"))?;
-        let size_text = String::from_utf8_lossy(rest.get(..line_end).unwrap_or_default());
-        let size_text = size_text.split(';').next().unwrap_or_default().trim();
-        let size = usize::from_str_radix(size_text, 16)
-            .map_err(|_| anyhow::anyhow!("bad chunk size {size_text:?}"))?;
-        rest = rest.get(line_end + 2..).unwrap_or_default();
-        if size == 0 {
-            return Ok(out);
-        }
-        out.extend_from_slice(
-            rest.get(..size)
-                .ok_or_else(|| anyhow::anyhow!("a chunk ended early"))?,
-        );
-        rest = rest.get(size + 2..).unwrap_or_default();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -705,17 +598,21 @@ mod tests {
         assert_eq!(form_value(b"Actionx=RunInstances", "Action"), None);
         assert_eq!(decode("%zz%4"), "%zz%4");
 
-        let r = parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-A: b\r\n\r\nabcdef")
-            .unwrap();
+        let r = loopback::parse_response(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-A: b\r\n\r\nabcdef",
+        )
+        .unwrap();
         assert_eq!((r.status, r.body.as_slice()), (200, &b"abc"[..]));
         assert_eq!(r.headers[1], ("x-a".to_string(), "b".to_string()));
-        let r = parse_response(
+        let r = loopback::parse_response(
             b"HTTP/1.1 503 Slow Down\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
         )
         .unwrap();
         assert_eq!((r.status, r.body.as_slice()), (503, &b"abcde"[..]));
-        assert!(parse_response(b"garbage").is_err());
-        assert!(parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc").is_err());
+        assert!(loopback::parse_response(b"garbage").is_err());
+        assert!(
+            loopback::parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc").is_err()
+        );
     }
 
     #[test]
@@ -828,7 +725,14 @@ mod tests {
             }
             let raw = self
                 .rt
-                .block_on(post(self.fake.addr, &headers, signed.body.as_bytes()))
+                .block_on(loopback::request(
+                    self.fake.addr,
+                    "POST",
+                    "/",
+                    &headers,
+                    signed.body.as_bytes(),
+                    CALL_LIMIT,
+                ))
                 .map_err(|e| ProvisionerError::Transport(format!("{e:#}")))?;
             Ok(Response {
                 status: raw.status,

@@ -1,0 +1,375 @@
+//! Walking the pages of a list call, whichever way the cloud pages:
+//! page numbers, a next-page URL in the body, a `Link: <…>; rel="next"`
+//! header, or an opaque token. Every walk is bounded ([`MAX_PAGES`]) and
+//! stops with an error when the cloud names a page it already gave, so a
+//! cloud (or a fault) that pages forever cannot hold a call.
+//!
+//! ```
+//! use wasmprov_guest::http::{Request, Response};
+//! use wasmprov_guest::pages::{walk, Paging};
+//!
+//! let paging = Paging::NextUrl { pointer: "/links/pages/next" };
+//! let mut answers = vec![
+//!     r#"{"droplets":[3],"links":{}}"#,
+//!     r#"{"droplets":[1,2],"links":{"pages":{"next":"https://x/v2/droplets?page=2"}}}"#,
+//! ];
+//! let mut seen = Vec::new();
+//! walk(Request::get("https://x/v2/droplets"), &paging, |req| {
+//!     Ok(Response { status: 200, headers: vec![], body: answers.pop().unwrap().into(), url: req.url().into() })
+//! }, |page| {
+//!     seen.extend(page["droplets"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()));
+//!     Ok(())
+//! }).unwrap();
+//! assert_eq!(seen, [1, 2, 3]);
+//! ```
+
+use std::collections::BTreeSet;
+
+use crate::http::{Request, Response};
+use crate::{Error, Result};
+
+/// Most pages one walk reads.
+pub const MAX_PAGES: usize = 1000;
+
+/// How a cloud's list calls page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Paging {
+    /// One page holds everything.
+    Single,
+    /// `?<page>=N&<per_page>=SIZE`, from page 1. The next page's number is
+    /// the number at JSON pointer `next` (`null` or absent on the last
+    /// page); with no pointer, a page of fewer than `size` items (counted
+    /// at JSON pointer `items`) is the last.
+    Numbers {
+        /// The page parameter (`page`).
+        page: &'static str,
+        /// The page size parameter (`per_page`).
+        per_page: &'static str,
+        /// Items asked per page.
+        size: u32,
+        /// Pointer to the next page's number (`/meta/pagination/next_page`).
+        next: Option<&'static str>,
+        /// Pointer to the array of items, to count a short page.
+        items: &'static str,
+    },
+    /// The body names the next page's URL at this JSON pointer
+    /// (`/links/pages/next`); `null`, empty or absent on the last page.
+    NextUrl {
+        /// Pointer to the next page's URL.
+        pointer: &'static str,
+    },
+    /// An RFC 8288 `Link` header with `rel="next"` names the next page.
+    LinkHeader,
+    /// The body carries a token at JSON pointer `pointer`, sent back as
+    /// query parameter `param` (`nextToken`, `cursor`).
+    Token {
+        /// Query parameter of the request.
+        param: &'static str,
+        /// Pointer to the token in the body.
+        pointer: &'static str,
+    },
+}
+
+impl Paging {
+    /// [`Paging::NextUrl`] at `pointer`.
+    #[must_use]
+    pub const fn next_url(pointer: &'static str) -> Self {
+        Self::NextUrl { pointer }
+    }
+}
+
+/// Sends `first` and every following page with `send`, handing each
+/// successful page's JSON body to `each`, in order. A non-2xx answer ends
+/// the walk with the error `send`'s caller makes of it: `send` returns
+/// `Err` for those.
+///
+/// # Errors
+/// What `send` or `each` return; [`Error::Transport`] for a body that is
+/// not JSON, a next page already read, or more than [`MAX_PAGES`] pages.
+pub fn walk(
+    first: Request,
+    paging: &Paging,
+    mut send: impl FnMut(Request) -> Result<Response>,
+    mut each: impl FnMut(&serde_json::Value) -> Result<()>,
+) -> Result<()> {
+    let mut request = match paging {
+        Paging::Numbers {
+            page,
+            per_page,
+            size,
+            ..
+        } => first.query(per_page, &size.to_string()).query(page, "1"),
+        _ => first,
+    };
+    let base = request.clone();
+    let mut seen = BTreeSet::new();
+    for number in 1..=MAX_PAGES {
+        let resp = send(request.clone())?;
+        let body: serde_json::Value = resp.json()?;
+        each(&body)?;
+        let next = match paging {
+            Paging::Single => None,
+            Paging::Numbers {
+                page,
+                per_page,
+                size,
+                next,
+                items,
+            } => {
+                let following = match next {
+                    Some(pointer) => match body.pointer(pointer) {
+                        None | Some(serde_json::Value::Null) => None,
+                        Some(v) => Some(v.as_u64().ok_or_else(|| {
+                            Error::Transport(format!(
+                                "{}: the next page at {pointer} is {v}, not a page number",
+                                resp.url
+                            ))
+                        })?),
+                    },
+                    None => {
+                        let count = body
+                            .pointer(items)
+                            .and_then(|v| v.as_array())
+                            .map_or(0, Vec::len);
+                        (count >= *size as usize).then_some(number as u64 + 1)
+                    }
+                };
+                following.map(|n| {
+                    let url = base
+                        .url()
+                        .split_once('?')
+                        .map_or(base.url(), |(path, _)| path)
+                        .to_string();
+                    let mut req = base.clone().with_url(url);
+                    for (k, v) in query_pairs(base.url()) {
+                        if k != *page && k != *per_page {
+                            req = req.query(&k, &v);
+                        }
+                    }
+                    req.query(per_page, &size.to_string())
+                        .query(page, &n.to_string())
+                })
+            }
+            Paging::NextUrl { pointer } => body
+                .pointer(pointer)
+                .and_then(|v| v.as_str())
+                .filter(|u| !u.is_empty())
+                .map(|u| base.clone().with_url(u)),
+            Paging::LinkHeader => resp
+                .header("link")
+                .and_then(next_link)
+                .map(|u| base.clone().with_url(u)),
+            Paging::Token { param, pointer } => body
+                .pointer(pointer)
+                .and_then(|v| v.as_str())
+                .filter(|t| !t.is_empty())
+                .map(|t| base.clone().query(param, t)),
+        };
+        let Some(next) = next else {
+            return Ok(());
+        };
+        if !seen.insert(request.url().to_string()) || seen.contains(next.url()) {
+            return Err(Error::Transport(format!(
+                "{}: the list names a page already read as the next one ({})",
+                resp.url,
+                next.url()
+            )));
+        }
+        request = next;
+    }
+    Err(Error::Transport(format!(
+        "{}: the list goes on for more than {MAX_PAGES} pages; giving up",
+        base.url()
+    )))
+}
+
+/// The query pairs of `url`, decoded.
+fn query_pairs(url: &str) -> Vec<(String, String)> {
+    let Some((_, query)) = url.split_once('?') else {
+        return Vec::new();
+    };
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let d = |s: &str| {
+                percent_encoding::percent_decode_str(s)
+                    .decode_utf8_lossy()
+                    .into_owned()
+            };
+            (d(k), d(v))
+        })
+        .collect()
+}
+
+/// The `rel="next"` target of a `Link` header value.
+#[must_use]
+pub fn next_link(value: &str) -> Option<String> {
+    value.split(',').find_map(|link| {
+        let (target, params) = link.trim().split_once(';')?;
+        let target = target.trim().strip_prefix('<')?.strip_suffix('>')?;
+        params
+            .split(';')
+            .filter_map(|p| p.trim().split_once('='))
+            .any(|(k, v)| {
+                k.trim().eq_ignore_ascii_case("rel")
+                    && v.trim()
+                        .trim_matches('"')
+                        .split_whitespace()
+                        .any(|r| r.eq_ignore_ascii_case("next"))
+            })
+            .then(|| target.to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(url: &str, body: serde_json::Value, headers: &[(&str, &str)]) -> Response {
+        Response {
+            status: 200,
+            headers: headers
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+            body: body.to_string().into_bytes(),
+            url: url.to_string(),
+        }
+    }
+
+    fn run(
+        paging: Paging,
+        first: Request,
+        mut serve: impl FnMut(&Request) -> Response,
+    ) -> (Result<()>, Vec<String>) {
+        let mut asked = Vec::new();
+        let result = walk(
+            first,
+            &paging,
+            |req| {
+                asked.push(req.url().to_string());
+                Ok(serve(&req))
+            },
+            |_| Ok(()),
+        );
+        (result, asked)
+    }
+
+    #[test]
+    fn page_numbers_follow_the_body_or_stop_at_a_short_page() {
+        let paging = Paging::Numbers {
+            page: "page",
+            per_page: "per_page",
+            size: 2,
+            next: Some("/meta/next"),
+            items: "/items",
+        };
+        let (r, asked) = run(paging, Request::get("https://x/s?sel=a%3Db"), |req| {
+            let page: u64 = req.query_value("page").unwrap().parse().unwrap();
+            let next = if page < 3 {
+                serde_json::json!(page + 1)
+            } else {
+                serde_json::Value::Null
+            };
+            answer(
+                req.url(),
+                serde_json::json!({"items": [1, 2], "meta": {"next": next}}),
+                &[],
+            )
+        });
+        r.unwrap();
+        assert_eq!(
+            asked,
+            [
+                "https://x/s?sel=a%3Db&per_page=2&page=1",
+                "https://x/s?sel=a%3Db&per_page=2&page=2",
+                "https://x/s?sel=a%3Db&per_page=2&page=3"
+            ]
+        );
+        let paging = Paging::Numbers {
+            page: "page",
+            per_page: "per_page",
+            size: 2,
+            next: None,
+            items: "/items",
+        };
+        let (r, asked) = run(paging, Request::get("https://x/s"), |req| {
+            let page: u64 = req.query_value("page").unwrap().parse().unwrap();
+            let items: Vec<u64> = if page == 1 { vec![1, 2] } else { vec![3] };
+            answer(req.url(), serde_json::json!({"items": items}), &[])
+        });
+        r.unwrap();
+        assert_eq!(asked.len(), 2);
+    }
+
+    #[test]
+    fn links_tokens_and_urls_are_followed_and_loops_refused() {
+        let (r, asked) = run(Paging::LinkHeader, Request::get("https://x/a"), |req| {
+            let link = if req.url().ends_with("/a") {
+                r#"<https://x/a?page=1>; rel="prev", <https://x/b>; rel="next last""#
+            } else {
+                r#"<https://x/a>; rel="first""#
+            };
+            answer(req.url(), serde_json::json!([]), &[("link", link)])
+        });
+        r.unwrap();
+        assert_eq!(asked, ["https://x/a", "https://x/b"]);
+
+        let paging = Paging::Token {
+            param: "nextToken",
+            pointer: "/next",
+        };
+        let (r, asked) = run(paging, Request::get("https://x/l"), |req| {
+            let next = if req.query_value("nextToken").is_none() {
+                "t 1"
+            } else {
+                ""
+            };
+            answer(req.url(), serde_json::json!({"next": next}), &[])
+        });
+        r.unwrap();
+        assert_eq!(asked, ["https://x/l", "https://x/l?nextToken=t%201"]);
+
+        // A next page that was already read ends the walk with an error.
+        let paging = Paging::NextUrl { pointer: "/next" };
+        let (r, asked) = run(paging, Request::get("https://x/1"), |req| {
+            let next = if req.url().ends_with("/1") {
+                "https://x/2"
+            } else {
+                "https://x/1"
+            };
+            answer(req.url(), serde_json::json!({"next": next}), &[])
+        });
+        assert!(matches!(r, Err(Error::Transport(m)) if m.contains("already read")));
+        assert_eq!(asked.len(), 2);
+
+        // Endless distinct pages stop at the bound.
+        let mut n = 0;
+        let (r, asked) = run(
+            Paging::NextUrl { pointer: "/next" },
+            Request::get("https://x/0"),
+            |req| {
+                n += 1;
+                answer(
+                    req.url(),
+                    serde_json::json!({"next": format!("https://x/{n}")}),
+                    &[],
+                )
+            },
+        );
+        assert!(matches!(r, Err(Error::Transport(m)) if m.contains("more than 1000 pages")));
+        assert_eq!(asked.len(), MAX_PAGES);
+    }
+
+    #[test]
+    fn link_headers_parse() {
+        assert_eq!(
+            next_link(r#"<https://a/?p=2>; rel=next"#).as_deref(),
+            Some("https://a/?p=2")
+        );
+        assert_eq!(next_link(r#"<https://a/>; rel="prev""#), None);
+        assert_eq!(next_link("garbage"), None);
+    }
+}

@@ -1,0 +1,543 @@
+//! A provider for a plain REST cloud from its endpoints and mappings.
+//!
+//! The plugin describes its cloud with [`RestCloud`]: how to ask for a list
+//! of nodes (filtered by a label or tag, as narrowly as the API can), for
+//! one node, to create and to delete; where the nodes are in the answers;
+//! how a node's id, labels and handle are read; how the list pages; which
+//! error answers mean what. This module does the rest, the same way for
+//! every cloud:
+//!
+//! - **provision** looks for the request's node first (owner and request
+//!   labels) and returns it; otherwise creates one; a create the cloud
+//!   refuses as a conflict (a concurrent provision of the same request won
+//!   a name) looks again and returns the winner;
+//! - **terminate** and **get** read the node and check its owner label
+//!   before anything else: another owner's node is `not_found`, never
+//!   touched;
+//! - **describe** walks every page, keeps only this owner's nodes (even if
+//!   the cloud's filter let others through) and drops repeats;
+//! - every error answer is classified once ([`crate::classify`]).
+//!
+//! A plugin's [`Provider`](crate::Provider) methods then delegate:
+//! `rest::provision(self, &Wasi, owner, request)`. The transport is a
+//! parameter so that a plugin's unit tests run the same code natively
+//! against scripted answers.
+
+use std::collections::BTreeSet;
+
+use serde::de::DeserializeOwned;
+
+use crate::classify::{self, Rule};
+use crate::http::{HttpError, Request, Response};
+use crate::pages::{self, Paging};
+use crate::tags::{self, OWNER, REQUEST};
+use crate::{Error, Labels, NodeHandle, ProvisionRequest, Result};
+
+/// Sends requests: [`Wasi`] in a plugin, a script in its unit tests.
+pub trait Transport {
+    /// Sends `req` and reads the whole answer.
+    ///
+    /// # Errors
+    /// When no answer arrived.
+    fn send(&self, req: Request) -> std::result::Result<Response, HttpError>;
+}
+
+/// The host's `wasi:http`, under the manifest's grants.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Wasi;
+
+impl Transport for Wasi {
+    fn send(&self, req: Request) -> std::result::Result<Response, HttpError> {
+        req.send()
+    }
+}
+
+/// What this module needs to know about a cloud.
+pub trait RestCloud {
+    /// A node as the API returns it.
+    type Node: DeserializeOwned;
+
+    /// The cloud's name, for messages (`"DigitalOcean"`).
+    const CLOUD: &'static str;
+    /// How list answers page.
+    const PAGING: Paging;
+    /// JSON pointer to the array of nodes in a list answer (`/droplets`).
+    const LIST_ITEMS: &'static str;
+    /// JSON pointer to the node in a get or create answer (`/droplet`;
+    /// empty when the answer is the node).
+    const ONE_ITEM: &'static str;
+    /// Error rules checked before the status defaults.
+    const ERRORS: &'static [Rule] = &[];
+
+    /// The nodes carrying label `key` = `value`: a list request filtered
+    /// as narrowly as the API allows (by that label or tag, or not at all;
+    /// the answer is filtered again here). [`Request::send`] is not called
+    /// on it: it goes through the [`Transport`], after [`RestCloud::authorize`].
+    fn list(&self, key: &str, value: &str) -> Result<Request>;
+
+    /// The URL of node `id` (read with `GET`, deleted with `DELETE`), or
+    /// `None` when `id` cannot be one of this cloud's (then it is
+    /// `not_found` without a request).
+    fn node_url(&self, id: &str) -> Option<String>;
+
+    /// Creates a node for `request` with `labels` (owner, request id,
+    /// request digest and the shape's labels): the plugin encodes them as
+    /// its cloud stores them.
+    ///
+    /// # Errors
+    /// Any contract error, such as `unsupported` for a shape it cannot make.
+    fn create(&self, request: &ProvisionRequest, labels: &Labels) -> Result<Request>;
+
+    /// Adds credentials to a request.
+    ///
+    /// # Errors
+    /// `invalid_config` when they are not configured.
+    fn authorize(&self, req: Request) -> Result<Request>;
+
+    /// The node as a handle, with its id as `provider_id` and its labels
+    /// decoded from however the cloud stores them.
+    fn handle(&self, node: &Self::Node) -> NodeHandle;
+}
+
+/// The node calls of a [`Provider`](crate::Provider) whose type is a
+/// [`RestCloud`], answered by this module over [`Wasi`]: `provision`,
+/// `terminate`, `describe` and `get`. Write `rest_calls!();` inside the
+/// `impl Provider` block, beside `new`, `price_hint` and `offerings`.
+#[macro_export]
+macro_rules! rest_calls {
+    () => {
+        fn provision(
+            &self,
+            owner_id: &str,
+            request: &$crate::ProvisionRequest,
+        ) -> $crate::Result<$crate::NodeHandle> {
+            $crate::rest::provision(self, &$crate::rest::Wasi, owner_id, request)
+        }
+        fn terminate(&self, owner_id: &str, provider_id: &str) -> $crate::Result<()> {
+            $crate::rest::terminate(self, &$crate::rest::Wasi, owner_id, provider_id)
+        }
+        fn describe(&self, owner_id: &str) -> $crate::Result<Vec<$crate::NodeHandle>> {
+            $crate::rest::describe(self, &$crate::rest::Wasi, owner_id)
+        }
+        fn get(
+            &self,
+            owner_id: &str,
+            provider_id: &str,
+        ) -> $crate::Result<Option<$crate::NodeHandle>> {
+            $crate::rest::get(self, &$crate::rest::Wasi, owner_id, provider_id)
+        }
+    };
+}
+
+/// Sends `req` (authorized) and returns the answer when it is 2xx.
+///
+/// # Errors
+/// The classified error of any other answer, or the transport's.
+pub fn send<C: RestCloud + ?Sized>(
+    cloud: &C,
+    transport: &impl Transport,
+    req: Request,
+) -> Result<Response> {
+    let what = format!("{} {}", req.method(), path_of(req.url()));
+    let resp = transport.send(cloud.authorize(req)?)?;
+    if resp.is_success() {
+        Ok(resp)
+    } else {
+        Err(classify::classify(
+            &resp,
+            &format!("{} {what}", C::CLOUD),
+            C::ERRORS,
+        ))
+    }
+}
+
+fn path_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let path = rest.find('/').map_or("/", |i| &rest[i..]);
+    path.split_once('?').map_or(path, |(p, _)| p)
+}
+
+fn node_at<C: RestCloud + ?Sized>(resp: &Response, pointer: &str) -> Result<C::Node> {
+    let body: serde_json::Value = resp.json()?;
+    let value = if pointer.is_empty() {
+        Some(&body)
+    } else {
+        body.pointer(pointer)
+    };
+    let value = value.ok_or_else(|| {
+        Error::Transport(format!(
+            "{}: the answer from {} has no node at {pointer}",
+            C::CLOUD,
+            resp.url
+        ))
+    })?;
+    serde_json::from_value(value.clone()).map_err(|e| {
+        Error::Transport(format!(
+            "{}: the node in the answer from {} is malformed: {e}",
+            C::CLOUD,
+            resp.url
+        ))
+    })
+}
+
+fn owned_by(labels: &Labels, owner_id: &str) -> bool {
+    labels.get(OWNER).map(String::as_str) == Some(owner_id)
+}
+
+/// Every item of a list, across all pages: the array at JSON pointer
+/// `items` of each page (a page without it adds nothing), each item read as
+/// `T`. For lists other than nodes, such as a catalogue.
+///
+/// # Errors
+/// The classified error of a failed page; `transport` for a malformed one.
+pub fn collect<C: RestCloud + ?Sized, T: DeserializeOwned>(
+    cloud: &C,
+    transport: &impl Transport,
+    first: Request,
+    items: &str,
+) -> Result<Vec<T>> {
+    let mut all = Vec::new();
+    pages::walk(
+        first,
+        &C::PAGING,
+        |req| send(cloud, transport, req),
+        |page| {
+            let list = match page.pointer(items) {
+                None | Some(serde_json::Value::Null) => return Ok(()),
+                Some(v) => v.as_array().ok_or_else(|| {
+                    Error::Transport(format!("{}: the list's {items} is not an array", C::CLOUD))
+                })?,
+            };
+            for item in list {
+                all.push(serde_json::from_value(item.clone()).map_err(|e| {
+                    Error::Transport(format!(
+                        "{}: an item of {items} is malformed: {e}",
+                        C::CLOUD
+                    ))
+                })?);
+            }
+            Ok(())
+        },
+    )?;
+    Ok(all)
+}
+
+/// Every node labelled `key` = `value` and owned by `owner_id`, across all
+/// pages, each once, in the cloud's order, as handles.
+///
+/// # Errors
+/// The classified error of a failed page; `transport` for a malformed one.
+pub fn find<C: RestCloud + ?Sized>(
+    cloud: &C,
+    transport: &impl Transport,
+    owner_id: &str,
+    key: &str,
+    value: &str,
+) -> Result<Vec<NodeHandle>> {
+    let mut seen = BTreeSet::new();
+    let listed: Vec<C::Node> = collect(cloud, transport, cloud.list(key, value)?, C::LIST_ITEMS)?;
+    Ok(listed
+        .iter()
+        .map(|node| cloud.handle(node))
+        .filter(|node| {
+            // The cloud filters already; checking again guarantees no
+            // foreign node is ever returned. Pages shift while nodes come
+            // and go, so repeats are dropped.
+            owned_by(&node.labels, owner_id)
+                && node.labels.get(key).map(String::as_str) == Some(value)
+                && seen.insert(node.provider_id.clone())
+        })
+        .collect())
+}
+
+/// Creates a node for `request`, or returns the one created for it
+/// already.
+///
+/// # Errors
+/// The cloud's classified errors, and [`RestCloud::create`]'s.
+pub fn provision<C: RestCloud + ?Sized>(
+    cloud: &C,
+    transport: &impl Transport,
+    owner_id: &str,
+    request: &ProvisionRequest,
+) -> Result<NodeHandle> {
+    let request_id = request.request_id.as_str();
+    let existing = |cloud: &C| -> Result<Option<NodeHandle>> {
+        Ok(find(cloud, transport, owner_id, REQUEST, request_id)?
+            .into_iter()
+            .next())
+    };
+    if let Some(node) = existing(cloud)? {
+        return Ok(node);
+    }
+    let labels = tags::node_labels(owner_id, request_id, &tags::request_labels(request));
+    let create = cloud.create(request, &labels)?;
+    match send(cloud, transport, create) {
+        Ok(resp) => Ok(cloud.handle(&node_at::<C>(&resp, C::ONE_ITEM)?)),
+        // A concurrent provision of the same request may have won.
+        Err(Error::Conflict(m)) => existing(cloud)?.ok_or(Error::Conflict(m)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The node `provider_id` if it exists and is owned by `owner_id`.
+///
+/// # Errors
+/// The cloud's classified errors (not `not_found`, which is `None`).
+pub fn get<C: RestCloud + ?Sized>(
+    cloud: &C,
+    transport: &impl Transport,
+    owner_id: &str,
+    provider_id: &str,
+) -> Result<Option<NodeHandle>> {
+    let Some(url) = cloud.node_url(provider_id) else {
+        return Ok(None);
+    };
+    let node = match send(cloud, transport, Request::get(url)) {
+        Ok(resp) => cloud.handle(&node_at::<C>(&resp, C::ONE_ITEM)?),
+        Err(Error::NotFound(_)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(owned_by(&node.labels, owner_id).then_some(node))
+}
+
+/// Deletes node `provider_id` if `owner_id` owns it.
+///
+/// # Errors
+/// `not_found` when it is gone, never was, or is another owner's; the
+/// cloud's classified errors otherwise.
+pub fn terminate<C: RestCloud + ?Sized>(
+    cloud: &C,
+    transport: &impl Transport,
+    owner_id: &str,
+    provider_id: &str,
+) -> Result<()> {
+    let url = cloud.node_url(provider_id);
+    let (Some(url), Some(_)) = (url, get(cloud, transport, owner_id, provider_id)?) else {
+        return Err(Error::NotFound(format!(
+            "{} node {provider_id:?} does not exist or is not owned by this host",
+            C::CLOUD
+        )));
+    };
+    send(cloud, transport, Request::delete(url)).map(|_| ())
+}
+
+/// Every node owned by `owner_id`.
+///
+/// # Errors
+/// The cloud's classified errors.
+pub fn describe<C: RestCloud + ?Sized>(
+    cloud: &C,
+    transport: &impl Transport,
+    owner_id: &str,
+) -> Result<Vec<NodeHandle>> {
+    find(cloud, transport, owner_id, OWNER, owner_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::collections::BTreeMap;
+
+    use serde::Deserialize;
+
+    use super::*;
+    use crate::classify::Kind;
+    use crate::tags::FlatTags;
+    use crate::{NodeShape, NodeStatus};
+
+    /// A cloud with flat tags, numeric ids, `?tag=` filtering and
+    /// page numbers; answered by a script over an in-memory list.
+    struct Tiny;
+
+    #[derive(Deserialize)]
+    struct TinyNode {
+        id: u64,
+        tags: Vec<String>,
+    }
+
+    impl RestCloud for Tiny {
+        type Node = TinyNode;
+        const CLOUD: &'static str = "Tiny";
+        const PAGING: Paging = Paging::Numbers {
+            page: "page",
+            per_page: "per_page",
+            size: 2,
+            next: None,
+            items: "/nodes",
+        };
+        const LIST_ITEMS: &'static str = "/nodes";
+        const ONE_ITEM: &'static str = "/node";
+        const ERRORS: &'static [Rule] = &[Rule::new(Some(422), "name", Kind::Conflict)];
+
+        fn list(&self, key: &str, value: &str) -> Result<Request> {
+            let tag = FlatTags::DIGITALOCEAN
+                .encode(key, value)
+                .map_err(|e| Error::Unsupported(e.to_string()))?;
+            Ok(Request::get("https://tiny/nodes").query("tag", &tag))
+        }
+        fn node_url(&self, id: &str) -> Option<String> {
+            id.parse::<u64>()
+                .ok()
+                .map(|id| format!("https://tiny/nodes/{id}"))
+        }
+        fn create(&self, _request: &ProvisionRequest, labels: &Labels) -> Result<Request> {
+            let tags = FlatTags::DIGITALOCEAN
+                .encode_all(labels)
+                .map_err(|e| Error::Unsupported(e.to_string()))?;
+            Ok(Request::post("https://tiny/nodes").json(&serde_json::json!({ "tags": tags })))
+        }
+        fn authorize(&self, req: Request) -> Result<Request> {
+            Ok(req.bearer("t"))
+        }
+        fn handle(&self, node: &TinyNode) -> NodeHandle {
+            NodeHandle {
+                provider_id: node.id.to_string(),
+                labels: FlatTags::DIGITALOCEAN.decode_all(&node.tags),
+                status: NodeStatus::Running,
+                ..NodeHandle::default()
+            }
+        }
+    }
+
+    /// The cloud: nodes by id; a create conflicts once when `race` is set
+    /// (another provision made the node meanwhile).
+    #[derive(Default)]
+    struct Script {
+        nodes: RefCell<BTreeMap<u64, Vec<String>>>,
+        asked: RefCell<Vec<String>>,
+        race: RefCell<bool>,
+    }
+
+    fn answer(status: u16, body: serde_json::Value) -> Response {
+        Response {
+            status,
+            headers: Vec::new(),
+            body: body.to_string().into_bytes(),
+            url: "https://tiny/".into(),
+        }
+    }
+
+    impl Transport for Script {
+        fn send(&self, req: Request) -> std::result::Result<Response, HttpError> {
+            assert!(
+                req.headers()
+                    .iter()
+                    .any(|(k, v)| k == "authorization" && v == "Bearer t")
+            );
+            self.asked
+                .borrow_mut()
+                .push(format!("{} {}", req.method(), req.url()));
+            let mut nodes = self.nodes.borrow_mut();
+            let node = |id: u64, tags: &Vec<String>| serde_json::json!({"id": id, "tags": tags});
+            let path = path_of(req.url()).to_string();
+            Ok(match (req.method(), path.as_str()) {
+                ("GET", "/nodes") => {
+                    let tag = req.query_value("tag").unwrap();
+                    let page: usize = req.query_value("page").unwrap().parse().unwrap();
+                    let all: Vec<_> = nodes
+                        .iter()
+                        .filter(|(_, t)| t.contains(&tag))
+                        .map(|(id, t)| node(*id, t))
+                        .collect();
+                    answer(
+                        200,
+                        serde_json::json!({"nodes": all.iter().skip((page - 1) * 2).take(2).collect::<Vec<_>>()}),
+                    )
+                }
+                ("POST", "/nodes") => {
+                    let body: serde_json::Value = serde_json::from_slice(req.body_bytes()).unwrap();
+                    let tags: Vec<String> = serde_json::from_value(body["tags"].clone()).unwrap();
+                    let id = 100 + nodes.len() as u64;
+                    nodes.insert(id, tags.clone());
+                    if self.race.replace(false) {
+                        answer(422, serde_json::json!({"message": "name already in use"}))
+                    } else {
+                        answer(201, serde_json::json!({"node": node(id, &tags)}))
+                    }
+                }
+                (m, p) => {
+                    let id: u64 = p.trim_start_matches("/nodes/").parse().unwrap();
+                    match (m, nodes.get(&id).cloned()) {
+                        (_, None) => answer(404, serde_json::json!({"message": "not found"})),
+                        ("GET", Some(t)) => answer(200, serde_json::json!({"node": node(id, &t)})),
+                        ("DELETE", Some(_)) => {
+                            nodes.remove(&id);
+                            answer(204, serde_json::Value::Null)
+                        }
+                        _ => unreachable!(),
+                    }
+                }
+            })
+        }
+    }
+
+    fn request(id: &str) -> ProvisionRequest {
+        ProvisionRequest::new(id, NodeShape::new(1.0, 1 << 30))
+    }
+
+    #[test]
+    fn provision_is_idempotent_and_a_lost_race_returns_the_winner() {
+        let cloud = Script::default();
+        let a = provision(&Tiny, &cloud, "o1", &request("r1")).unwrap();
+        assert_eq!(a.labels.get(OWNER).map(String::as_str), Some("o1"));
+        assert_eq!(a.labels.get(REQUEST).map(String::as_str), Some("r1"));
+        assert!(a.labels.contains_key(tags::REQUEST_DIGEST));
+        let again = provision(&Tiny, &cloud, "o1", &request("r1")).unwrap();
+        assert_eq!(again.provider_id, a.provider_id);
+        // Another owner's request of the same id is its own node.
+        let b = provision(&Tiny, &cloud, "o2", &request("r1")).unwrap();
+        assert_ne!(b.provider_id, a.provider_id);
+        *cloud.race.borrow_mut() = true;
+        let c = provision(&Tiny, &cloud, "o1", &request("r2")).unwrap();
+        assert_eq!(cloud.nodes.borrow().len(), 3, "the race made one node");
+        assert_eq!(c.labels.get(REQUEST).map(String::as_str), Some("r2"));
+    }
+
+    #[test]
+    fn describe_walks_pages_and_keeps_only_the_owners_nodes() {
+        let cloud = Script::default();
+        for i in 0..5 {
+            provision(&Tiny, &cloud, "o1", &request(&format!("r{i}"))).unwrap();
+        }
+        provision(&Tiny, &cloud, "o2", &request("x")).unwrap();
+        let listed = describe(&Tiny, &cloud, "o1").unwrap();
+        assert_eq!(listed.len(), 5);
+        let pages = cloud
+            .asked
+            .borrow()
+            .iter()
+            .filter(|a| a.contains("tag=wasmprov-owner%3Ao1"))
+            .count();
+        assert_eq!(pages, 3, "{:?}", cloud.asked.borrow());
+    }
+
+    #[test]
+    fn terminate_and_get_check_the_owner_first() {
+        let cloud = Script::default();
+        let a = provision(&Tiny, &cloud, "o1", &request("r1")).unwrap();
+        assert!(get(&Tiny, &cloud, "o2", &a.provider_id).unwrap().is_none());
+        assert!(matches!(
+            terminate(&Tiny, &cloud, "o2", &a.provider_id),
+            Err(Error::NotFound(_))
+        ));
+        assert!(!cloud.asked.borrow().iter().any(|r| r.starts_with("DELETE")));
+        assert_eq!(
+            get(&Tiny, &cloud, "o1", &a.provider_id)
+                .unwrap()
+                .unwrap()
+                .provider_id,
+            a.provider_id
+        );
+        terminate(&Tiny, &cloud, "o1", &a.provider_id).unwrap();
+        assert!(matches!(
+            terminate(&Tiny, &cloud, "o1", &a.provider_id),
+            Err(Error::NotFound(_))
+        ));
+        assert!(matches!(
+            terminate(&Tiny, &cloud, "o1", "not-a-number"),
+            Err(Error::NotFound(_))
+        ));
+        assert!(get(&Tiny, &cloud, "o1", "nope").unwrap().is_none());
+    }
+}

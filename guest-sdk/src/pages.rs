@@ -36,16 +36,14 @@ pub const MAX_PAGES: usize = 1000;
 pub enum Paging {
     /// One page holds everything.
     Single,
-    /// `?<page>=N&<per_page>=SIZE`, from page 1. The next page's number is
-    /// the number at JSON pointer `next` (`null` or absent on the last
-    /// page); with no pointer, a page of fewer than `size` items (counted
-    /// at JSON pointer `items`) is the last.
+    /// `?<page>=N`, from page 1 (the list request sets the page size
+    /// itself). The next page's number is the number at JSON pointer `next`
+    /// (`null` or absent on the last page); with no pointer, a page of
+    /// fewer than `size` items (counted at JSON pointer `items`) is the last.
     Numbers {
         /// The page parameter (`page`).
         page: &'static str,
-        /// The page size parameter (`per_page`).
-        per_page: &'static str,
-        /// Items asked per page.
+        /// Items a full page holds (the page size the list request asks).
         size: u32,
         /// Pointer to the next page's number (`/meta/pagination/next_page`).
         next: Option<&'static str>,
@@ -93,12 +91,7 @@ pub fn walk(
     mut each: impl FnMut(&serde_json::Value) -> Result<()>,
 ) -> Result<()> {
     let mut request = match paging {
-        Paging::Numbers {
-            page,
-            per_page,
-            size,
-            ..
-        } => first.query(per_page, &size.to_string()).query(page, "1"),
+        Paging::Numbers { page, .. } => first.query(page, "1"),
         _ => first,
     };
     let base = request.clone();
@@ -111,7 +104,6 @@ pub fn walk(
             Paging::Single => None,
             Paging::Numbers {
                 page,
-                per_page,
                 size,
                 next,
                 items,
@@ -142,12 +134,11 @@ pub fn walk(
                         .to_string();
                     let mut req = base.clone().with_url(url);
                     for (k, v) in query_pairs(base.url()) {
-                        if k != *page && k != *per_page {
+                        if k != *page {
                             req = req.query(&k, &v);
                         }
                     }
-                    req.query(per_page, &size.to_string())
-                        .query(page, &n.to_string())
+                    req.query(page, &n.to_string())
                 })
             }
             Paging::NextUrl { pointer } => body
@@ -261,12 +252,12 @@ mod tests {
     fn page_numbers_follow_the_body_or_stop_at_a_short_page() {
         let paging = Paging::Numbers {
             page: "page",
-            per_page: "per_page",
             size: 2,
             next: Some("/meta/next"),
             items: "/items",
         };
-        let (r, asked) = run(paging, Request::get("https://x/s?sel=a%3Db"), |req| {
+        let first = Request::get("https://x/s?sel=a%3Db").query("per_page", "2");
+        let (r, asked) = run(paging, first, |req| {
             let page: u64 = req.query_value("page").unwrap().parse().unwrap();
             let next = if page < 3 {
                 serde_json::json!(page + 1)
@@ -290,12 +281,11 @@ mod tests {
         );
         let paging = Paging::Numbers {
             page: "page",
-            per_page: "per_page",
             size: 2,
             next: None,
             items: "/items",
         };
-        let (r, asked) = run(paging, Request::get("https://x/s"), |req| {
+        let (r, asked) = run(paging, Request::get("https://x/s?per_page=2"), |req| {
             let page: u64 = req.query_value("page").unwrap().parse().unwrap();
             let items: Vec<u64> = if page == 1 { vec![1, 2] } else { vec![3] };
             answer(req.url(), serde_json::json!({"items": items}), &[])

@@ -28,18 +28,19 @@ use std::collections::BTreeSet;
 use serde::de::DeserializeOwned;
 
 use crate::classify::{self, Rule};
-use crate::http::{HttpError, Request, Response};
+use crate::http::{Request, Response};
 use crate::pages::{self, Paging};
 use crate::tags::{self, OWNER, REQUEST};
 use crate::{Error, Labels, NodeHandle, ProvisionRequest, Result};
 
 /// Sends requests: [`Wasi`] in a plugin, a script in its unit tests.
 pub trait Transport {
-    /// Sends `req` and reads the whole answer.
+    /// Sends `req` and reads the whole answer, whatever its status.
     ///
     /// # Errors
-    /// When no answer arrived.
-    fn send(&self, req: Request) -> std::result::Result<Response, HttpError>;
+    /// The contract error for no answer (`transport`, or `invalid_config`
+    /// for a request the host's grants refuse).
+    fn send(&self, req: Request) -> Result<Response>;
 }
 
 /// The host's `wasi:http`, under the manifest's grants.
@@ -47,8 +48,8 @@ pub trait Transport {
 pub struct Wasi;
 
 impl Transport for Wasi {
-    fn send(&self, req: Request) -> std::result::Result<Response, HttpError> {
-        req.send()
+    fn send(&self, req: Request) -> Result<Response> {
+        Ok(req.send()?)
     }
 }
 
@@ -69,11 +70,12 @@ pub trait RestCloud {
     /// Error rules checked before the status defaults.
     const ERRORS: &'static [Rule] = &[];
 
-    /// The nodes carrying label `key` = `value`: a list request filtered
-    /// as narrowly as the API allows (by that label or tag, or not at all;
-    /// the answer is filtered again here). [`Request::send`] is not called
-    /// on it: it goes through the [`Transport`], after [`RestCloud::authorize`].
-    fn list(&self, key: &str, value: &str) -> Result<Request>;
+    /// The nodes of `owner_id` (made for `request_id`, when given): a list
+    /// request filtered as narrowly as the API allows (by both labels, by
+    /// one, or not at all: the answer is filtered again here), with the page
+    /// size the cloud should use. It goes through the [`Transport`], after
+    /// [`RestCloud::authorize`].
+    fn list(&self, owner_id: &str, request_id: Option<&str>) -> Result<Request>;
 
     /// The URL of node `id` (read with `GET`, deleted with `DELETE`), or
     /// `None` when `id` cannot be one of this cloud's (then it is
@@ -97,6 +99,13 @@ pub trait RestCloud {
     /// The node as a handle, with its id as `provider_id` and its labels
     /// decoded from however the cloud stores them.
     fn handle(&self, node: &Self::Node) -> NodeHandle;
+
+    /// The contract error for an error answer to `what`: [`RestCloud::ERRORS`]
+    /// and the status defaults ([`classify::classify`]). Override it for a
+    /// cloud whose errors say more than status and message.
+    fn error(&self, resp: &Response, what: &str) -> Error {
+        classify::classify(resp, what, Self::ERRORS)
+    }
 }
 
 /// The node calls of a [`Provider`](crate::Provider) whose type is a
@@ -143,11 +152,7 @@ pub fn send<C: RestCloud + ?Sized>(
     if resp.is_success() {
         Ok(resp)
     } else {
-        Err(classify::classify(
-            &resp,
-            &format!("{} {what}", C::CLOUD),
-            C::ERRORS,
-        ))
+        Err(cloud.error(&resp, &format!("{} {what}", C::CLOUD)))
     }
 }
 
@@ -222,8 +227,8 @@ pub fn collect<C: RestCloud + ?Sized, T: DeserializeOwned>(
     Ok(all)
 }
 
-/// Every node labelled `key` = `value` and owned by `owner_id`, across all
-/// pages, each once, in the cloud's order, as handles.
+/// Every node owned by `owner_id` (and made for `request_id`, when given),
+/// across all pages, each once, in the cloud's order, as handles.
 ///
 /// # Errors
 /// The classified error of a failed page; `transport` for a malformed one.
@@ -231,11 +236,11 @@ pub fn find<C: RestCloud + ?Sized>(
     cloud: &C,
     transport: &impl Transport,
     owner_id: &str,
-    key: &str,
-    value: &str,
+    request_id: Option<&str>,
 ) -> Result<Vec<NodeHandle>> {
     let mut seen = BTreeSet::new();
-    let listed: Vec<C::Node> = collect(cloud, transport, cloud.list(key, value)?, C::LIST_ITEMS)?;
+    let first = cloud.list(owner_id, request_id)?;
+    let listed: Vec<C::Node> = collect(cloud, transport, first, C::LIST_ITEMS)?;
     Ok(listed
         .iter()
         .map(|node| cloud.handle(node))
@@ -244,7 +249,8 @@ pub fn find<C: RestCloud + ?Sized>(
             // foreign node is ever returned. Pages shift while nodes come
             // and go, so repeats are dropped.
             owned_by(&node.labels, owner_id)
-                && node.labels.get(key).map(String::as_str) == Some(value)
+                && request_id
+                    .is_none_or(|r| node.labels.get(REQUEST).map(String::as_str) == Some(r))
                 && seen.insert(node.provider_id.clone())
         })
         .collect())
@@ -263,7 +269,7 @@ pub fn provision<C: RestCloud + ?Sized>(
 ) -> Result<NodeHandle> {
     let request_id = request.request_id.as_str();
     let existing = |cloud: &C| -> Result<Option<NodeHandle>> {
-        Ok(find(cloud, transport, owner_id, REQUEST, request_id)?
+        Ok(find(cloud, transport, owner_id, Some(request_id))?
             .into_iter()
             .next())
     };
@@ -331,7 +337,7 @@ pub fn describe<C: RestCloud + ?Sized>(
     transport: &impl Transport,
     owner_id: &str,
 ) -> Result<Vec<NodeHandle>> {
-    find(cloud, transport, owner_id, OWNER, owner_id)
+    find(cloud, transport, owner_id, None)
 }
 
 #[cfg(test)]
@@ -361,7 +367,6 @@ mod tests {
         const CLOUD: &'static str = "Tiny";
         const PAGING: Paging = Paging::Numbers {
             page: "page",
-            per_page: "per_page",
             size: 2,
             next: None,
             items: "/nodes",
@@ -370,11 +375,14 @@ mod tests {
         const ONE_ITEM: &'static str = "/node";
         const ERRORS: &'static [Rule] = &[Rule::new(Some(422), "name", Kind::Conflict)];
 
-        fn list(&self, key: &str, value: &str) -> Result<Request> {
-            let tag = FlatTags::DIGITALOCEAN
-                .encode(key, value)
-                .map_err(|e| Error::Unsupported(e.to_string()))?;
-            Ok(Request::get("https://tiny/nodes").query("tag", &tag))
+        fn list(&self, owner_id: &str, request_id: Option<&str>) -> Result<Request> {
+            let tag = match request_id {
+                Some(r) => FlatTags::DIGITALOCEAN.encode(REQUEST, r)?,
+                None => FlatTags::DIGITALOCEAN.encode(OWNER, owner_id)?,
+            };
+            Ok(Request::get("https://tiny/nodes")
+                .query("tag", &tag)
+                .query("per_page", "2"))
         }
         fn node_url(&self, id: &str) -> Option<String> {
             id.parse::<u64>()
@@ -419,7 +427,7 @@ mod tests {
     }
 
     impl Transport for Script {
-        fn send(&self, req: Request) -> std::result::Result<Response, HttpError> {
+        fn send(&self, req: Request) -> Result<Response> {
             assert!(
                 req.headers()
                     .iter()

@@ -286,6 +286,10 @@ async fn bad_fake_urls_and_commands_are_clear_errors() {
             "exited",
         ),
         (
+            buggy_refcloud_suite("none").fake_command("echo http://127.0.0.1:9"),
+            "exited",
+        ),
+        (
             buggy_refcloud_suite("none").fake_command("echo not-a-url; sleep 5"),
             "is not the fake's URL",
         ),

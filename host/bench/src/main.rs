@@ -662,8 +662,10 @@ fn document(
     for s in sections {
         d.push_str(&s.markdown());
     }
-    // Measured outside this suite (the daemon under load); kept as written.
+    // Measured outside this suite (the daemon under load, an author's first
+    // build); kept as written.
     d.push_str(include_str!("../RELIABILITY.md"));
+    d.push_str(include_str!("../AUTHORING.md"));
     if let Some(p) = prof {
         d.push_str(&p.markdown());
     }

@@ -154,9 +154,9 @@ pub struct NodeList {
     pub nodes: Vec<Node>,
 }
 
-/// One node as the fake holds it.
+/// One node as the fake holds it. Other fields are ignored, so a fake may
+/// list its nodes as its API shows them plus these.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Node {
     /// The id the plugin should report as its provider id.
     pub id: String,
@@ -217,7 +217,7 @@ mod tests {
         let info: Info = serde_json::from_str(r#"{"name":"x"}"#).unwrap();
         assert_eq!(info.tags, TagStyle::Labels);
         assert!(serde_json::from_str::<Info>(r#"{"name":"x","fault":{}}"#).is_err());
-        let node: Node = serde_json::from_str(r#"{"id":"1","tags":["a:b"]}"#).unwrap();
+        let node: Node = serde_json::from_str(r#"{"id":"1","tags":["a:b"],"size":"s"}"#).unwrap();
         assert!(node.alive);
     }
 }

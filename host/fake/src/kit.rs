@@ -541,12 +541,24 @@ impl Running {
         writeln!(out, "{}", self.url())?;
         out.flush()?;
         drop(out);
-        // Standard input is read on a thread of its own (a blocking read).
+        // Standard input is watched only when it is a pipe or socket (the
+        // suite's): a terminal or /dev/null (a fake run by hand, in the
+        // background) must not stop it. It is read on a thread of its own.
+        let watch = stdin_is_a_pipe();
         let (closed, stdin_closed) = tokio::sync::oneshot::channel::<()>();
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
-            let _ = closed.send(());
-        });
+        if watch {
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+                let _ = closed.send(());
+            });
+        }
+        let stdin_closed = async move {
+            if watch {
+                let _ = stdin_closed.await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
         let terminated = async {
             match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
                 Ok(mut s) => {
@@ -558,11 +570,18 @@ impl Running {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             () = terminated => {}
-            _ = stdin_closed => {}
+            () = stdin_closed => {}
         }
         self.server.shutdown().await;
         Ok(())
     }
+}
+
+/// Whether standard input is a pipe or a socket.
+fn stdin_is_a_pipe() -> bool {
+    use std::os::unix::fs::FileTypeExt as _;
+    std::fs::metadata("/dev/stdin")
+        .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
 }
 
 #[cfg(test)]

@@ -8,10 +8,12 @@
 //! list, poll and delete resources against it exactly as it would against the
 //! provider. Faults can be injected to exercise retry and error paths.
 //!
-//! Currently provided: [`hetzner`] (Hetzner Cloud API v1), whose items are
-//! also re-exported at the crate root, and [`refcloud`] (the reference cloud
-//! that plugin authors start from and the conformance tests run against),
-//! whose main types are re-exported at the crate root.
+//! Provided: [`hetzner`] (Hetzner Cloud API v1), whose items are also
+//! re-exported at the crate root, and [`refcloud`] (the reference cloud that
+//! plugin authors start from), whose main types are re-exported at the crate
+//! root. For any other cloud, [`kit`] turns a handful of axum handlers into
+//! a fake the conformance suite reads through the fake-control protocol
+//! ([`control`]), as it reads a fake written in any other language.
 
 pub mod control;
 pub mod hetzner;

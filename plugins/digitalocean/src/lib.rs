@@ -1,6 +1,5 @@
-//! wasmprov plugin for DigitalOcean Droplets (API v2), on the SDK's `rest`
-//! layer: droplets are found by tag (labels as flat `key:value` tags),
-//! priced from the size table, listed as offerings from `/v2/sizes`.
+//! wasmprov plugin for DigitalOcean Droplets (API v2) on the SDK's `rest` layer: droplets found by
+//! tag (labels as flat `key:value` tags), priced from `sizes`, offered as `/v2/sizes` lists them.
 
 pub mod sizes;
 
@@ -68,7 +67,8 @@ impl RestCloud for DigitalOcean {
         Rule::new(Some(422), "available", Kind::CapacityInZone),
     ];
 
-    fn list(&self, key: &str, value: &str) -> Result<Request> {
+    fn list(&self, owner_id: &str, request_id: Option<&str>) -> Result<Request> {
+        let (key, value) = request_id.map_or((tags::OWNER, owner_id), |r| (tags::REQUEST, r));
         let url = format!("{}/droplets?per_page=200", self.endpoint);
         Ok(Request::get(url).query("tag_name", &TAGS.encode(key, value)?))
     }

@@ -1,24 +1,29 @@
 //! The provisioner operations against the Hetzner Cloud API, written over a
 //! small [`Transport`] so that they run natively in unit tests with a
 //! scripted API, and over `wasi:http` in the component.
+//!
+//! Listing, reading and deleting servers are the SDK's `rest` layer
+//! ([`RestCloud`] below: the owner checked before a read or a delete, every
+//! page walked, a server listed twice kept once); creating stays here, for
+//! what is Hetzner's own: SSH keys registered in the project, and a second
+//! server name when a stranger holds the first.
 
-use std::collections::BTreeSet;
-
-use wasmprov_guest::http::Response;
+use wasmprov_guest::http::{Request, Response};
+use wasmprov_guest::pages::{self, Paging};
+use wasmprov_guest::rest::{self, RestCloud};
 use wasmprov_guest::tags;
 use wasmprov_guest::{Error, Labels, NodeHandle, ProvisionRequest, Result};
 
 use crate::api::{
-    ApiFailure, CreateServer, CreateSshKey, OneServer, OneSshKey, Server, ServerList, SshKey,
-    SshKeyList,
+    ApiFailure, CreateServer, CreateSshKey, OneServer, OneSshKey, Server, SshKey, SshKeyList,
 };
 use crate::catalogue;
 use crate::labels;
 use crate::settings::{MAX_USER_DATA, Settings};
 
 /// Most pages `describe` reads before it gives up on a server that keeps
-/// announcing a next page.
-pub const MAX_PAGES: u64 = 10_000;
+/// announcing a next page (the SDK's bound).
+pub const MAX_PAGES: u64 = pages::MAX_PAGES as u64;
 
 /// HTTP method of an API call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +62,41 @@ impl ApiRequest {
     fn query(mut self, key: &str, value: impl Into<String>) -> Self {
         self.query.push((key.to_string(), value.into()));
         self
+    }
+
+    /// The call a request of the `rest` layer stands for: its URL is a
+    /// path below the endpoint, with a query.
+    ///
+    /// # Errors
+    /// [`Error::Other`] for a method this API is not called with, or a body
+    /// that is not JSON.
+    pub fn of(req: &Request) -> Result<Self> {
+        let method = match req.method() {
+            "GET" => Method::Get,
+            "POST" => Method::Post,
+            "DELETE" => Method::Delete,
+            m => return Err(Error::Other(format!("the Hetzner client sends no {m}"))),
+        };
+        let (path, query) = req.url().split_once('?').unwrap_or((req.url(), ""));
+        let query = query
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .filter_map(|p| p.split_once('=').or(Some((p, ""))))
+            .filter_map(|(k, _)| Some((k.to_string(), req.query_value(k)?)))
+            .collect();
+        let body = match req.body_bytes() {
+            [] => None,
+            bytes => Some(
+                serde_json::from_slice(bytes)
+                    .map_err(|e| Error::Other(format!("a request body that is not JSON: {e}")))?,
+            ),
+        };
+        Ok(Self {
+            method,
+            path: path.to_string(),
+            query,
+            body,
+        })
     }
 
     /// The value of query parameter `key`.
@@ -116,24 +156,13 @@ impl<'a, T: Transport> Client<'a, T> {
         }
     }
 
-    fn list_page(&self, selector: &str, page: u64) -> Result<ServerList> {
-        let req = ApiRequest::new(Method::Get, "/servers")
-            .query("label_selector", selector)
-            .query("per_page", self.settings.page_size.to_string())
-            .query("page", page.to_string());
-        self.call(&req)?.map_err(ApiFailure::into_error)?.json()
-    }
-
     /// The server created for this request, if any (the lowest id when,
     /// against all odds, there are several).
-    fn find_for_request(&self, owner_id: &str, request_id: &str) -> Result<Option<Server>> {
-        let selector = labels::request_selector(owner_id, request_id);
-        let list = self.list_page(&selector, 1)?;
-        Ok(list
-            .servers
+    fn find_for_request(&self, owner_id: &str, request_id: &str) -> Result<Option<NodeHandle>> {
+        let found = rest::find(self, self, owner_id, Some(request_id))?;
+        Ok(found
             .into_iter()
-            .filter(|s| labels::is_for_request(&s.labels(), owner_id, request_id))
-            .min_by_key(|s| s.id))
+            .min_by_key(|n| n.provider_id.parse::<u64>().unwrap_or(u64::MAX)))
     }
 
     /// Creates a server, or returns the one already created for the request.
@@ -150,55 +179,16 @@ impl<'a, T: Transport> Client<'a, T> {
         }
         let request_id = request.request_id.as_str();
         if let Some(existing) = self.find_for_request(owner_id, request_id)? {
-            return Ok(existing.to_handle());
-        }
-        let choice = catalogue::choose(shape, &self.settings.location, self.settings.architecture)?;
-        // Boot data of the request wins over the configured image and user data.
-        let image = request
-            .boot
-            .image
-            .as_deref()
-            .unwrap_or(&self.settings.image);
-        let user_data = match &request.boot.user_data {
-            Some(bytes) => Some(std::str::from_utf8(bytes).map_err(|_| {
-                Error::Unsupported(
-                    "Hetzner Cloud takes user data as text; this user data is not UTF-8".into(),
-                )
-            })?),
-            None => self.settings.user_data.as_deref(),
-        };
-        if let Some(data) = user_data
-            && data.len() > MAX_USER_DATA
-        {
-            return Err(Error::Unsupported(format!(
-                "user data is {} bytes; Hetzner Cloud takes at most {MAX_USER_DATA}",
-                data.len()
-            )));
+            return Ok(existing);
         }
         let ssh_keys = self.ssh_key_ids(&request.boot.ssh_keys)?;
-        let server_labels =
-            labels::server_labels(owner_id, request_id, &tags::request_labels(request));
         let names = [
             labels::server_name(&self.settings.name_prefix, request_id),
             labels::fallback_server_name(&self.settings.name_prefix, owner_id, request_id),
         ];
         for name in &names {
-            let body = CreateServer {
-                name,
-                server_type: choice.server_type.name,
-                image,
-                location: choice.location,
-                labels: &server_labels,
-                user_data,
-                ssh_keys: &ssh_keys,
-                start_after_create: true,
-            };
-            let mut req = ApiRequest::new(Method::Post, "/servers");
-            req.body = Some(
-                serde_json::to_value(&body)
-                    .map_err(|e| Error::Other(format!("encoding the create request: {e}")))?,
-            );
-            match self.call(&req)? {
+            let (create, choice) = self.create_request(owner_id, request, name, &ssh_keys)?;
+            match self.call(&ApiRequest::of(&create)?)? {
                 Ok(resp) => {
                     let created: OneServer = resp.json()?;
                     let handle = created.server.to_handle();
@@ -222,7 +212,7 @@ impl<'a, T: Transport> Client<'a, T> {
                     // race: return its server. Otherwise the name belongs to
                     // a server that is not this request's; try the fallback.
                     if let Some(existing) = self.find_for_request(owner_id, request_id)? {
-                        return Ok(existing.to_handle());
+                        return Ok(existing);
                     }
                 }
                 Err(f) => return Err(f.into_error()),
@@ -232,6 +222,60 @@ impl<'a, T: Transport> Client<'a, T> {
             "server names {} and {} are already used by servers not created for request {request_id:?}",
             names[0], names[1]
         )))
+    }
+
+    /// The request creating `request`'s server under `name`, with the
+    /// project's ids of its SSH keys; and the type and location chosen.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for a shape no type fits, user data that is
+    /// not UTF-8 or too long; [`Error::Capacity`] for a location without it.
+    fn create_request(
+        &self,
+        owner_id: &str,
+        request: &ProvisionRequest,
+        name: &str,
+        ssh_keys: &[u64],
+    ) -> Result<(Request, catalogue::Choice)> {
+        let choice = catalogue::choose(
+            &request.shape,
+            &self.settings.location,
+            self.settings.architecture,
+        )?;
+        // Boot data of the request wins over the configured image and user data.
+        let image = request
+            .boot
+            .image
+            .as_deref()
+            .unwrap_or(&self.settings.image);
+        let user_data = match request.boot.user_data_text()? {
+            Some(text) => Some(text),
+            None => self.settings.user_data.as_deref(),
+        };
+        if let Some(data) = user_data
+            && data.len() > MAX_USER_DATA
+        {
+            return Err(Error::Unsupported(format!(
+                "user data is {} bytes; Hetzner Cloud takes at most {MAX_USER_DATA}",
+                data.len()
+            )));
+        }
+        let server_labels = labels::server_labels(
+            owner_id,
+            &request.request_id,
+            &tags::request_labels(request),
+        );
+        let body = CreateServer {
+            name,
+            server_type: choice.server_type.name,
+            image,
+            location: choice.location,
+            labels: &server_labels,
+            user_data,
+            ssh_keys,
+            start_after_create: true,
+        };
+        Ok((Request::post("/servers").json(&body), choice))
     }
 
     /// The project's ids of `keys`, registering the ones it does not have.
@@ -323,77 +367,90 @@ impl<'a, T: Transport> Client<'a, T> {
     /// [`Error::NotFound`] when the server is gone, was never a server id,
     /// or is not owned by `owner_id`; the API's errors otherwise.
     pub fn terminate(&self, owner_id: &str, provider_id: &str) -> Result<()> {
-        let id = provider_id
-            .trim()
-            .parse::<u64>()
-            .map_err(|_| Error::NotFound(format!("{provider_id:?} is not a Hetzner server id")))?;
-        let path = format!("/servers/{id}");
-        let server = match self.call(&ApiRequest::new(Method::Get, &path))? {
-            Ok(resp) => resp.json::<OneServer>()?.server,
-            Err(f) if f.is_not_found() => {
-                return Err(Error::NotFound(format!("server {id} does not exist")));
-            }
-            Err(f) => return Err(f.into_error()),
-        };
-        if !labels::is_owned_by(&server.labels(), owner_id) {
-            return Err(Error::NotFound(format!(
-                "server {id} is not owned by this host"
-            )));
-        }
-        match self.call(&ApiRequest::new(Method::Delete, &path))? {
-            Ok(_) => {
-                self.transport.info(
-                    "deleted Hetzner server",
-                    &[
-                        ("server_id", &server.id.to_string()),
-                        ("name", &server.name),
-                        ("owner", owner_id),
-                    ],
-                );
-                Ok(())
-            }
-            Err(f) if f.is_not_found() => {
-                Err(Error::NotFound(format!("server {id} does not exist")))
-            }
-            Err(f) => Err(f.into_error()),
-        }
+        rest::terminate(self, self, owner_id, provider_id)?;
+        self.transport.info(
+            "deleted Hetzner server",
+            &[("server_id", provider_id.trim()), ("owner", owner_id)],
+        );
+        Ok(())
+    }
+
+    /// Server `provider_id` when it exists and carries this owner's label.
+    ///
+    /// # Errors
+    /// The API's errors (not a 404, which is `None`).
+    pub fn get(&self, owner_id: &str, provider_id: &str) -> Result<Option<NodeHandle>> {
+        rest::get(self, self, owner_id, provider_id)
     }
 
     /// Every server labelled with this owner, across all pages.
     ///
     /// # Errors
     /// [`Error::Transport`] when the API keeps paginating (more than
-    /// [`MAX_PAGES`] pages, or a next page that does not advance); the
-    /// API's errors otherwise.
+    /// [`MAX_PAGES`] pages, or a next page already read); the API's errors
+    /// otherwise.
     pub fn describe(&self, owner_id: &str) -> Result<Vec<NodeHandle>> {
-        let selector = labels::owner_selector(owner_id);
-        let mut seen = BTreeSet::new();
-        let mut nodes = Vec::new();
-        let mut page = 1;
-        for _ in 0..MAX_PAGES {
-            let list = self.list_page(&selector, page)?;
-            let next = list.next_page();
-            for server in list.servers {
-                // The API filters already; checking again guarantees no
-                // foreign server is ever returned. Pages can shift while
-                // servers come and go, so drop repeats.
-                if labels::is_owned_by(&server.labels(), owner_id) && seen.insert(server.id) {
-                    nodes.push(server.to_handle());
-                }
-            }
-            match next {
-                None => return Ok(nodes),
-                Some(n) if n > page => page = n,
-                Some(n) => {
-                    return Err(Error::Transport(format!(
-                        "Hetzner API pagination does not advance (page {page} says next page is {n})"
-                    )));
-                }
-            }
-        }
-        Err(Error::Transport(format!(
-            "Hetzner API listed more than {MAX_PAGES} pages of servers; giving up"
-        )))
+        rest::describe(self, self, owner_id)
+    }
+}
+
+/// The `rest` layer's requests go through the client's transport (which
+/// adds the endpoint and the token).
+impl<T: Transport> rest::Transport for Client<'_, T> {
+    fn send(&self, req: Request) -> Result<Response> {
+        self.transport.send(&ApiRequest::of(&req)?)
+    }
+}
+
+impl<T: Transport> RestCloud for Client<'_, T> {
+    type Node = Server;
+    const CLOUD: &'static str = "Hetzner API";
+    const PAGING: Paging = Paging::Numbers {
+        page: "page",
+        size: 50,
+        next: Some("/meta/pagination/next_page"),
+        items: "/servers",
+    };
+    const LIST_ITEMS: &'static str = "/servers";
+    const ONE_ITEM: &'static str = "/server";
+
+    fn list(&self, owner_id: &str, request_id: Option<&str>) -> Result<Request> {
+        let selector = match request_id {
+            Some(r) => labels::request_selector(owner_id, r),
+            None => labels::owner_selector(owner_id),
+        };
+        Ok(Request::get("/servers")
+            .query("label_selector", &selector)
+            .query("per_page", &self.settings.page_size.to_string()))
+    }
+
+    fn node_url(&self, id: &str) -> Option<String> {
+        let id = id.trim().parse::<u64>().ok()?;
+        Some(format!("/servers/{id}"))
+    }
+
+    /// The create under the request's first server name. (`Client::provision`
+    /// also tries a second name when a stranger holds the first.)
+    fn create(&self, request: &ProvisionRequest, labels: &Labels) -> Result<Request> {
+        let owner_id = labels.get(tags::OWNER).map_or("", String::as_str);
+        let name = labels::server_name(&self.settings.name_prefix, &request.request_id);
+        let ssh_keys = self.ssh_key_ids(&request.boot.ssh_keys)?;
+        Ok(self.create_request(owner_id, request, &name, &ssh_keys)?.0)
+    }
+
+    fn authorize(&self, req: Request) -> Result<Request> {
+        // The transport adds the token.
+        Ok(req)
+    }
+
+    fn handle(&self, server: &Server) -> NodeHandle {
+        server.to_handle()
+    }
+
+    /// Hetzner's error envelope says more than status and message
+    /// ([`ApiFailure`]).
+    fn error(&self, resp: &Response, _what: &str) -> Error {
+        ApiFailure::from_response(resp, self.transport.now_unix()).into_error()
     }
 }
 
@@ -550,6 +607,47 @@ mod tests {
         let logs = script.logs.borrow();
         assert_eq!(logs.len(), 1);
         assert!(logs[0].1.iter().any(|(k, v)| k == "server_id" && v == "9"));
+    }
+
+    #[test]
+    fn the_rest_layer_provisions_with_the_same_create() {
+        let settings = Settings::default();
+        let script = Script::new(vec![
+            page(vec![], None),
+            resp(
+                201,
+                json!({"server": server(9, "initializing", owned("host-a", "req-1"))}),
+            ),
+        ]);
+        let client = Client::new(&settings, &script);
+        let h = rest::provision(
+            &client,
+            &client,
+            "host-a",
+            &request("req-1", NodeShape::new(2.0, 4 << 30)),
+        )
+        .unwrap();
+        assert_eq!(h.provider_id, "9");
+        let reqs = script.requests();
+        assert_eq!(
+            reqs[0].param("label_selector"),
+            Some("wasmprov-owner==host-a,wasmprov-request==req-1")
+        );
+        let body = reqs[1].body.as_ref().unwrap();
+        assert_eq!(
+            (reqs[1].method, reqs[1].path.as_str()),
+            (Method::Post, "/servers")
+        );
+        assert_eq!(body["name"], "wp-req-1");
+        assert_eq!(body["server_type"], "cax11");
+        assert_eq!(body["labels"][OWNER], "host-a");
+        // And `get` reads the one server, owner checked.
+        let script = Script::new(vec![resp(
+            200,
+            json!({"server": server(9, "running", owned("host-b", "req-1"))}),
+        )]);
+        let client = Client::new(&settings, &script);
+        assert_eq!(client.get("host-a", "9").unwrap(), None);
     }
 
     #[test]

@@ -116,6 +116,10 @@ impl Provider for Hetzner {
     fn describe(&self, owner_id: &str) -> Result<Vec<NodeHandle>> {
         self.client()?.describe(owner_id)
     }
+
+    fn get(&self, owner_id: &str, provider_id: &str) -> Result<Option<NodeHandle>> {
+        self.client()?.get(owner_id, provider_id)
+    }
 }
 
 /// The component's transport: `wasi:http` for the API, the host's log.

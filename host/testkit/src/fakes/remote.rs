@@ -111,6 +111,9 @@ impl Remote {
                 match fetch_info(addr).await {
                     Ok(info) => return Ok(info),
                     Err(e) if is_refused(&e) => {
+                        if let Ok(Some(status)) = child.try_wait() {
+                            anyhow::bail!("it exited ({status}) after printing its URL");
+                        }
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
                     Err(e) => return Err(e),

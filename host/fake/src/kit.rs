@@ -255,6 +255,49 @@ pub fn page<T>(
     })
 }
 
+/// [`page`], but a `per_page` above `max` is served as `max` (as most APIs
+/// do) rather than refused.
+///
+/// # Errors
+/// As [`page`], for a `page` or `per_page` that is not a number from 1.
+pub fn page_capped<T>(
+    items: Vec<T>,
+    query: &Query,
+    default: usize,
+    max: usize,
+) -> Result<Page<T>, String> {
+    let asked = query.get("per_page").map(str::parse::<usize>);
+    let capped = match asked {
+        Some(Ok(n)) if n > max => Query::parse(Some(&query.with("per_page", &max.to_string()))),
+        _ => query.clone(),
+    };
+    page(items, &capped, default, max)
+}
+
+/// The absolute URL of page `number` of the list `req` asked for, on the
+/// host it asked (`https`, or `http` for a loopback host), with its query
+/// kept and `page` / `per_page` set: for clouds whose answers name the next
+/// page by URL.
+#[must_use]
+pub fn page_url(req: &axum::extract::Request, number: usize, per_page: usize) -> String {
+    let host = req
+        .headers()
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().authority().map(http::uri::Authority::as_str))
+        .unwrap_or("localhost");
+    let name = host.rsplit_once(':').map_or(host, |(h, _)| h);
+    let loopback = name == "localhost"
+        || name
+            .trim_matches(['[', ']'])
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    let scheme = if loopback { "http" } else { "https" };
+    let query = Query::parse(req.uri().query()).with("per_page", &per_page.to_string());
+    let query = Query::parse(Some(&query)).with("page", &number.to_string());
+    format!("{scheme}://{host}{}?{query}", req.uri().path())
+}
+
 /// A JSON response (`204` and `304` without a body).
 pub fn json(status: u16, body: &impl Serialize) -> Response {
     let status =
@@ -612,6 +655,32 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn capped_pages_and_next_page_urls() {
+        let q = Query::parse(Some("per_page=500&tag_name=a%3Ab"));
+        let p = page_capped((1..=5).collect::<Vec<_>>(), &q, 20, 2).unwrap();
+        assert_eq!((p.per_page, p.next_page), (2, Some(2)));
+        assert!(page_capped(vec![1], &Query::parse(Some("per_page=x")), 20, 2).is_err());
+        let req = http::Request::builder()
+            .uri("/v2/droplets?tag_name=k%3Av&per_page=500&page=1")
+            .header("host", "api.example.com")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        assert_eq!(
+            page_url(&req, 2, 200),
+            "https://api.example.com/v2/droplets?tag_name=k%3Av&per_page=200&page=2"
+        );
+        let req = http::Request::builder()
+            .uri("/x")
+            .header("host", "127.0.0.1:8080")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        assert_eq!(
+            page_url(&req, 3, 2),
+            "http://127.0.0.1:8080/x?per_page=2&page=3"
+        );
     }
 
     #[test]

@@ -40,6 +40,31 @@ impl Query {
             .filter(move |(k, _)| k == key)
             .map(|(_, v)| v.as_str())
     }
+    /// The pairs with `key` set to `value` (replacing every earlier one),
+    /// encoded as a query string.
+    #[must_use]
+    pub fn with(&self, key: &str, value: &str) -> String {
+        let encode = |s: &str| {
+            s.bytes()
+                .map(|b| {
+                    if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                        char::from(b).to_string()
+                    } else {
+                        format!("%{b:02X}")
+                    }
+                })
+                .collect::<String>()
+        };
+        self.0
+            .iter()
+            .filter(|(k, _)| k != key)
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .chain([(key, value)])
+            .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+            .collect::<Vec<_>>()
+            .join("&")
+    }
+
     /// The last value of `key`.
     #[must_use]
     pub fn get(&self, key: &str) -> Option<&str> {

@@ -25,99 +25,10 @@ use crate::settings::{MAX_USER_DATA, Settings};
 /// announcing a next page (the SDK's bound).
 pub const MAX_PAGES: u64 = pages::MAX_PAGES as u64;
 
-/// HTTP method of an API call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
-    /// `GET`.
-    Get,
-    /// `POST`.
-    Post,
-    /// `DELETE`.
-    Delete,
-}
-
-/// One API call, relative to the configured endpoint.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ApiRequest {
-    /// Method.
-    pub method: Method,
-    /// Path below the endpoint, e.g. `/servers/42`.
-    pub path: String,
-    /// Query parameters, not yet encoded.
-    pub query: Vec<(String, String)>,
-    /// JSON body.
-    pub body: Option<serde_json::Value>,
-}
-
-impl ApiRequest {
-    fn new(method: Method, path: impl Into<String>) -> Self {
-        Self {
-            method,
-            path: path.into(),
-            query: Vec::new(),
-            body: None,
-        }
-    }
-
-    fn query(mut self, key: &str, value: impl Into<String>) -> Self {
-        self.query.push((key.to_string(), value.into()));
-        self
-    }
-
-    /// The call a request of the `rest` layer stands for: its URL is a
-    /// path below the endpoint, with a query.
-    ///
-    /// # Errors
-    /// [`Error::Other`] for a method this API is not called with, or a body
-    /// that is not JSON.
-    pub fn of(req: &Request) -> Result<Self> {
-        let method = match req.method() {
-            "GET" => Method::Get,
-            "POST" => Method::Post,
-            "DELETE" => Method::Delete,
-            m => return Err(Error::Other(format!("the Hetzner client sends no {m}"))),
-        };
-        let (path, query) = req.url().split_once('?').unwrap_or((req.url(), ""));
-        let query = query
-            .split('&')
-            .filter(|p| !p.is_empty())
-            .filter_map(|p| p.split_once('=').or(Some((p, ""))))
-            .filter_map(|(k, _)| Some((k.to_string(), req.query_value(k)?)))
-            .collect();
-        let body = match req.body_bytes() {
-            [] => None,
-            bytes => Some(
-                serde_json::from_slice(bytes)
-                    .map_err(|e| Error::Other(format!("a request body that is not JSON: {e}")))?,
-            ),
-        };
-        Ok(Self {
-            method,
-            path: path.to_string(),
-            query,
-            body,
-        })
-    }
-
-    /// The value of query parameter `key`.
-    #[must_use]
-    pub fn param(&self, key: &str) -> Option<&str> {
-        self.query
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// What the operations need from the outside world.
-pub trait Transport {
-    /// Sends `req` to the API (adding the endpoint and the bearer token) and
-    /// returns the whole response, whatever its status.
-    ///
-    /// # Errors
-    /// A contract error when no response arrived.
-    fn send(&self, req: &ApiRequest) -> Result<Response>;
-
+/// What the operations need from the outside world: requests whose URLs
+/// are paths below the endpoint (the transport adds the endpoint and the
+/// bearer token), a log, a clock.
+pub trait Transport: rest::Transport {
     /// Emits one `info` log record.
     fn info(&self, message: &str, fields: &[(&str, &str)]);
 
@@ -144,8 +55,8 @@ impl<'a, T: Transport> Client<'a, T> {
     }
 
     /// Sends `req`; `Err` for no response, `Ok(Err)` for an error status.
-    fn call(&self, req: &ApiRequest) -> Result<Answer> {
-        let resp = self.transport.send(req)?;
+    fn call(&self, req: Request) -> Result<Answer> {
+        let resp = rest::Transport::send(&self.transport, req)?;
         if resp.is_success() {
             Ok(Ok(resp))
         } else {
@@ -159,7 +70,7 @@ impl<'a, T: Transport> Client<'a, T> {
     /// The server created for this request, if any (the lowest id when,
     /// against all odds, there are several).
     fn find_for_request(&self, owner_id: &str, request_id: &str) -> Result<Option<NodeHandle>> {
-        let found = rest::find(self, self, owner_id, Some(request_id))?;
+        let found = rest::find(self, &self.transport, owner_id, Some(request_id))?;
         Ok(found
             .into_iter()
             .min_by_key(|n| n.provider_id.parse::<u64>().unwrap_or(u64::MAX)))
@@ -188,7 +99,7 @@ impl<'a, T: Transport> Client<'a, T> {
         ];
         for name in &names {
             let (create, choice) = self.create_request(owner_id, request, name, &ssh_keys)?;
-            match self.call(&ApiRequest::of(&create)?)? {
+            match self.call(create)? {
                 Ok(resp) => {
                     let created: OneServer = resp.json()?;
                     let handle = created.server.to_handle();
@@ -302,23 +213,19 @@ impl<'a, T: Transport> Client<'a, T> {
                     .join(" ")
                     == bare
             };
-            let named = ApiRequest::new(Method::Get, "/ssh_keys").query("name", &name);
-            let found: SshKeyList = self.call(&named)?.map_err(ApiFailure::into_error)?.json()?;
+            let named = Request::get("/ssh_keys").query("name", &name);
+            let found: SshKeyList = self.call(named)?.map_err(ApiFailure::into_error)?.json()?;
             if let Some(k) = found.ssh_keys.iter().find(|k| same(k)) {
                 ids.push(k.id);
                 continue;
             }
             let managed = Labels::from([("wasmprov-managed".to_string(), "true".to_string())]);
-            let mut create = ApiRequest::new(Method::Post, "/ssh_keys");
-            create.body = Some(
-                serde_json::to_value(CreateSshKey {
-                    name: &name,
-                    public_key: key,
-                    labels: &managed,
-                })
-                .map_err(|e| Error::Other(format!("encoding the SSH key: {e}")))?,
-            );
-            match self.call(&create)? {
+            let create = Request::post("/ssh_keys").json(&CreateSshKey {
+                name: &name,
+                public_key: key,
+                labels: &managed,
+            });
+            match self.call(create)? {
                 Ok(resp) => ids.push(resp.json::<OneSshKey>()?.ssh_key.id),
                 // Registered already (by the operator, or by a concurrent
                 // call): find it by its key.
@@ -339,10 +246,10 @@ impl<'a, T: Transport> Client<'a, T> {
     fn find_ssh_key(&self, same: &dyn Fn(&SshKey) -> bool, name: &str) -> Result<u64> {
         let mut page = 1;
         loop {
-            let req = ApiRequest::new(Method::Get, "/ssh_keys")
+            let req = Request::get("/ssh_keys")
                 .query("per_page", "50")
-                .query("page", page.to_string());
-            let list: SshKeyList = self.call(&req)?.map_err(ApiFailure::into_error)?.json()?;
+                .query("page", &page.to_string());
+            let list: SshKeyList = self.call(req)?.map_err(ApiFailure::into_error)?.json()?;
             if let Some(k) = list.ssh_keys.iter().find(|k| same(k)) {
                 return Ok(k.id);
             }
@@ -367,7 +274,7 @@ impl<'a, T: Transport> Client<'a, T> {
     /// [`Error::NotFound`] when the server is gone, was never a server id,
     /// or is not owned by `owner_id`; the API's errors otherwise.
     pub fn terminate(&self, owner_id: &str, provider_id: &str) -> Result<()> {
-        rest::terminate(self, self, owner_id, provider_id)?;
+        rest::terminate(self, &self.transport, owner_id, provider_id)?;
         self.transport.info(
             "deleted Hetzner server",
             &[("server_id", provider_id.trim()), ("owner", owner_id)],
@@ -380,7 +287,7 @@ impl<'a, T: Transport> Client<'a, T> {
     /// # Errors
     /// The API's errors (not a 404, which is `None`).
     pub fn get(&self, owner_id: &str, provider_id: &str) -> Result<Option<NodeHandle>> {
-        rest::get(self, self, owner_id, provider_id)
+        rest::get(self, &self.transport, owner_id, provider_id)
     }
 
     /// Every server labelled with this owner, across all pages.
@@ -390,15 +297,7 @@ impl<'a, T: Transport> Client<'a, T> {
     /// [`MAX_PAGES`] pages, or a next page already read); the API's errors
     /// otherwise.
     pub fn describe(&self, owner_id: &str) -> Result<Vec<NodeHandle>> {
-        rest::describe(self, self, owner_id)
-    }
-}
-
-/// The `rest` layer's requests go through the client's transport (which
-/// adds the endpoint and the token).
-impl<T: Transport> rest::Transport for Client<'_, T> {
-    fn send(&self, req: Request) -> Result<Response> {
-        self.transport.send(&ApiRequest::of(&req)?)
+        rest::describe(self, &self.transport, owner_id)
     }
 }
 
@@ -465,6 +364,77 @@ mod tests {
 
     use super::*;
 
+    /// HTTP method of an API call.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Method {
+        /// `GET`.
+        Get,
+        /// `POST`.
+        Post,
+        /// `DELETE`.
+        Delete,
+    }
+
+    /// What a test sees of a request: one API call, relative to the
+    /// configured endpoint.
+    #[derive(Clone, Debug, PartialEq)]
+    struct ApiRequest {
+        /// Method.
+        pub method: Method,
+        /// Path below the endpoint, e.g. `/servers/42`.
+        pub path: String,
+        /// Query parameters, not yet encoded.
+        pub query: Vec<(String, String)>,
+        /// JSON body.
+        pub body: Option<serde_json::Value>,
+    }
+
+    impl ApiRequest {
+        /// The call a request of the `rest` layer stands for: its URL is a
+        /// path below the endpoint, with a query.
+        ///
+        /// # Errors
+        /// [`Error::Other`] for a method this API is not called with, or a body
+        /// that is not JSON.
+        fn of(req: &Request) -> Result<Self> {
+            let method = match req.method() {
+                "GET" => Method::Get,
+                "POST" => Method::Post,
+                "DELETE" => Method::Delete,
+                m => return Err(Error::Other(format!("the Hetzner client sends no {m}"))),
+            };
+            let (path, query) = req.url().split_once('?').unwrap_or((req.url(), ""));
+            let query = query
+                .split('&')
+                .filter(|p| !p.is_empty())
+                .filter_map(|p| p.split_once('=').or(Some((p, ""))))
+                .filter_map(|(k, _)| Some((k.to_string(), req.query_value(k)?)))
+                .collect();
+            let body =
+                match req.body_bytes() {
+                    [] => None,
+                    bytes => Some(serde_json::from_slice(bytes).map_err(|e| {
+                        Error::Other(format!("a request body that is not JSON: {e}"))
+                    })?),
+                };
+            Ok(Self {
+                method,
+                path: path.to_string(),
+                query,
+                body,
+            })
+        }
+
+        /// The value of query parameter `key`.
+        #[must_use]
+        fn param(&self, key: &str) -> Option<&str> {
+            self.query
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str())
+        }
+    }
+
     type LogRecord = (String, Vec<(String, String)>);
     type Responder = Box<dyn Fn(&ApiRequest) -> Response>;
 
@@ -490,17 +460,21 @@ mod tests {
         }
     }
 
-    impl Transport for &Script {
-        fn send(&self, req: &ApiRequest) -> Result<Response> {
+    impl rest::Transport for &Script {
+        fn send(&self, req: Request) -> Result<Response> {
+            let req = ApiRequest::of(&req)?;
             self.requests.borrow_mut().push(req.clone());
             if let Some(f) = &self.dynamic {
-                return Ok(f(req));
+                return Ok(f(&req));
             }
             self.answers
                 .borrow_mut()
                 .pop_front()
                 .ok_or_else(|| Error::Transport(format!("unexpected request {req:?}")))
         }
+    }
+
+    impl Transport for &Script {
         fn info(&self, message: &str, fields: &[(&str, &str)]) {
             self.logs.borrow_mut().push((
                 message.to_string(),
@@ -622,7 +596,7 @@ mod tests {
         let client = Client::new(&settings, &script);
         let h = rest::provision(
             &client,
-            &client,
+            &&script,
             "host-a",
             &request("req-1", NodeShape::new(2.0, 4 << 30)),
         )

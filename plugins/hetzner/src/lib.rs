@@ -26,7 +26,9 @@ use wasmprov_guest::{
     ProvisionRequest, Result, config, log,
 };
 
-use crate::client::{ApiRequest, Client, Method, Transport};
+use wasmprov_guest::rest;
+
+use crate::client::{Client, Transport};
 use crate::settings::Settings;
 
 /// The Hetzner Cloud provider.
@@ -139,29 +141,22 @@ impl std::fmt::Debug for Wasi {
     }
 }
 
-impl Transport for Wasi {
-    fn send(&self, req: &ApiRequest) -> Result<Response> {
-        let url = format!("{}{}", self.endpoint, req.path);
-        let mut r = match req.method {
-            Method::Get => Request::get(url),
-            Method::Post => Request::post(url),
-            Method::Delete => Request::delete(url),
-        }
-        .bearer(&self.token)
-        .header("accept", "application/json")
-        .header(
-            "user-agent",
-            concat!("wasmprov-plugin-hetzner/", env!("CARGO_PKG_VERSION")),
-        );
-        for (k, v) in &req.query {
-            r = r.query(k, v);
-        }
-        if let Some(body) = &req.body {
-            r = r.json(body);
-        }
-        Ok(r.send()?)
+impl rest::Transport for Wasi {
+    fn send(&self, req: Request) -> Result<Response> {
+        let url = format!("{}{}", self.endpoint, req.url());
+        let req = req
+            .with_url(url)
+            .bearer(&self.token)
+            .header("accept", "application/json")
+            .header(
+                "user-agent",
+                concat!("wasmprov-plugin-hetzner/", env!("CARGO_PKG_VERSION")),
+            );
+        Ok(req.send()?)
     }
+}
 
+impl Transport for Wasi {
     fn info(&self, message: &str, fields: &[(&str, &str)]) {
         log::info_with(message, fields);
     }

@@ -19,6 +19,12 @@ const REGIONS: &[&str] = &[
     "nyc1", "nyc3", "sfo3", "ams3", "fra1", "lon1", "sgp1", "tor1", "blr1", "syd1",
 ];
 
+const UNAUTHORIZED: &str = r#"{"id":"unauthorized","message":"Unable to authenticate you"}"#;
+const NOT_AVAILABLE: &str =
+    r#"{"id":"unprocessable_entity","message":"Size is not available in this region."}"#;
+const OVER_LIMIT: &str = r#"{"id":"unprocessable_entity","message":"creating this/these droplet(s) will exceed your droplet limit"}"#;
+const TOO_MANY: &str = r#"{"id":"too_many_requests","message":"API Rate limit exceeded."}"#;
+
 /// The token the fake accepts.
 pub const TOKEN: &str = "fake-do-token";
 
@@ -36,37 +42,20 @@ pub async fn serve(max_per_page: usize) -> anyhow::Result<kit::Running> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let unprocessable = |m: &str| json!({"id": "unprocessable_entity", "message": m}).to_string();
+    let reset = now.to_string();
+    let throttled = [
+        ("ratelimit-limit", "5000"),
+        ("ratelimit-remaining", "0"),
+        ("ratelimit-reset", reset.as_str()),
+    ];
     Fake::new("digitalocean fake")
         .token(TOKEN)
-        .unauthorized(
-            401,
-            r#"{"id":"unauthorized","message":"Unable to authenticate you"}"#,
-        )
+        .unauthorized(401, UNAUTHORIZED)
         .flat_tags()
         .creates("POST", "/v2/droplets")
-        .fault(
-            "capacity",
-            422,
-            &[],
-            &unprocessable("Size is not available in this region."),
-        )
-        .fault(
-            "quota",
-            422,
-            &[],
-            &unprocessable("creating this/these droplet(s) will exceed your droplet limit"),
-        )
-        .fault(
-            "rate_limited",
-            429,
-            &[
-                ("ratelimit-limit", "5000"),
-                ("ratelimit-remaining", "0"),
-                ("ratelimit-reset", &now.to_string()),
-            ],
-            r#"{"id":"too_many_requests","message":"API Rate limit exceeded."}"#,
-        )
+        .fault("capacity", 422, &[], NOT_AVAILABLE)
+        .fault("quota", 422, &[], OVER_LIMIT)
+        .fault("rate_limited", 429, &throttled, TOO_MANY)
         .planted(
             |_| json!({"status": "active", "size_slug": "s-1vcpu-1gb", "region": {"slug": "nyc3"}}),
         )
@@ -93,8 +82,8 @@ fn droplet(store: &Store, node: &Node) -> Value {
     d
 }
 
-/// One page of `items` (rendered by `show`) and its `links.pages.next`,
-/// absolute on the host asked, with at most `max` items.
+/// One page of `items` (rendered by `show`, at most `max` to a page) and
+/// its `links.pages`.
 fn paged<T>(
     req: &Request,
     items: Vec<T>,
@@ -102,45 +91,15 @@ fn paged<T>(
     max: usize,
     show: impl Fn(&T) -> Value,
 ) -> Response {
-    let query = Query::parse(req.uri().query());
-    let asked = query
-        .get("per_page")
-        .and_then(|p| p.parse::<usize>().ok())
-        .unwrap_or(20);
-    let paging = Query::parse(Some(&format!(
-        "page={}&per_page={}",
-        query.get("page").unwrap_or("1"),
-        asked.min(max)
-    )));
-    let page = match kit::page(items, &paging, 20, max) {
+    let page = match kit::page_capped(items, &Query::parse(req.uri().query()), 20, max) {
         Ok(page) => page,
         Err(m) => return error(400, "bad_request", &m),
     };
-    let host = req
-        .headers()
-        .get("host")
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("api.digitalocean.com");
-    let scheme = if host.starts_with("127.") || host.starts_with("localhost") {
-        "http"
-    } else {
-        "https"
+    let url = |n| kit::page_url(req, n, page.per_page);
+    let pages = match page.next_page {
+        Some(next) => json!({"next": url(next), "last": url(page.last_page)}),
+        None => json!({}),
     };
-    let tag = query
-        .get("tag_name")
-        .map(|t| format!("&tag_name={}", t.replace(':', "%3A")));
-    let link = |n: usize| {
-        let path = req.uri().path();
-        format!(
-            "{scheme}://{host}{path}?page={n}&per_page={}{}",
-            page.per_page,
-            tag.as_deref().unwrap_or("")
-        )
-    };
-    let mut pages = json!({});
-    if let Some(next) = page.next_page {
-        pages = json!({"next": link(next), "last": link(page.last_page)});
-    }
     let shown: Vec<Value> = page.items.iter().map(show).collect();
     kit::json(
         200,

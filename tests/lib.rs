@@ -289,6 +289,10 @@ async fn serve(mut sock: tokio::net::TcpStream, stats: Arc<EchoStats>) {
                 "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
             );
+            // Answered: no longer in flight here. (Counted until the
+            // connection closed, a request could look in flight after the
+            // client already had its whole answer and sent the next one.)
+            drop(_in_flight);
             let _ = sock.write_all(resp.as_bytes()).await;
         }
     }

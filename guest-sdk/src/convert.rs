@@ -141,6 +141,10 @@ thread_local! {
     /// A component has one provider type; `Rc<dyn Any>` lets this one slot
     /// serve whichever it is.
     static PROVIDER: RefCell<Option<Rc<dyn Any>>> = const { RefCell::new(None) };
+    /// The provider's capacity types, asked once per instance (a reused
+    /// instance answers many price hints).
+    static CAPACITY: std::cell::OnceCell<Vec<crate::CapacityType>> =
+        const { std::cell::OnceCell::new() };
 }
 
 /// Runs `f` with the instance's provider, making it with
@@ -164,10 +168,13 @@ fn with_provider<T: Provider + 'static, R>(
 /// A capacity type the provider does not offer (its
 /// [`Provider::capacity_types`]) is `unsupported` before it sees the shape.
 fn offers_capacity<T: Provider>(shape: &crate::NodeShape) -> Result<(), Error> {
-    let offered = T::capacity_types();
-    if offered.contains(&shape.capacity_type) {
+    if CAPACITY.with(|c| {
+        c.get_or_init(T::capacity_types)
+            .contains(&shape.capacity_type)
+    }) {
         return Ok(());
     }
+    let offered = T::capacity_types();
     Err(Error::Unsupported(format!(
         "{} offers no {} capacity (it offers {})",
         T::NAME,

@@ -176,18 +176,33 @@ impl Request {
         &self.url
     }
 
+    /// The query parameters, decoded, in order.
+    #[must_use]
+    pub fn query_pairs(&self) -> Vec<(String, String)> {
+        let Some((_, query)) = self.url.split_once('?') else {
+            return Vec::new();
+        };
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned()
+        };
+        query
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .map(|pair| {
+                let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                (decode(k), decode(v))
+            })
+            .collect()
+    }
+
     /// The value of query parameter `key`, decoded.
     #[must_use]
     pub fn query_value(&self, key: &str) -> Option<String> {
-        let (_, query) = self.url.split_once('?')?;
-        query.split('&').find_map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (percent_encoding::percent_decode_str(k).decode_utf8_lossy() == key).then(|| {
-                percent_encoding::percent_decode_str(v)
-                    .decode_utf8_lossy()
-                    .into_owned()
-            })
-        })
+        self.query_pairs()
+            .into_iter()
+            .find_map(|(k, v)| (k == key).then_some(v))
     }
 
     /// The headers, as added.

@@ -133,7 +133,7 @@ pub fn walk(
                         .map_or(base.url(), |(path, _)| path)
                         .to_string();
                     let mut req = base.clone().with_url(url);
-                    for (k, v) in query_pairs(base.url()) {
+                    for (k, v) in base.query_pairs() {
                         if k != *page {
                             req = req.query(&k, &v);
                         }
@@ -172,26 +172,6 @@ pub fn walk(
         "{}: the list goes on for more than {MAX_PAGES} pages; giving up",
         base.url()
     )))
-}
-
-/// The query pairs of `url`, decoded.
-fn query_pairs(url: &str) -> Vec<(String, String)> {
-    let Some((_, query)) = url.split_once('?') else {
-        return Vec::new();
-    };
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            let d = |s: &str| {
-                percent_encoding::percent_decode_str(s)
-                    .decode_utf8_lossy()
-                    .into_owned()
-            };
-            (d(k), d(v))
-        })
-        .collect()
 }
 
 /// The `rel="next"` target of a `Link` header value.

@@ -44,17 +44,13 @@ impl Query {
     /// encoded as a query string.
     #[must_use]
     pub fn with(&self, key: &str, value: &str) -> String {
-        let encode = |s: &str| {
-            s.bytes()
-                .map(|b| {
-                    if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                        char::from(b).to_string()
-                    } else {
-                        format!("%{b:02X}")
-                    }
-                })
-                .collect::<String>()
-        };
+        // Everything but RFC 3986's unreserved characters is escaped.
+        const ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+            .remove(b'-')
+            .remove(b'_')
+            .remove(b'.')
+            .remove(b'~');
+        let encode = |s: &str| percent_encoding::utf8_percent_encode(s, ESCAPED).to_string();
         self.0
             .iter()
             .filter(|(k, _)| k != key)

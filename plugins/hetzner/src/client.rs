@@ -403,13 +403,8 @@ mod tests {
                 "DELETE" => Method::Delete,
                 m => return Err(Error::Other(format!("the Hetzner client sends no {m}"))),
             };
-            let (path, query) = req.url().split_once('?').unwrap_or((req.url(), ""));
-            let query = query
-                .split('&')
-                .filter(|p| !p.is_empty())
-                .filter_map(|p| p.split_once('=').or(Some((p, ""))))
-                .filter_map(|(k, _)| Some((k.to_string(), req.query_value(k)?)))
-                .collect();
+            let path = req.url().split_once('?').map_or(req.url(), |(p, _)| p);
+            let query = req.query_pairs();
             let body =
                 match req.body_bytes() {
                     [] => None,

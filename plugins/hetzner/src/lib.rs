@@ -67,7 +67,7 @@ impl Hetzner {
 
     /// A client over `wasi:http`; requires the `token` secret.
     fn client(&self) -> Result<Client<'_, Wasi>> {
-        let token = config::require("token")?.trim().to_string();
+        let token = config::Secret::new("token", config::require("token")?.trim());
         Ok(Client::new(
             &self.settings,
             Wasi {
@@ -125,20 +125,11 @@ impl Provider for Hetzner {
 }
 
 /// The component's transport: `wasi:http` for the API, the host's log.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 struct Wasi {
     endpoint: String,
-    token: String,
-}
-
-impl std::fmt::Debug for Wasi {
-    /// Never shows the token.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Wasi")
-            .field("endpoint", &self.endpoint)
-            .field("token", &"<redacted>")
-            .finish()
-    }
+    /// Never shown by `Debug`.
+    token: config::Secret,
 }
 
 impl rest::Transport for Wasi {
@@ -146,7 +137,7 @@ impl rest::Transport for Wasi {
         let url = format!("{}{}", self.endpoint, req.url());
         let req = req
             .with_url(url)
-            .bearer(&self.token)
+            .bearer(self.token.expose()?)
             .header("accept", "application/json")
             .header(
                 "user-agent",
@@ -234,7 +225,7 @@ mod tests {
     fn the_transport_never_prints_the_token() {
         let w = Wasi {
             endpoint: "https://api.hetzner.cloud/v1".into(),
-            token: "secret-token".into(),
+            token: config::Secret::new("token", "secret-token"),
         };
         assert!(!format!("{w:?}").contains("secret-token"));
     }

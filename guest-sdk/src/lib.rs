@@ -240,8 +240,33 @@ pub trait Provider: Sized {
 /// Registers a [`Provider`] as the component's export.
 ///
 /// Use it once, at the crate root of a `cdylib` built for `wasm32-wasip2`.
+/// With `capabilities = "capabilities.toml"` it also embeds that file (a
+/// path relative to the crate's `Cargo.toml`) in the component's
+/// `wasmprov-capabilities` section: the plugin's declaration of the HTTP
+/// destinations, programs, config keys and secrets it needs, which
+/// `wasmprov install` turns into a manifest and `wasmprov inspect` compares
+/// with the grants (format: `wasmprov_policy::requests`).
+///
+/// ```ignore
+/// wasmprov_guest::export_provider!(MyCloud, capabilities = "capabilities.toml");
+/// ```
 #[macro_export]
 macro_rules! export_provider {
+    ($provider:ty, capabilities = $file:literal) => {
+        $crate::export_provider!($provider);
+
+        #[doc(hidden)]
+        #[cfg(target_arch = "wasm32")]
+        #[allow(unsafe_code, reason = "a custom section must be placed by the linker")]
+        #[unsafe(link_section = "wasmprov-capabilities")]
+        #[used]
+        static __WASMPROV_CAPABILITIES: [u8; include_bytes!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/",
+            $file
+        ))
+        .len()] = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/", $file));
+    };
     ($provider:ty) => {
         // The export glue only links on wasm; native builds (unit tests of a
         // plugin's `rlib`) leave it out.

@@ -4,6 +4,7 @@ mod bundled;
 mod conformance;
 mod demo;
 mod fleet;
+mod install;
 mod output;
 mod scaffold;
 mod serve;
@@ -238,6 +239,43 @@ enum Command {
     /// Serve the plugins over gRPC (wasmprov.v1.Provisioner, bearer-token auth) and
     /// their metrics over HTTP (GET /metrics), hot-reloading the plugin directory.
     Serve(serve::ServeArgs),
+    /// Install a plugin from an OCI registry (registry/repo:tag or @sha256:…) or a
+    /// local .wasm: verify its digest and signature, show what it requests, write
+    /// NAME.wasm and a NAME.toml granting exactly that, and record it in wasmprov.lock.
+    Install {
+        /// OCI reference, or a path to a .wasm (its signature, if any, beside it as FILE.minisig).
+        reference: String,
+        /// Plugin name [default: the artifact's, else the repository's last part].
+        #[arg(long, value_parser = parse_plugin_name)]
+        name: Option<String>,
+        /// A config value for the manifest, key=value (repeatable).
+        #[arg(long = "config", value_parser = parse_label)]
+        config: Vec<(String, String)>,
+        /// Where a secret comes from, key=ENV_VAR (repeatable).
+        #[arg(long = "secret", value_parser = parse_label)]
+        secrets: Vec<(String, String)>,
+        /// Accept without asking (for scripts); without it a terminal is asked and
+        /// anything else refuses.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Publish a built component to an OCI registry (registry/repo:tag), in the
+    /// wasm-pkg-tools layout, with its minisign signature beside it.
+    Push {
+        /// The component (.wasm).
+        file: PathBuf,
+        /// Where to publish it.
+        reference: String,
+        /// Plugin name recorded on the artifact [default: the file's stem].
+        #[arg(long, value_parser = parse_plugin_name)]
+        name: Option<String>,
+        /// Sign with this minisign secret key (password from WASMPROV_SIGNING_PASSWORD if it has one).
+        #[arg(long, value_name = "KEY", conflicts_with = "signature")]
+        sign: Option<PathBuf>,
+        /// Publish this signature, made beforehand (`minisign -Sm FILE`).
+        #[arg(long, value_name = "FILE.minisig")]
+        signature: Option<PathBuf>,
+    },
     /// Check or update wasmprov.lock, the digests of the directory's components.
     Lock {
         /// Fail (exit 1) if any component differs from the lock, is not in it, or is gone.
@@ -381,6 +419,21 @@ fn parse_request_id(s: &str) -> Result<String, String> {
 /// An owner id as `wasmprov_api::ids` defines it.
 fn parse_owner_id(s: &str) -> Result<String, String> {
     wasmprov_api::ids::id_problem("owner id", s).map_or_else(|| Ok(s.to_string()), Err)
+}
+
+fn parse_plugin_name(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 64
+        && s.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a plugin name: lowercase letters, digits, `-` and `_`, at most 64"
+        ))
+    }
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {
@@ -728,6 +781,47 @@ async fn run(cli: Cli) -> Result<()> {
                 no_cache: cli.no_cache,
                 json,
             })
+            .await?;
+        }
+        Command::Install {
+            reference,
+            name,
+            config,
+            secrets,
+            yes,
+        } => {
+            install::install(
+                &cli.plugin_dir,
+                &install::InstallArgs {
+                    reference: reference.clone(),
+                    name: name.clone(),
+                    config: config.clone(),
+                    secrets: secrets.clone(),
+                    yes: *yes,
+                    max_bytes: wasmprov_host::DEFAULT_MAX_COMPONENT_BYTES,
+                },
+                json,
+            )
+            .await?;
+        }
+        Command::Push {
+            file,
+            reference,
+            name,
+            sign,
+            signature,
+        } => {
+            install::push(
+                &install::PushArgs {
+                    file: file.clone(),
+                    reference: reference.clone(),
+                    name: name.clone(),
+                    sign: sign.clone(),
+                    signature: signature.clone(),
+                    max_bytes: wasmprov_host::DEFAULT_MAX_COMPONENT_BYTES,
+                },
+                json,
+            )
             .await?;
         }
         Command::Lock { check, .. } => {

@@ -69,6 +69,7 @@ pub fn plugins(host: &Host, json: bool) -> Result<()> {
         "http grants",
         "exec grants",
         "sha256",
+        "signer",
     ]);
     let plugins = host.plugins();
     for p in plugins.iter().take(MAX_ROWS) {
@@ -96,6 +97,7 @@ pub fn plugins(host: &Host, json: bool) -> Result<()> {
                 &i.sha256[..12],
                 if i.pinned { " (pinned)" } else { "" }
             ),
+            i.signer.as_deref().map_or_else(|| "-".into(), c),
         ]);
     }
     print_table(&t, plugins.len().saturating_sub(MAX_ROWS));
@@ -123,6 +125,18 @@ pub fn inspect(info: &PluginInfo, owner: &str, json: bool) -> Result<()> {
                 info.sha256,
                 if info.pinned { " (pinned)" } else { "" }
             ),
+        ),
+        (
+            "source",
+            info.source
+                .as_deref()
+                .map_or_else(|| "(not installed)".into(), c),
+        ),
+        (
+            "signer",
+            info.signer
+                .as_deref()
+                .map_or_else(|| "(not recorded)".into(), c),
         ),
         (
             "built for",
@@ -193,6 +207,22 @@ pub fn inspect(info: &PluginInfo, owner: &str, json: bool) -> Result<()> {
         t.add_row(vec![k.to_string(), v]);
     }
     println!("{t}");
+    match &info.requested {
+        None => println!("requested: the component declares nothing it needs"),
+        Some(checks) => {
+            let mut r = table(&["kind", "requested", "why", "granted", "standing"]);
+            for ch in checks {
+                r.add_row(vec![
+                    ch.kind.to_string(),
+                    c(&ch.item),
+                    c(&ch.why),
+                    ch.granted.as_deref().map_or_else(|| "-".into(), c),
+                    ch.standing.label().to_string(),
+                ]);
+            }
+            println!("requested by the plugin beside what its manifest grants:\n{r}");
+        }
+    }
     Ok(())
 }
 

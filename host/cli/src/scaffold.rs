@@ -134,6 +134,10 @@ const TEMPLATES: &[Template] = &[
         text: include_str!("../templates/new/manifest.toml.tmpl"),
     },
     Template {
+        path: "capabilities.toml",
+        text: include_str!("../templates/new/capabilities.toml.tmpl"),
+    },
+    Template {
         path: "README.md",
         text: include_str!("../templates/new/README.md.tmpl"),
     },
@@ -376,6 +380,7 @@ mod tests {
                 "Cargo.toml",
                 "src/lib.rs",
                 "acme-cloud.toml",
+                "capabilities.toml",
                 "README.md",
                 ".gitignore",
                 ".cargo/config.toml",
@@ -466,7 +471,20 @@ mod tests {
         assert!(lib.contains("pub struct AcmeCloudProvider {"));
         assert!(lib.contains("const NAME: &'static str = \"acme-cloud\";"));
         assert!(lib.contains("impl RestCloud for AcmeCloudProvider {"));
-        assert!(lib.contains("export_provider!(AcmeCloudProvider);"));
+        assert!(lib.contains(
+            "export_provider!(AcmeCloudProvider, capabilities = \"capabilities.toml\");"
+        ));
+        // What it declares is exactly what its manifest grants.
+        let requests =
+            wasmprov_policy::requests::Requests::parse(&read(&dest.join("capabilities.toml")))
+                .unwrap();
+        assert!(
+            requests.compare(&manifest).iter().all(|c| c.standing
+                != wasmprov_policy::requests::Standing::NotGranted
+                && c.standing != wasmprov_policy::requests::Standing::WiderThanRequested),
+            "{:?}",
+            requests.compare(&manifest)
+        );
 
         let conformance = read(&dest.join("tests/conformance.rs"));
         assert!(conformance.contains(r#"env!("CARGO_BIN_EXE_acme-cloud-fake")"#));

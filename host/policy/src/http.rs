@@ -196,6 +196,36 @@ impl HttpGrant {
             _ => false,
         }
     }
+
+    /// Whether every destination `other` allows, this grant allows too
+    /// (used to tell a grant wider than a plugin's request from one that
+    /// only restates it).
+    #[must_use]
+    pub fn covers(&self, other: &Self) -> bool {
+        if self.scheme != other.scheme {
+            return false;
+        }
+        match (self.port, other.port) {
+            (PortPattern::Any, _) => {}
+            (PortPattern::Port(a), PortPattern::Port(b)) if a == b => {}
+            _ => return false,
+        }
+        let under = |name: &str, suffix: &str| {
+            name.strip_suffix(suffix)
+                .is_some_and(|head| head.len() > 1 && head.ends_with('.'))
+        };
+        match (&self.host, &other.host) {
+            (HostPattern::Name(a), HostPattern::Name(b)) => a == b,
+            (HostPattern::Subdomains(s), HostPattern::Name(b)) => under(b, s),
+            (HostPattern::Subdomains(s), HostPattern::Subdomains(t)) => s == t || under(t, s),
+            (HostPattern::Ip(a), HostPattern::Ip(b)) => canonical_ip(*a) == canonical_ip(*b),
+            (HostPattern::Network(net, p), HostPattern::Ip(b)) => in_network(*b, *net, *p),
+            (HostPattern::Network(net, p), HostPattern::Network(m, q)) => {
+                q >= p && in_network(*m, *net, *p)
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Where a request wants to go, normalized.

@@ -6,6 +6,8 @@
 //! - [`exec`]: which programs run with which arguments (the host's exec asks it);
 //! - [`limits`]: memory, time and concurrency limits and their defaults;
 //! - [`manifest`]: the operator's `NAME.toml`, which holds all of the above;
+//! - [`requests`]: what a plugin declares it needs, compared with what it is granted;
+//! - [`trust`]: the plugin directory's settings (trusted signing keys);
 //! - [`text`]: how text from a plugin is shown to a person (escaped, cut).
 
 #![warn(missing_docs)]
@@ -14,7 +16,9 @@ pub mod exec;
 pub mod http;
 pub mod limits;
 pub mod manifest;
+pub mod requests;
 pub mod text;
+pub mod trust;
 
 pub use exec::{ExecDenial, ExecGrant, ExecPolicy};
 pub use http::{Destination, HttpDenial, HttpGrant, HttpPolicy};

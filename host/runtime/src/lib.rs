@@ -86,7 +86,7 @@ pub use error::LoadError;
 pub use files::{DEFAULT_MAX_COMPONENT_BYTES, MAX_TEXT_BYTES};
 pub use host::{Host, HostBuilder, RELOAD_LIMIT, ReloadReport, default_owner_id};
 pub use lock::LockMode;
-pub use plugin::{CONTRACT_VERSION, LimitsInfo, PluginInfo, WasmPlugin};
+pub use plugin::{CONTRACT_VERSION, LimitsInfo, PluginInfo, WasmPlugin, custom_section};
 pub use wasmprov_api as api;
 pub use wasmprov_policy as policy;
 pub use watch::{DEFAULT_DEBOUNCE, Watcher};

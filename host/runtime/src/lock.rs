@@ -36,6 +36,13 @@ pub struct LockEntry {
     pub component: String,
     /// Its sha256, lowercase hex.
     pub sha256: String,
+    /// Where `wasmprov install` fetched it (an OCI reference or a file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Who signed it (a trusted key's name), or `unsigned` when the
+    /// operator let it in without a signature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signer: Option<String>,
 }
 
 /// The lock file's contents.
@@ -47,7 +54,7 @@ pub struct Lock {
     pub plugins: BTreeMap<String, LockEntry>,
 }
 
-const HEADER: &str = "# wasmprov.lock: sha256 of each plugin component, recorded on first load.\n# A component that no longer matches is refused. Update with `wasmprov lock --update`.\n\n";
+const HEADER: &str = "# wasmprov.lock: sha256 of each plugin component, recorded on first load or by\n# `wasmprov install` (with where it came from and who signed it).\n# A component that no longer matches is refused. Update with `wasmprov lock --update`.\n\n";
 
 impl Lock {
     /// Reads the lock of a directory; an absent file is an empty lock.
@@ -74,6 +81,20 @@ impl Lock {
         dir.rename(&tmp, dir, LOCK_FILE)
             .with_context(|| format!("replacing {LOCK_FILE}"))
     }
+}
+
+/// Reads the lock of the directory at `dir_path`; an absent directory or
+/// file is an empty lock.
+///
+/// # Errors
+/// When the file exists but cannot be read or parsed.
+pub fn read(dir_path: &Path) -> Result<Lock> {
+    if !dir_path.exists() {
+        return Ok(Lock::default());
+    }
+    let dir = cap_std::fs::Dir::open_ambient_dir(dir_path, ambient_authority())
+        .with_context(|| format!("opening plugin directory {}", dir_path.display()))?;
+    Lock::read(&dir)
 }
 
 /// The digest of a file, lowercase hex.
@@ -158,6 +179,8 @@ fn current(dir: &cap_std::fs::Dir) -> Result<(BTreeMap<String, LockEntry>, Vec<D
                         LockEntry {
                             component: m.component.clone(),
                             sha256,
+                            source: None,
+                            signer: None,
                         },
                     )
                 })
@@ -217,7 +240,21 @@ pub fn update(dir_path: &Path) -> Result<Lock> {
     if let Some(p) = problems.first() {
         anyhow::bail!("cannot lock: {p}");
     }
-    let lock = Lock { plugins: found };
+    let mut lock = Lock::read(&dir)?;
+    // Where a plugin came from and who signed it stay known while its bytes do not change.
+    let plugins = found
+        .into_iter()
+        .map(|(name, mut entry)| {
+            if let Some(old) = lock.plugins.get(&name)
+                && old.sha256 == entry.sha256
+            {
+                entry.source.clone_from(&old.source);
+                entry.signer.clone_from(&old.signer);
+            }
+            (name, entry)
+        })
+        .collect();
+    lock.plugins = plugins;
     lock.write(&dir)?;
     Ok(lock)
 }
@@ -228,15 +265,27 @@ pub fn update(dir_path: &Path) -> Result<Lock> {
 /// # Errors
 /// When the lock cannot be read or written.
 pub fn record(dir_path: &Path, plugin: &str, component: &str, bytes: &[u8]) -> Result<()> {
-    let dir = cap_std::fs::Dir::open_ambient_dir(dir_path, ambient_authority())
-        .with_context(|| format!("opening plugin directory {}", dir_path.display()))?;
-    let mut lock = Lock::read(&dir)?;
-    lock.plugins.insert(
-        plugin.to_string(),
+    record_entry(
+        dir_path,
+        plugin,
         LockEntry {
             component: component.to_string(),
             sha256: sha256_hex(bytes),
+            source: None,
+            signer: None,
         },
-    );
+    )
+}
+
+/// Records (or replaces) one plugin's entry, with where it came from and
+/// who signed it (`wasmprov install`).
+///
+/// # Errors
+/// When the lock cannot be read or written.
+pub fn record_entry(dir_path: &Path, plugin: &str, entry: LockEntry) -> Result<()> {
+    let dir = cap_std::fs::Dir::open_ambient_dir(dir_path, ambient_authority())
+        .with_context(|| format!("opening plugin directory {}", dir_path.display()))?;
+    let mut lock = Lock::read(&dir)?;
+    lock.plugins.insert(plugin.to_string(), entry);
     lock.write(&dir)
 }

@@ -80,6 +80,14 @@ pub struct PluginInfo {
     pub limits: LimitsInfo,
     /// Problems found at load that do not stop the plugin (such as an unset secret).
     pub warnings: Vec<String>,
+    /// What the component declares it needs, each beside the grant that
+    /// answers it, then grants it never asked for; `None` when it declares
+    /// nothing.
+    pub requested: Option<Vec<wasmprov_policy::requests::Check>>,
+    /// Where it was installed from (`wasmprov install`), per the lock.
+    pub source: Option<String>,
+    /// Who signed it, per the lock (`unsigned` when the operator let it in unsigned).
+    pub signer: Option<String>,
 }
 
 /// Limits in human units.
@@ -226,7 +234,8 @@ impl WasmPlugin {
                 _ => {}
             }
         }
-        let built_for = contract_section(&bytes);
+        let built_for = custom_section(&bytes, CONTRACT_SECTION);
+        let declared = custom_section(&bytes, wasmprov_policy::requests::SECTION);
         if let Some(section) = &built_for {
             let version = section
                 .split(';')
@@ -292,6 +301,34 @@ impl WasmPlugin {
                 }
             }
         }
+        let requested = match declared
+            .as_deref()
+            .map(wasmprov_policy::requests::Requests::parse)
+        {
+            None => None,
+            Some(Ok(requests)) => {
+                let checks = requests.compare(&manifest);
+                for c in &checks {
+                    use wasmprov_policy::requests::Standing;
+                    match c.standing {
+                        Standing::NotGranted => warnings.push(format!(
+                            "{} {}: requested ({}), not granted",
+                            c.kind, c.item, c.why
+                        )),
+                        Standing::WiderThanRequested => warnings.push(format!(
+                            "{} {}: granted, but the plugin does not request it",
+                            c.kind, c.item
+                        )),
+                        Standing::Granted | Standing::Unset => {}
+                    }
+                }
+                Some(checks)
+            }
+            Some(Err(e)) => {
+                warnings.push(format!("its capabilities declaration is malformed: {e}"));
+                None
+            }
+        };
         let limits = &manifest.limits;
         let info_limits = LimitsInfo {
             memory_mib: limits.memory_bytes >> 20,
@@ -367,6 +404,9 @@ impl WasmPlugin {
                 .collect(),
             limits: info_limits,
             warnings,
+            requested,
+            source: input.lock.plugins.get(&name).and_then(|e| e.source.clone()),
+            signer: input.lock.plugins.get(&name).and_then(|e| e.signer.clone()),
         };
         let mut plugin = Self {
             shared,
@@ -692,12 +732,14 @@ fn host_limit(err: &wasmtime::Error) -> bool {
     .any(|m| text.contains(m))
 }
 
-/// The text of the `wasmprov-contract` custom section, wherever it sits in
-/// the component's nested modules.
-fn contract_section(bytes: &[u8]) -> Option<String> {
+/// The text of a custom section (`wasmprov-contract`,
+/// `wasmprov-capabilities`), wherever it sits in the component's nested
+/// modules.
+#[must_use]
+pub fn custom_section(bytes: &[u8], name: &str) -> Option<String> {
     for payload in wasmparser::Parser::new(0).parse_all(bytes) {
         if let Ok(wasmparser::Payload::CustomSection(reader)) = payload
-            && reader.name() == CONTRACT_SECTION
+            && reader.name() == name
         {
             return Some(String::from_utf8_lossy(reader.data()).into_owned());
         }

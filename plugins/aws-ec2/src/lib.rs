@@ -166,7 +166,7 @@ impl Transport for Wasi {
     }
 }
 
-wasmprov_guest::export_provider!(Ec2);
+wasmprov_guest::export_provider!(Ec2, capabilities = "capabilities.toml");
 
 #[cfg(test)]
 mod tests {

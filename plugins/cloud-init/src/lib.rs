@@ -140,7 +140,7 @@ impl Runner for Exec {
     }
 }
 
-wasmprov_guest::export_provider!(CloudInit);
+wasmprov_guest::export_provider!(CloudInit, capabilities = "capabilities.toml");
 
 #[cfg(test)]
 mod tests {

@@ -147,4 +147,4 @@ impl Provider for DigitalOcean {
     }
 }
 
-export_provider!(DigitalOcean);
+export_provider!(DigitalOcean, capabilities = "capabilities.toml");

@@ -159,7 +159,7 @@ impl Transport for Wasi {
     }
 }
 
-wasmprov_guest::export_provider!(Hetzner);
+wasmprov_guest::export_provider!(Hetzner, capabilities = "capabilities.toml");
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,834 @@
+//! What a plugin says it needs: the HTTP destinations, programs, config keys
+//! and secrets it uses, each with a one-line reason. The author writes it
+//! next to the crate (`capabilities.toml`); the SDK embeds it in the
+//! component's `wasmprov-capabilities` custom section. It grants nothing:
+//! the operator's manifest does. It lets `wasmprov install` write a manifest
+//! that grants exactly what was asked, and `wasmprov inspect` show a grant
+//! wider than the request, or a request that was not granted.
+//!
+//! ```toml
+//! [[http]]
+//! url = "{endpoint}"                # a grant, or a template over config keys
+//! why = "the Hetzner Cloud API"
+//!
+//! [[exec]]
+//! program = "/usr/local/bin/node-ctl"
+//! args = ["create", "*"]
+//! why = "creates the machines"
+//!
+//! [config.endpoint]
+//! why = "base URL of the API"
+//! default = "https://api.hetzner.cloud/v1"
+//!
+//! [config.location]
+//! why = "where new servers go"
+//! required = true
+//! example = "fsn1"
+//!
+//! [secrets.token]
+//! why = "a read/write API token"
+//! env = "HCLOUD_TOKEN"              # the variable the operator usually has
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::exec::{ExecGrant, ExecGrantSpec};
+use crate::http::HttpGrant;
+use crate::manifest::Manifest;
+
+/// The custom section the SDK writes the declaration into.
+pub const SECTION: &str = "wasmprov-capabilities";
+/// The file the SDK reads it from, next to the plugin's `Cargo.toml`.
+pub const FILE: &str = "capabilities.toml";
+/// Largest declaration accepted, in bytes.
+pub const MAX_BYTES: usize = 64 * 1024;
+/// Most entries of each kind.
+pub const MAX_ENTRIES: usize = 64;
+/// Longest reason, in characters.
+pub const MAX_WHY_CHARS: usize = 200;
+
+/// One requested HTTP destination.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpRequest {
+    /// A grant (`https://api.example.com`), or a URL template whose
+    /// `{key}` parts are config values (`{endpoint}`,
+    /// `https://ec2.{region}.amazonaws.com`); the grant is its origin.
+    pub url: String,
+    /// Why the plugin needs it.
+    pub why: String,
+}
+
+/// One requested program.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecRequest {
+    /// Absolute path of the program, or a template over config keys
+    /// (`{create_command}`).
+    pub program: String,
+    /// Argument patterns, as in a manifest's `[[exec]]`.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Environment variables the plugin sets for it.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Why the plugin needs it.
+    pub why: String,
+}
+
+/// One config key the plugin reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigRequest {
+    /// What it means.
+    pub why: String,
+    /// Whether the plugin cannot work without it.
+    #[serde(default)]
+    pub required: bool,
+    /// The value the plugin uses when it is not set (may use `{key}` of other keys).
+    pub default: Option<String>,
+    /// A typical value, shown to the operator.
+    pub example: Option<String>,
+}
+
+/// One secret the plugin reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretRequest {
+    /// What it is and what access it needs.
+    pub why: String,
+    /// The environment variable operators usually keep it in.
+    pub env: Option<String>,
+    /// Whether the plugin works without it.
+    #[serde(default)]
+    pub optional: bool,
+}
+
+/// A plugin's declaration of what it needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Requests {
+    /// HTTP destinations.
+    #[serde(default)]
+    pub http: Vec<HttpRequest>,
+    /// Programs.
+    #[serde(default)]
+    pub exec: Vec<ExecRequest>,
+    /// Config keys.
+    #[serde(default)]
+    pub config: BTreeMap<String, ConfigRequest>,
+    /// Secrets.
+    #[serde(default)]
+    pub secrets: BTreeMap<String, SecretRequest>,
+}
+
+/// How one capability stands between a request and a manifest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Standing {
+    /// Requested and granted.
+    Granted,
+    /// Requested, not granted (the plugin will fail where it needs it).
+    NotGranted,
+    /// Requested as optional (or with a default) and not set: fine.
+    Unset,
+    /// Granted but never requested, or wider than the request.
+    WiderThanRequested,
+}
+
+impl Standing {
+    /// How a person reads it.
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Granted => "granted",
+            Self::NotGranted => "REQUESTED, NOT GRANTED",
+            Self::Unset => "not set (optional)",
+            Self::WiderThanRequested => "WIDER THAN REQUESTED",
+        }
+    }
+}
+
+/// One row of the comparison.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// `http`, `exec`, `config` or `secret`.
+    pub kind: &'static str,
+    /// The destination, program, key or secret.
+    pub item: String,
+    /// The plugin's reason (empty for what it never asked for).
+    pub why: String,
+    /// The manifest's grant that answers it, if any.
+    pub granted: Option<String>,
+    /// How it stands.
+    pub standing: Standing,
+}
+
+fn one_line(what: &str, why: &str) -> Result<(), String> {
+    if why.trim().is_empty() {
+        return Err(format!(
+            "{what}: `why` must say in one line why the plugin needs it"
+        ));
+    }
+    if why.chars().count() > MAX_WHY_CHARS || why.chars().any(char::is_control) {
+        return Err(format!(
+            "{what}: `why` must be one line of at most {MAX_WHY_CHARS} characters"
+        ));
+    }
+    Ok(())
+}
+
+fn valid_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 64
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+}
+
+/// The origin (`scheme://host[:port]`) of a URL, as a grant string.
+fn origin(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    (!authority.is_empty() && !authority.contains('@')).then(|| format!("{scheme}://{authority}"))
+}
+
+impl Requests {
+    /// Parses and checks a declaration.
+    ///
+    /// # Errors
+    /// What is wrong, naming the entry.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if text.len() > MAX_BYTES {
+            return Err(format!(
+                "the declaration is {} bytes; at most {MAX_BYTES} are accepted",
+                text.len()
+            ));
+        }
+        let requests: Self = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        for (kind, n) in [
+            ("http", requests.http.len()),
+            ("exec", requests.exec.len()),
+            ("config", requests.config.len()),
+            ("secrets", requests.secrets.len()),
+        ] {
+            if n > MAX_ENTRIES {
+                return Err(format!(
+                    "{n} {kind} entries; at most {MAX_ENTRIES} are accepted"
+                ));
+            }
+        }
+        for (key, c) in &requests.config {
+            if !valid_key(key) {
+                return Err(format!("config.{key}: not a valid key"));
+            }
+            one_line(&format!("config.{key}"), &c.why)?;
+        }
+        for (key, s) in &requests.secrets {
+            if !valid_key(key) || requests.config.contains_key(key) {
+                return Err(format!(
+                    "secrets.{key}: not a valid key, or also a config key"
+                ));
+            }
+            one_line(&format!("secrets.{key}"), &s.why)?;
+            if let Some(env) = &s.env
+                && (env.is_empty() || env.contains(['=', '\0']))
+            {
+                return Err(format!("secrets.{key}.env: {env:?} is not a variable name"));
+            }
+        }
+        for h in &requests.http {
+            one_line(&format!("http {:?}", h.url), &h.why)?;
+            requests
+                .http_grant(h, &BTreeMap::new())
+                .map_err(|e| format!("http {:?}: {e}", h.url))?;
+        }
+        for x in &requests.exec {
+            one_line(&format!("exec {:?}", x.program), &x.why)?;
+            requests
+                .exec_grant(x, &BTreeMap::new())
+                .map_err(|e| format!("exec {:?}: {e}", x.program))?;
+        }
+        Ok(requests)
+    }
+
+    /// Fills the `{key}` parts of a template from `config`, then from the
+    /// declared defaults (which may themselves use other keys).
+    ///
+    /// # Errors
+    /// A key that is neither set nor has a default.
+    pub fn expand(
+        &self,
+        template: &str,
+        config: &BTreeMap<String, String>,
+    ) -> Result<String, String> {
+        let mut text = template.to_string();
+        for _ in 0..4 {
+            let Some(start) = text.find('{') else {
+                return Ok(text);
+            };
+            let end = text[start..]
+                .find('}')
+                .map(|e| start + e)
+                .ok_or_else(|| format!("unclosed `{{` in {template:?}"))?;
+            let key = &text[start + 1..end];
+            let value = config
+                .get(key)
+                .cloned()
+                .or_else(|| self.config.get(key).and_then(|c| c.default.clone()))
+                .ok_or_else(|| {
+                    format!("{template:?} uses config key `{key}`, which is neither set nor declared with a default")
+                })?;
+            text.replace_range(start..=end, &value);
+        }
+        if text.contains('{') {
+            return Err(format!("{template:?} nests config keys too deeply"));
+        }
+        Ok(text)
+    }
+
+    /// The grant an HTTP request asks for, given the operator's config.
+    ///
+    /// # Errors
+    /// A template that cannot be filled, or a URL that is no grant.
+    pub fn http_grant(
+        &self,
+        request: &HttpRequest,
+        config: &BTreeMap<String, String>,
+    ) -> Result<String, String> {
+        let url = self.expand(&request.url, config)?;
+        let grant = origin(&url).unwrap_or(url);
+        HttpGrant::parse(&grant).map_err(|e| e.to_string())?;
+        Ok(grant)
+    }
+
+    /// The grant an exec request asks for, given the operator's config (the
+    /// program may be a template, as `{create_command}`).
+    ///
+    /// # Errors
+    /// A template that cannot be filled, or a program that is not granted as written.
+    pub fn exec_grant(
+        &self,
+        request: &ExecRequest,
+        config: &BTreeMap<String, String>,
+    ) -> Result<ExecGrantSpec, String> {
+        let spec = ExecGrantSpec {
+            program: self.expand(&request.program, config)?,
+            args: request.args.clone(),
+            env: request.env.clone(),
+            timeout_ms: None,
+            max_output_bytes: None,
+        };
+        ExecGrant::from_spec(&spec)?;
+        Ok(spec)
+    }
+
+    /// Compares the declaration with a manifest: every request and how it is
+    /// answered, then every grant nobody asked for.
+    #[must_use]
+    pub fn compare(&self, manifest: &Manifest) -> Vec<Check> {
+        let mut out = Vec::new();
+        let grants = manifest.http.grants();
+        let mut requested_http = Vec::new();
+        for r in &self.http {
+            let item = self
+                .http_grant(r, &manifest.config)
+                .unwrap_or_else(|e| format!("{} ({e})", r.url));
+            let parsed = HttpGrant::parse(&item).ok();
+            let granted = parsed
+                .as_ref()
+                .and_then(|p| grants.iter().find(|g| g.covers(p)));
+            out.push(Check {
+                kind: "http",
+                item,
+                why: r.why.clone(),
+                granted: granted.map(|g| g.source.clone()),
+                standing: if granted.is_some() {
+                    Standing::Granted
+                } else {
+                    Standing::NotGranted
+                },
+            });
+            requested_http.extend(parsed);
+        }
+        for g in grants {
+            if !requested_http.iter().any(|r| r.covers(g)) {
+                out.push(Check {
+                    kind: "http",
+                    item: g.source.clone(),
+                    why: String::new(),
+                    granted: Some(g.source.clone()),
+                    standing: Standing::WiderThanRequested,
+                });
+            }
+        }
+        let exec_grants = manifest.exec.grants();
+        let mut requested_exec = Vec::new();
+        for r in &self.exec {
+            let want = self
+                .exec_grant(r, &manifest.config)
+                .ok()
+                .and_then(|spec| ExecGrant::from_spec(&spec).ok());
+            let found = want.as_ref().and_then(|w| {
+                exec_grants
+                    .iter()
+                    .find(|g| g.program == w.program && args_cover(&g.args, &w.args))
+            });
+            out.push(Check {
+                kind: "exec",
+                item: exec_text(want.as_ref().map_or(&r.program, |w| &w.program), &r.args),
+                why: r.why.clone(),
+                granted: found.map(|g| exec_text(&g.program, &pattern_text(&g.args))),
+                standing: if found.is_some() {
+                    Standing::Granted
+                } else {
+                    Standing::NotGranted
+                },
+            });
+            requested_exec.extend(want);
+        }
+        for g in exec_grants {
+            let asked = requested_exec
+                .iter()
+                .any(|w| w.program == g.program && args_cover(&w.args, &g.args));
+            if !asked {
+                out.push(Check {
+                    kind: "exec",
+                    item: exec_text(&g.program, &pattern_text(&g.args)),
+                    why: String::new(),
+                    granted: Some(exec_text(&g.program, &pattern_text(&g.args))),
+                    standing: Standing::WiderThanRequested,
+                });
+            }
+        }
+        for (key, c) in &self.config {
+            let set = manifest.config.get(key);
+            out.push(Check {
+                kind: "config",
+                item: key.clone(),
+                why: c.why.clone(),
+                granted: set.cloned(),
+                standing: match set {
+                    Some(_) => Standing::Granted,
+                    None if c.required => Standing::NotGranted,
+                    None => Standing::Unset,
+                },
+            });
+        }
+        for (key, value) in &manifest.config {
+            if !self.config.contains_key(key) {
+                out.push(Check {
+                    kind: "config",
+                    item: key.clone(),
+                    why: String::new(),
+                    granted: Some(value.clone()),
+                    standing: Standing::WiderThanRequested,
+                });
+            }
+        }
+        for (key, s) in &self.secrets {
+            let set = manifest.secrets.get(key);
+            out.push(Check {
+                kind: "secret",
+                item: key.clone(),
+                why: s.why.clone(),
+                granted: set.map(|spec| format!("${}", spec.env)),
+                standing: match set {
+                    Some(_) => Standing::Granted,
+                    None if s.optional => Standing::Unset,
+                    None => Standing::NotGranted,
+                },
+            });
+        }
+        for (key, spec) in &manifest.secrets {
+            if !self.secrets.contains_key(key) {
+                out.push(Check {
+                    kind: "secret",
+                    item: key.clone(),
+                    why: String::new(),
+                    granted: Some(format!("${}", spec.env)),
+                    standing: Standing::WiderThanRequested,
+                });
+            }
+        }
+        out
+    }
+
+    /// A manifest granting exactly what is requested: `config` values the
+    /// operator gave, secrets from `secret_env` (else the variable the
+    /// plugin suggests, else `NAME_KEY` in capitals); required config keys
+    /// not given are left as commented placeholders that say what to set.
+    ///
+    /// # Errors
+    /// A given key the plugin does not declare, or an HTTP template that
+    /// cannot be filled.
+    pub fn manifest_text(
+        &self,
+        name: &str,
+        component: &str,
+        sha256: &str,
+        config: &BTreeMap<String, String>,
+        secret_env: &BTreeMap<String, String>,
+    ) -> Result<String, String> {
+        for key in config.keys() {
+            if !self.config.contains_key(key) {
+                return Err(format!(
+                    "config key `{key}` is not one the plugin declares (it declares: {})",
+                    join_keys(self.config.keys())
+                ));
+            }
+        }
+        for key in secret_env.keys() {
+            if !self.secrets.contains_key(key) {
+                return Err(format!(
+                    "secret `{key}` is not one the plugin declares (it declares: {})",
+                    join_keys(self.secrets.keys())
+                ));
+            }
+        }
+        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+        let mut t = format!(
+            "# Written by `wasmprov install`: grants exactly what {name} declares it needs.\nname = {}\ncomponent = {}\nsha256 = {}\n",
+            q(name),
+            q(component),
+            q(sha256)
+        );
+        if !self.config.is_empty() {
+            t.push_str("\n[config]\n");
+            for (key, c) in &self.config {
+                t.push_str(&format!("# {key}: {}\n", c.why));
+                match (config.get(key), c.required) {
+                    (Some(v), _) => t.push_str(&format!("{key} = {}\n", q(v))),
+                    (None, true) => t.push_str(&format!(
+                        "# REQUIRED, not set: {key} = {}    (or `--config {key}=...` at install)\n",
+                        q(c.example.as_deref().unwrap_or("..."))
+                    )),
+                    (None, false) => t.push_str(&format!(
+                        "# {key} = {}\n",
+                        q(c.default.as_deref().or(c.example.as_deref()).unwrap_or(""))
+                    )),
+                }
+            }
+        }
+        if !self.secrets.is_empty() {
+            t.push_str("\n[secrets]\n");
+            for (key, s) in &self.secrets {
+                let env = secret_env
+                    .get(key)
+                    .cloned()
+                    .or_else(|| s.env.clone())
+                    .unwrap_or_else(|| {
+                        format!("{name}_{key}")
+                            .to_ascii_uppercase()
+                            .replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+                    });
+                t.push_str(&format!("# {}\n{key} = {{ env = {} }}\n", s.why, q(&env)));
+            }
+        }
+        if !self.http.is_empty() {
+            t.push_str("\n[http]\nallow = [\n");
+            for r in &self.http {
+                let grant = self.http_grant(r, config)?;
+                t.push_str(&format!("    {},    # {}\n", q(&grant), r.why));
+            }
+            t.push_str("]\n");
+        }
+        for x in &self.exec {
+            let spec = self.exec_grant(x, config)?;
+            let list = |v: &[String]| {
+                toml::Value::Array(v.iter().map(|a| toml::Value::String(a.clone())).collect())
+                    .to_string()
+            };
+            t.push_str(&format!(
+                "\n# {}\n[[exec]]\nprogram = {}\nargs = {}\n",
+                x.why,
+                q(&spec.program),
+                list(&spec.args)
+            ));
+            if !spec.env.is_empty() {
+                t.push_str(&format!("env = {}\n", list(&spec.env)));
+            }
+        }
+        Ok(t)
+    }
+
+    /// What changed between this declaration and `newer`'s, one line a
+    /// change (`+ http https://…`, `- secret token`), for an update prompt.
+    #[must_use]
+    pub fn diff(&self, newer: &Self) -> Vec<String> {
+        let lines = |r: &Self| {
+            let mut v: Vec<String> = Vec::new();
+            v.extend(r.http.iter().map(|h| format!("http {}", h.url)));
+            v.extend(
+                r.exec
+                    .iter()
+                    .map(|x| format!("exec {}", exec_text(&x.program, &x.args))),
+            );
+            v.extend(r.config.iter().map(|(k, c)| {
+                format!("config {k}{}", if c.required { " (required)" } else { "" })
+            }));
+            v.extend(r.secrets.keys().map(|k| format!("secret {k}")));
+            v
+        };
+        let (old, new) = (lines(self), lines(newer));
+        let mut out: Vec<String> = old
+            .iter()
+            .filter(|l| !new.contains(l))
+            .map(|l| format!("- {l}"))
+            .collect();
+        out.extend(
+            new.iter()
+                .filter(|l| !old.contains(l))
+                .map(|l| format!("+ {l}")),
+        );
+        out
+    }
+}
+
+fn join_keys<'a>(keys: impl Iterator<Item = &'a String>) -> String {
+    let v: Vec<&str> = keys.map(String::as_str).collect();
+    if v.is_empty() {
+        "none".to_string()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// Whether the argument patterns `wide` accept every argument list `narrow` does.
+fn args_cover(wide: &[crate::exec::ArgPattern], narrow: &[crate::exec::ArgPattern]) -> bool {
+    use crate::exec::ArgPattern::{Literal, One, Rest};
+    let mut i = 0;
+    for w in wide {
+        match (w, narrow.get(i)) {
+            (Rest, _) => return true,
+            (One, Some(Literal(_) | One)) => i += 1,
+            (Literal(a), Some(Literal(b))) if a == b => i += 1,
+            _ => return false,
+        }
+    }
+    i == narrow.len()
+}
+
+fn pattern_text(args: &[crate::exec::ArgPattern]) -> Vec<String> {
+    use crate::exec::ArgPattern::{Literal, One, Rest};
+    args.iter()
+        .map(|a| match a {
+            Literal(s) => s.clone(),
+            One => "*".to_string(),
+            Rest => "**".to_string(),
+        })
+        .collect()
+}
+
+fn exec_text(program: &str, args: &[String]) -> String {
+    if args.is_empty() {
+        program.to_string()
+    } else {
+        format!("{program} {}", args.join(" "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DECL: &str = r#"
+[[http]]
+url = "{endpoint}"
+why = "the cloud's API"
+
+[[exec]]
+program = "/usr/local/bin/node-ctl"
+args = ["create", "*"]
+why = "creates machines"
+
+[config.endpoint]
+why = "base URL of the API"
+default = "https://api.example.com/v1"
+
+[config.region]
+why = "where nodes go"
+required = true
+example = "eu-1"
+
+[secrets.token]
+why = "an API token"
+env = "EXAMPLE_TOKEN"
+"#;
+
+    fn manifest(body: &str) -> Manifest {
+        Manifest::parse(
+            "p.toml",
+            &format!("name = \"p\"\ncomponent = \"p.wasm\"\n{body}"),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn templates_expand_through_defaults_and_config() {
+        let r = Requests::parse(DECL).unwrap();
+        let grant = |cfg: &[(&str, &str)]| {
+            let c = cfg
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect();
+            r.http_grant(&r.http[0], &c).unwrap()
+        };
+        assert_eq!(grant(&[]), "https://api.example.com");
+        assert_eq!(
+            grant(&[("endpoint", "http://127.0.0.1:8787/v1")]),
+            "http://127.0.0.1:8787"
+        );
+        let nested = Requests::parse(
+            "[[http]]\nurl = \"{endpoint}\"\nwhy = \"api\"\n[config.endpoint]\nwhy = \"e\"\ndefault = \"https://ec2.{region}.amazonaws.com\"\n[config.region]\nwhy = \"r\"\ndefault = \"us-east-1\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            nested
+                .http_grant(&nested.http[0], &BTreeMap::new())
+                .unwrap(),
+            "https://ec2.us-east-1.amazonaws.com"
+        );
+    }
+
+    #[test]
+    fn bad_declarations_name_the_entry() {
+        for (text, wants) in [
+            ("[[http]]\nurl = \"https://a.example\"\nwhy = \"\"\n", "why"),
+            ("[[http]]\nurl = \"{nokey}\"\nwhy = \"x\"\n", "nokey"),
+            (
+                "[[http]]\nurl = \"ftp://a.example\"\nwhy = \"x\"\n",
+                "scheme",
+            ),
+            (
+                "[[exec]]\nprogram = \"node-ctl\"\nwhy = \"x\"\n",
+                "absolute",
+            ),
+            ("[config.a]\nwhy = \"x\\ny\"\n", "one line"),
+            ("[secrets.t]\nwhy = \"x\"\nenv = \"A=B\"\n", "variable"),
+            ("[unknown]\n", "unknown field"),
+        ] {
+            let e = Requests::parse(text).unwrap_err();
+            assert!(e.contains(wants), "{text:?}: {e}");
+        }
+        assert!(Requests::parse(&"#".repeat(MAX_BYTES + 1)).is_err());
+    }
+
+    #[test]
+    fn exact_grants_stand_granted_and_wider_ones_are_flagged() {
+        let r = Requests::parse(DECL).unwrap();
+        let exact = manifest(
+            "[config]\nregion = \"eu-1\"\n[secrets]\ntoken = { env = \"T\" }\n[http]\nallow = [\"https://api.example.com\"]\n[[exec]]\nprogram = \"/usr/local/bin/node-ctl\"\nargs = [\"create\", \"*\"]\n",
+        );
+        let checks = r.compare(&exact);
+        assert!(
+            checks
+                .iter()
+                .all(|c| matches!(c.standing, Standing::Granted | Standing::Unset)),
+            "{checks:#?}"
+        );
+
+        let wide = manifest(
+            "[config]\nextra = \"1\"\n[secrets]\nother = { env = \"O\" }\n[http]\nallow = [\"https://*.example.com\", \"http://127.0.0.1:*\"]\n[[exec]]\nprogram = \"/usr/local/bin/node-ctl\"\nargs = [\"**\"]\n",
+        );
+        let checks = r.compare(&wide);
+        let standing = |kind: &str, item: &str| {
+            checks
+                .iter()
+                .find(|c| c.kind == kind && c.item == item)
+                .map(|c| c.standing)
+        };
+        // The wildcard covers the request, but is itself wider than it.
+        assert_eq!(
+            standing("http", "https://api.example.com"),
+            Some(Standing::Granted)
+        );
+        assert_eq!(
+            standing("http", "https://*.example.com"),
+            Some(Standing::WiderThanRequested)
+        );
+        assert_eq!(
+            standing("http", "http://127.0.0.1:*"),
+            Some(Standing::WiderThanRequested)
+        );
+        assert_eq!(
+            standing("exec", "/usr/local/bin/node-ctl create *"),
+            Some(Standing::Granted)
+        );
+        assert_eq!(
+            standing("exec", "/usr/local/bin/node-ctl **"),
+            Some(Standing::WiderThanRequested)
+        );
+        assert_eq!(standing("config", "region"), Some(Standing::NotGranted));
+        assert_eq!(
+            standing("config", "extra"),
+            Some(Standing::WiderThanRequested)
+        );
+        assert_eq!(standing("secret", "token"), Some(Standing::NotGranted));
+        assert_eq!(
+            standing("secret", "other"),
+            Some(Standing::WiderThanRequested)
+        );
+    }
+
+    #[test]
+    fn the_written_manifest_parses_and_grants_exactly_the_request() {
+        let r = Requests::parse(DECL).unwrap();
+        let config = [("region".to_string(), "eu-1".to_string())].into();
+        let text = r
+            .manifest_text("p", "p.wasm", &"a".repeat(64), &config, &BTreeMap::new())
+            .unwrap();
+        let m = Manifest::parse("p.toml", &text).unwrap();
+        assert_eq!(m.secrets["token"].env, "EXAMPLE_TOKEN");
+        assert!(
+            r.compare(&m)
+                .iter()
+                .all(|c| c.standing == Standing::Granted || c.standing == Standing::Unset),
+            "{text}"
+        );
+        // A required key not given is a commented placeholder, not a value.
+        let text = r
+            .manifest_text(
+                "p",
+                "p.wasm",
+                &"a".repeat(64),
+                &BTreeMap::new(),
+                &BTreeMap::new(),
+            )
+            .unwrap();
+        assert!(text.contains("# REQUIRED, not set: region"), "{text}");
+        assert!(
+            !Manifest::parse("p.toml", &text)
+                .unwrap()
+                .config
+                .contains_key("region")
+        );
+        let unknown = [("zone".to_string(), "x".to_string())].into();
+        assert!(
+            r.manifest_text("p", "p.wasm", "a", &unknown, &BTreeMap::new())
+                .unwrap_err()
+                .contains("zone")
+        );
+    }
+
+    #[test]
+    fn diff_lists_what_was_added_and_removed() {
+        let old = Requests::parse(DECL).unwrap();
+        let mut new = old.clone();
+        new.http.push(HttpRequest {
+            url: "https://telemetry.example.com".into(),
+            why: "usage".into(),
+        });
+        new.secrets.clear();
+        let d = old.diff(&new);
+        assert!(
+            d.contains(&"+ http https://telemetry.example.com".to_string()),
+            "{d:?}"
+        );
+        assert!(d.contains(&"- secret token".to_string()), "{d:?}");
+        assert!(old.diff(&old).is_empty());
+    }
+}

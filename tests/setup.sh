@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# What the tests need beyond Rust, installed on a fresh machine: the wasm
+# target guests build for, moto (the EC2 tests' server), the CNCF
+# distribution registry and minisign (the install tests' registry and the
+# signing tool whose signatures `wasmprov install` must accept).
+set -euo pipefail
+
+rustup target add wasm32-wasip2
+python3 -m pip install -q 'moto[server]'
+if ! command -v docker-registry >/dev/null || ! command -v minisign >/dev/null; then
+    if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq docker-registry minisign >/dev/null
+fi

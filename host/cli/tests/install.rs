@@ -276,6 +276,22 @@ async fn push_install_list_and_provision_through_a_registry() {
     assert_eq!(wider[0]["item"], "http://127.0.0.1:*");
     let table = ok(&wasmprov(&plugins, &["inspect", "hetzner"]));
     assert!(table.contains("WIDER THAN REQUESTED"), "{table}");
+
+    // Installing again keeps the operator's limits and drops (and names)
+    // the grant nobody requested.
+    let with_limits = std::fs::read_to_string(&manifest).unwrap() + "\n[limits]\nmemory_mib = 96\n";
+    std::fs::write(&manifest, with_limits).unwrap();
+    let again = ok(&wasmprov(
+        &plugins,
+        &["install", &reference, "--yes", "--config", &endpoint],
+    ));
+    assert!(
+        again.contains("dropped from the old manifest (not requested): http http://127.0.0.1:*"),
+        "{again}"
+    );
+    let rewritten = std::fs::read_to_string(&manifest).unwrap();
+    assert!(rewritten.contains("memory_mib = 96"), "{rewritten}");
+    assert!(!rewritten.contains("127.0.0.1:*"), "{rewritten}");
 }
 
 #[test]

@@ -244,9 +244,10 @@ pub async fn install(dir: &Path, args: &InstallArgs, json: bool) -> Result<()> {
     }
 
     // What the operator already set is kept for the keys still declared.
-    let old_manifest = std::fs::read_to_string(dir.join(&manifest_file))
-        .ok()
-        .and_then(|t| Manifest::parse(&manifest_file, &t).ok());
+    let old_text = std::fs::read_to_string(dir.join(&manifest_file)).ok();
+    let old_manifest = old_text
+        .as_deref()
+        .and_then(|t| Manifest::parse(&manifest_file, t).ok());
     let mut config: BTreeMap<String, String> = BTreeMap::new();
     let mut secrets: BTreeMap<String, String> = BTreeMap::new();
     if let (Some(m), Some(r)) = (&old_manifest, &requests) {
@@ -281,6 +282,31 @@ pub async fn install(dir: &Path, args: &InstallArgs, json: bool) -> Result<()> {
             )
         }
     };
+    // The operator's limits stay as they were.
+    let limits = old_text
+        .as_deref()
+        .and_then(|t| t.parse::<toml::Table>().ok())
+        .and_then(|t| t.get("limits").cloned());
+    let manifest_text = match limits {
+        Some(toml::Value::Table(l)) if !l.is_empty() => {
+            let mut section = toml::Table::new();
+            section.insert("limits".into(), toml::Value::Table(l));
+            format!("{manifest_text}\n{}", toml::to_string(&section)?)
+        }
+        _ => manifest_text,
+    };
+    // Grants the operator gave beyond the old request are not carried over.
+    let dropped: Vec<String> = match (&old_manifest, &requests) {
+        (Some(m), Some(r)) => r
+            .compare(m)
+            .into_iter()
+            .filter(|ch| {
+                ch.standing == wasmprov_host::policy::requests::Standing::WiderThanRequested
+            })
+            .map(|ch| format!("{} {}", ch.kind, ch.item))
+            .collect(),
+        _ => Vec::new(),
+    };
     let manifest = Manifest::parse(&manifest_file, &manifest_text)
         .map_err(|e| anyhow::anyhow!("the manifest written for {what} does not parse: {e}"))?;
 
@@ -289,6 +315,12 @@ pub async fn install(dir: &Path, args: &InstallArgs, json: bool) -> Result<()> {
     println!("component: sha256:{digest} ({} bytes)", cand.bytes.len());
     println!("signer:    {}", c(&signer.label()));
     print_requests(requests.as_ref(), &manifest);
+    for d in &dropped {
+        println!(
+            "  dropped from the old manifest (not requested): {}",
+            line(d)
+        );
+    }
     let update = locked.is_some() || installed_bytes.is_some();
     if same {
         println!("the installed component is this one; only its manifest is rewritten");

@@ -658,6 +658,8 @@ impl Provisioner for Service {
                         .map(|c| capacity_to_pb(*c).into())
                         .collect(),
                     sha256: info.sha256.clone(),
+                    signer: info.signer.clone().unwrap_or_default(),
+                    source: info.source.clone().unwrap_or_default(),
                 }
             })
             .collect();

@@ -2,11 +2,15 @@
 # What the tests need beyond Rust, installed on a fresh machine: the wasm
 # target guests build for, moto (the EC2 tests' server), the CNCF
 # distribution registry and minisign (the install tests' registry and the
-# signing tool whose signatures `wasmprov install` must accept).
+# signing tool whose signatures `wasmprov install` must accept), and the
+# pinned builders of the Python and JavaScript plugins (componentize-py from
+# PyPI, ComponentizeJS from npm, as locked in plugins/js/refcloud).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 rustup target add wasm32-wasip2
-python3 -m pip install -q 'moto[server]'
+python3 -m pip install -q 'moto[server]' 'componentize-py==0.25.1'
+npm ci --prefix plugins/js/refcloud --no-audit --no-fund --loglevel=error
 if ! command -v docker-registry >/dev/null || ! command -v minisign >/dev/null; then
     if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
     $sudo apt-get update -qq

@@ -96,3 +96,61 @@ pub fn build_guests(workspace_root: &Path, packages: &[(&str, &str)]) -> Vec<Bui
         })
         .collect()
 }
+
+/// The world every plugin targets, as the other languages' tools name it.
+pub const WORLD: &str = "wasmprov:provisioner/provider@0.2.0";
+
+fn run_tool(what: &str, cmd: &mut Command) -> Result<(), String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("{what}: {e} (tests/setup.sh installs it)"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} failed ({})\nstdout: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// Builds a Python plugin with componentize-py: `app.py` (the module whose
+/// `Provisioner` class is the export) in `src`, against the contract in
+/// `wit`, into `out`.
+///
+/// # Errors
+/// The tool's output when it is missing or fails.
+pub fn build_python(wit: &Path, src: &Path, out: &Path) -> Result<(), String> {
+    run_tool(
+        "componentize-py",
+        Command::new("componentize-py")
+            .arg("-d")
+            .arg(wit)
+            .args(["-w", WORLD, "componentize", "app", "-p"])
+            .arg(src)
+            .arg("-o")
+            .arg(out)
+            .env("PYTHONDONTWRITEBYTECODE", "1"),
+    )
+}
+
+/// Builds a JavaScript plugin with ComponentizeJS (the engine of `jco
+/// componentize`), installed in `src/node_modules` by `npm ci`: `app.js` in
+/// `src` (exporting `provisioner`), against `wit`, into `out`.
+///
+/// # Errors
+/// The tool's output when it is missing or fails.
+pub fn build_js(wit: &Path, src: &Path, out: &Path) -> Result<(), String> {
+    run_tool(
+        "componentize-js",
+        Command::new(src.join("node_modules/.bin/componentize-js"))
+            .current_dir(src)
+            .arg("app.js")
+            .arg("--wit")
+            .arg(wit)
+            .args(["--world-name", WORLD, "-o"])
+            .arg(out),
+    )
+}

@@ -1,0 +1,95 @@
+//! The contract is language-neutral: plugins for the reference cloud written
+//! in Python (componentize-py) and JavaScript (ComponentizeJS, the engine of
+//! `jco componentize`) are built from source here and pass `wasmprov test`
+//! under the same sandbox, grants and limits as Rust plugins, plain and
+//! under faults. `tests/setup.sh` installs the pinned tools.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn out_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("lang-plugins");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The Python plugin, built with componentize-py from `plugins/python/refcloud`.
+fn python_plugin() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let out = out_dir().join("refcloud-py.wasm");
+        let src = repo().join("plugins/python/refcloud");
+        wasmprov_guest_build::build_python(&repo().join("wit"), &src, &out).unwrap();
+        out
+    })
+}
+
+/// The JavaScript plugin, built with ComponentizeJS from `plugins/js/refcloud`.
+fn js_plugin() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let out = out_dir().join("refcloud-js.wasm");
+        let src = repo().join("plugins/js/refcloud");
+        wasmprov_guest_build::build_js(&repo().join("wit"), &src, &out).unwrap();
+        out
+    })
+}
+
+fn wasmprov(cache: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wasmprov"))
+        .args(args)
+        .env("XDG_CACHE_HOME", cache)
+        .env_remove("WASMPROV_PLUGIN_DIR")
+        .output()
+        .expect("run wasmprov")
+}
+
+fn passes_the_suite(component: &Path, manifest: &Path) {
+    let cache = tempfile::tempdir().unwrap();
+    for faults in [None, Some("default")] {
+        let mut args = vec![
+            "test",
+            "--component",
+            component.to_str().unwrap(),
+            "--manifest",
+            manifest.to_str().unwrap(),
+            "--fake",
+            "refcloud",
+        ];
+        if let Some(f) = faults {
+            args.extend(["--faults", f]);
+        }
+        let out = wasmprov(cache.path(), &args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("PASSED"),
+            "wasmprov test {} (faults {faults:?}) failed\nstdout: {stdout}\nstderr: {}",
+            component.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if faults.is_some() {
+            assert!(stdout.contains("faults injected:"), "{stdout}");
+        }
+    }
+}
+
+#[test]
+fn a_python_plugin_passes_the_conformance_suite_plain_and_under_faults() {
+    passes_the_suite(
+        python_plugin(),
+        &repo().join("plugins/python/refcloud/refcloud-py.toml"),
+    );
+}
+
+#[test]
+fn a_javascript_plugin_passes_the_conformance_suite_plain_and_under_faults() {
+    passes_the_suite(
+        js_plugin(),
+        &repo().join("plugins/js/refcloud/refcloud-js.toml"),
+    );
+}

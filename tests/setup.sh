@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 
 rustup target add wasm32-wasip2
 python3 -m pip install -q 'moto[server]' 'componentize-py==0.25.1'
-npm ci --prefix plugins/js/refcloud --no-audit --no-fund --loglevel=error
+# `npm ci` refuses this lock (npm leaves out other platforms' optional packages); install follows it.
+npm install --prefix plugins/js/refcloud --no-audit --no-fund --loglevel=error
 if ! command -v docker-registry >/dev/null || ! command -v minisign >/dev/null; then
     if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
     $sudo apt-get update -qq

@@ -235,6 +235,10 @@ enum Command {
         /// Depend on the published crates only, by version, even with a checkout at hand.
         #[arg(long)]
         crates_io: bool,
+        /// The plugin's language: a Rust crate, or app.py (componentize-py) or
+        /// app.js (ComponentizeJS) with the WIT, a manifest and a test.
+        #[arg(long, value_enum, default_value_t = scaffold::Lang::Rust)]
+        lang: scaffold::Lang,
     },
     /// Serve the plugins over gRPC (wasmprov.v1.Provisioner, bearer-token auth) and
     /// their metrics over HTTP (GET /metrics), hot-reloading the plugin directory.
@@ -649,6 +653,7 @@ async fn run(cli: Cli) -> Result<()> {
             path,
             sdk,
             crates_io,
+            lang,
         } => {
             let built_from = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .ancestors()
@@ -665,6 +670,7 @@ async fn run(cli: Cli) -> Result<()> {
                 name: name.clone(),
                 dest: dest.clone(),
                 checkout: checkout.clone(),
+                lang: *lang,
             })?;
             if json {
                 println!("{}", serde_json::json!({ "dir": dest, "files": written }));
@@ -673,20 +679,32 @@ async fn run(cli: Cli) -> Result<()> {
                 for f in &written {
                     println!("  {}", f.display());
                 }
-                match &checkout {
-                    Some(c) => println!(
-                        "the SDK and fake kit come from the checkout {}",
-                        c.display()
+                match lang {
+                    scaffold::Lang::Rust => {
+                        match &checkout {
+                            Some(c) => println!(
+                                "the SDK and fake kit come from the checkout {}",
+                                c.display()
+                            ),
+                            None => println!(
+                                "the SDK and fake kit come from crates.io, version {}",
+                                scaffold::SDK_VERSION
+                            ),
+                        }
+                        println!(
+                            "next: cd {} && cargo test   (builds the component and its fake, and runs `wasmprov test` on them: wasmprov must be on PATH, or set WASMPROV)",
+                            dest.display()
+                        );
+                    }
+                    scaffold::Lang::Python => println!(
+                        "next: cd {} && pip install componentize-py==0.25.1 && python3 -m unittest   (builds the component and runs `wasmprov test` on it: wasmprov must be on PATH, or set WASMPROV)",
+                        dest.display()
                     ),
-                    None => println!(
-                        "the SDK and fake kit come from crates.io, version {}",
-                        scaffold::SDK_VERSION
+                    scaffold::Lang::Js => println!(
+                        "next: cd {} && npm install && npm test   (builds the component and runs `wasmprov test` on it: wasmprov must be on PATH, or set WASMPROV)",
+                        dest.display()
                     ),
                 }
-                println!(
-                    "next: cd {} && cargo test   (builds the component and its fake, and runs `wasmprov test` on them: wasmprov must be on PATH, or set WASMPROV)",
-                    dest.display()
-                );
             }
         }
         Command::Bundle {

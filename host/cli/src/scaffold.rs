@@ -31,6 +31,161 @@ pub struct ScaffoldOptions {
     /// path is taken from the current directory; the generated
     /// `Cargo.toml` gets the absolute path). `None`: the published crates.
     pub checkout: Option<PathBuf>,
+    /// The language of the plugin.
+    pub lang: Lang,
+}
+
+/// The language a new plugin is written in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    /// A crate on the guest SDK, with a fake of its cloud (the default).
+    #[default]
+    Rust,
+    /// `app.py`, built with componentize-py.
+    Python,
+    /// `app.js`, built with ComponentizeJS (`jco componentize`).
+    Js,
+}
+
+/// The contract and the WASI it uses, copied into a Python or JavaScript
+/// plugin (their tools read WIT from a directory).
+const WIT: &[(&str, &str)] = &[
+    (
+        "wit/provisioner.wit",
+        include_str!("../../../wit/provisioner.wit"),
+    ),
+    (
+        "wit/deps/cli.wit",
+        include_str!("../../../wit/deps/cli.wit"),
+    ),
+    (
+        "wit/deps/clocks.wit",
+        include_str!("../../../wit/deps/clocks.wit"),
+    ),
+    (
+        "wit/deps/config/store.wit",
+        include_str!("../../../wit/deps/config/store.wit"),
+    ),
+    (
+        "wit/deps/config/world.wit",
+        include_str!("../../../wit/deps/config/world.wit"),
+    ),
+    (
+        "wit/deps/filesystem.wit",
+        include_str!("../../../wit/deps/filesystem.wit"),
+    ),
+    (
+        "wit/deps/http.wit",
+        include_str!("../../../wit/deps/http.wit"),
+    ),
+    ("wit/deps/io.wit", include_str!("../../../wit/deps/io.wit")),
+    (
+        "wit/deps/random.wit",
+        include_str!("../../../wit/deps/random.wit"),
+    ),
+    (
+        "wit/deps/sockets.wit",
+        include_str!("../../../wit/deps/sockets.wit"),
+    ),
+];
+
+/// A Python plugin: the reference-cloud plugin of `plugins/python/refcloud`
+/// under the new name, its manifest and declaration, and a test.
+const PYTHON: &[(&str, &str)] = &[
+    (
+        "app.py",
+        include_str!("../../../plugins/python/refcloud/app.py"),
+    ),
+    (
+        "{{name}}.toml",
+        include_str!("../../../plugins/python/refcloud/refcloud-py.toml"),
+    ),
+    (
+        "capabilities.toml",
+        include_str!("../../../plugins/python/refcloud/capabilities.toml"),
+    ),
+    (
+        ".gitignore",
+        include_str!("../../../plugins/python/refcloud/.gitignore"),
+    ),
+    (
+        "test_plugin.py",
+        include_str!("../../../plugins/python/refcloud/test_plugin.py"),
+    ),
+    (
+        "README.md",
+        include_str!("../templates/new-python/README.md.tmpl"),
+    ),
+];
+
+/// A JavaScript plugin, from `plugins/js/refcloud` the same way.
+const JS: &[(&str, &str)] = &[
+    (
+        "app.js",
+        include_str!("../../../plugins/js/refcloud/app.js"),
+    ),
+    (
+        "{{name}}.toml",
+        include_str!("../../../plugins/js/refcloud/refcloud-js.toml"),
+    ),
+    (
+        "capabilities.toml",
+        include_str!("../../../plugins/js/refcloud/capabilities.toml"),
+    ),
+    (
+        ".gitignore",
+        include_str!("../../../plugins/js/refcloud/.gitignore"),
+    ),
+    (
+        "package.json",
+        include_str!("../../../plugins/js/refcloud/package.json"),
+    ),
+    (
+        "package-lock.json",
+        include_str!("../../../plugins/js/refcloud/package-lock.json"),
+    ),
+    (
+        "test.mjs",
+        include_str!("../../../plugins/js/refcloud/test.mjs"),
+    ),
+    (
+        "README.md",
+        include_str!("../templates/new-js/README.md.tmpl"),
+    ),
+];
+
+/// Writes a Python or JavaScript plugin: the reference-cloud plugin renamed
+/// (its name, manifest, package), the WIT it builds against, and a test.
+fn scaffold_other(opts: &ScaffoldOptions) -> anyhow::Result<Vec<PathBuf>> {
+    let (files, old) = match opts.lang {
+        Lang::Python => (PYTHON, "refcloud-py"),
+        Lang::Js => (JS, "refcloud-js"),
+        Lang::Rust => unreachable!("Rust plugins are crates"),
+    };
+    let rename = |text: &str| {
+        text.replace(old, &opts.name)
+            .replace("wasmprov-refcloud-js", &opts.name)
+            .replace("--wit ../../../wit", "--wit wit")
+            .replace("{{name}}", &opts.name)
+    };
+    std::fs::create_dir_all(&opts.dest)
+        .with_context(|| format!("creating {}", opts.dest.display()))?;
+    let mut written = Vec::new();
+    for (path, text) in files.iter().chain(WIT) {
+        let path = opts.dest.join(rename(path));
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        let text = if path.starts_with(opts.dest.join("wit")) {
+            (*text).to_string()
+        } else {
+            rename(text)
+        };
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        written.push(path);
+    }
+    Ok(written)
 }
 
 /// The version of the SDK and fake kit crates the generated crate asks for.
@@ -173,6 +328,9 @@ const TEMPLATES: &[Template] = &[
 pub fn scaffold(opts: &ScaffoldOptions) -> anyhow::Result<Vec<PathBuf>> {
     validate_name(&opts.name)?;
     check_dest(&opts.dest)?;
+    if opts.lang != Lang::Rust {
+        return scaffold_other(opts);
+    }
     let dep = |path: Option<PathBuf>| -> anyhow::Result<String> {
         Ok(match path {
             None => format!("\"{SDK_VERSION}\""),
@@ -352,6 +510,7 @@ mod tests {
             name: name.to_string(),
             dest: dir.join(name),
             checkout: Some(checkout),
+            lang: Lang::Rust,
         }
     }
 
@@ -600,5 +759,52 @@ mod tests {
         assert_eq!(type_name("acme-cloud"), "AcmeCloudProvider");
         assert_eq!(type_name("x9-2"), "X92Provider");
         assert_eq!(toml_escape(r#"C:\a "b""#), r#"C:\\a \"b\""#);
+    }
+
+    #[test]
+    fn python_and_js_plugins_are_the_reference_plugins_renamed() {
+        for (lang, main) in [(Lang::Python, "app.py"), (Lang::Js, "app.js")] {
+            let dir = tempfile::tempdir().unwrap();
+            let dest = dir.path().join("acme");
+            let written = scaffold(&ScaffoldOptions {
+                name: "acme".into(),
+                dest: dest.clone(),
+                checkout: None,
+                lang,
+            })
+            .unwrap();
+            assert!(written.iter().any(|p| p.ends_with("wit/provisioner.wit")));
+            let app = std::fs::read_to_string(dest.join(main)).unwrap();
+            assert!(app.contains("\"acme\""), "{main} keeps the plugin's name");
+            assert!(!app.contains("refcloud-py") && !app.contains("refcloud-js"));
+            let manifest = wasmprov_policy::Manifest::parse(
+                "acme.toml",
+                &std::fs::read_to_string(dest.join("acme.toml")).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(manifest.component, "acme.wasm");
+            let requests = wasmprov_policy::requests::Requests::parse(
+                &std::fs::read_to_string(dest.join("capabilities.toml")).unwrap(),
+            )
+            .unwrap();
+            assert!(requests.compare(&manifest).iter().all(|c| matches!(
+                c.standing,
+                wasmprov_policy::requests::Standing::Granted
+                    | wasmprov_policy::requests::Standing::Unset
+            )));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        scaffold(&ScaffoldOptions {
+            name: "acme".into(),
+            dest: dir.path().join("acme"),
+            checkout: None,
+            lang: Lang::Js,
+        })
+        .unwrap();
+        let package = std::fs::read_to_string(dir.path().join("acme/package.json")).unwrap();
+        assert!(
+            package.contains("--wit wit ") && package.contains("-o acme.wasm"),
+            "{package}"
+        );
     }
 }

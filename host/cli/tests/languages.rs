@@ -93,3 +93,66 @@ fn a_javascript_plugin_passes_the_conformance_suite_plain_and_under_faults() {
         &repo().join("plugins/js/refcloud/refcloud-js.toml"),
     );
 }
+
+fn scaffolded(lang: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join(format!("acme-{lang}"));
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmprov"))
+        .args(["new", &format!("acme-{lang}"), "--lang", lang, "--path"])
+        .arg(&dest)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (dir, dest)
+}
+
+fn assert_ran(what: &str, out: &Output) {
+    assert!(
+        out.status.success(),
+        "{what} failed\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn wasmprov_new_lang_python_scaffolds_a_plugin_whose_test_passes_unchanged() {
+    let (_dir, dest) = scaffolded("python");
+    let out = Command::new("python3")
+        .args(["-m", "unittest", "-v"])
+        .current_dir(&dest)
+        .env("WASMPROV", env!("CARGO_BIN_EXE_wasmprov"))
+        .output()
+        .unwrap();
+    assert_ran("python3 -m unittest", &out);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("Ran 2 tests") && log.contains("OK"), "{log}");
+    assert!(dest.join("acme-python.wasm").is_file());
+}
+
+#[test]
+fn wasmprov_new_lang_js_scaffolds_a_plugin_whose_test_passes_unchanged() {
+    let (_dir, dest) = scaffolded("js");
+    let install = Command::new("npm")
+        .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(&dest)
+        .output()
+        .unwrap();
+    assert_ran("npm install", &install);
+    let out = Command::new("npm")
+        .arg("test")
+        .current_dir(&dest)
+        .env("WASMPROV", env!("CARGO_BIN_EXE_wasmprov"))
+        .output()
+        .unwrap();
+    assert_ran("npm test", &out);
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        log.contains("# pass 2") && log.contains("# fail 0"),
+        "{log}"
+    );
+}

@@ -137,7 +137,7 @@ pub fn build_python(wit: &Path, src: &Path, out: &Path) -> Result<(), String> {
 }
 
 /// Builds a JavaScript plugin with ComponentizeJS (the engine of `jco
-/// componentize`), installed in `src/node_modules` by `npm ci`: `app.js` in
+/// componentize`), installed in `src/node_modules` by `npm install`: `app.js` in
 /// `src` (exporting `provisioner`), against `wit`, into `out`.
 ///
 /// # Errors

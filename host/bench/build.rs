@@ -10,11 +10,21 @@ fn main() {
         .ancestors()
         .nth(2)
         .expect("host/bench is two levels below the workspace root");
-    let built =
-        wasmprov_guest_build::build_guests(root, &[("wasmprov-plugin-hetzner", "plugins/hetzner")]);
+    let built = wasmprov_guest_build::build_guests(
+        root,
+        &[
+            ("wasmprov-plugin-hetzner", "plugins/hetzner"),
+            (
+                "wasmprov-test-buggy-refcloud",
+                "tests/guests/buggy-refcloud",
+            ),
+        ],
+    );
     let code = format!(
-        "/// The `wasmprov-plugin-hetzner` component, built from source.\npub const HETZNER_WASM: &str = {:?};\n",
-        built[0].path.display().to_string()
+        "/// The `wasmprov-plugin-hetzner` component, built from source.\npub const HETZNER_WASM: &str = {:?};\n\
+         /// The reference cloud's provisioner in Rust (`buggy-refcloud`, no bug unless configured).\npub const REFCLOUD_WASM: &str = {:?};\n",
+        built[0].path.display().to_string(),
+        built[1].path.display().to_string()
     );
     let out = Path::new(&std::env::var("OUT_DIR").expect("set by cargo")).join("guests.rs");
     std::fs::write(out, code).expect("writing guests.rs");

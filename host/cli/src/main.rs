@@ -2,6 +2,7 @@
 
 mod bundled;
 mod conformance;
+mod declare;
 mod demo;
 mod fleet;
 mod install;
@@ -262,6 +263,18 @@ enum Command {
         /// anything else refuses.
         #[arg(long)]
         yes: bool,
+    },
+    /// Embed a capabilities.toml in a component built by another language's tools
+    /// (componentize-py, ComponentizeJS), as export_provider! does for Rust.
+    Declare {
+        /// The component (.wasm), rewritten in place unless --out is given.
+        component: PathBuf,
+        /// The declaration.
+        #[arg(long, default_value = "capabilities.toml")]
+        capabilities: PathBuf,
+        /// Write the declared component here instead.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Publish a built component to an OCI registry (registry/repo:tag), in the
     /// wasm-pkg-tools layout, with its minisign signature beside it.
@@ -821,6 +834,32 @@ async fn run(cli: Cli) -> Result<()> {
                 json,
             )
             .await?;
+        }
+        Command::Declare {
+            component,
+            capabilities,
+            out,
+        } => {
+            let changed = declare::declare(component, capabilities, out.as_deref())?;
+            let target = out.as_ref().unwrap_or(component);
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "component": target, "changed": changed })
+                );
+            } else if changed {
+                println!(
+                    "{} now declares {}",
+                    target.display(),
+                    capabilities.display()
+                );
+            } else {
+                println!(
+                    "{} already declares {}",
+                    target.display(),
+                    capabilities.display()
+                );
+            }
         }
         Command::Push {
             file,

@@ -49,7 +49,17 @@ fn wasmprov(cache: &Path, args: &[&str]) -> Output {
         .expect("run wasmprov")
 }
 
+fn declares(component: &Path) -> bool {
+    let bytes = std::fs::read(component).unwrap();
+    wasmprov_host::custom_section(&bytes, wasmprov_host::policy::requests::SECTION).is_some()
+}
+
 fn passes_the_suite(component: &Path, manifest: &Path) {
+    assert!(
+        declares(component),
+        "{} declares no capabilities",
+        component.display()
+    );
     let cache = tempfile::tempdir().unwrap();
     for faults in [None, Some("default")] {
         let mut args = vec![
@@ -131,7 +141,7 @@ fn wasmprov_new_lang_python_scaffolds_a_plugin_whose_test_passes_unchanged() {
     assert_ran("python3 -m unittest", &out);
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(log.contains("Ran 2 tests") && log.contains("OK"), "{log}");
-    assert!(dest.join("acme-python.wasm").is_file());
+    assert!(declares(&dest.join("acme-python.wasm")));
 }
 
 #[test]
@@ -154,5 +164,58 @@ fn wasmprov_new_lang_js_scaffolds_a_plugin_whose_test_passes_unchanged() {
     assert!(
         log.contains("# pass 2") && log.contains("# fail 0"),
         "{log}"
+    );
+    assert!(declares(&dest.join("acme-js.wasm")));
+}
+
+#[test]
+fn a_declared_python_plugin_installs_with_exactly_what_it_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins.d");
+    std::fs::create_dir_all(&plugins).unwrap();
+    // A local build, let in unsigned by the operator.
+    std::fs::write(
+        plugins.join("wasmprov.toml"),
+        "[signatures]\nunsigned = [\"refcloud-py\"]\n",
+    )
+    .unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let dir_arg = plugins.to_str().unwrap();
+    let out = wasmprov(
+        cache.path(),
+        &[
+            "--plugin-dir",
+            dir_arg,
+            "install",
+            python_plugin().to_str().unwrap(),
+            "--name",
+            "refcloud-py",
+            "--yes",
+        ],
+    );
+    assert_ran("wasmprov install", &out);
+    let manifest = std::fs::read_to_string(plugins.join("refcloud-py.toml")).unwrap();
+    assert!(
+        manifest.contains("\"https://api.refcloud.example\""),
+        "{manifest}"
+    );
+    assert!(
+        manifest.contains("token = { env = \"REFCLOUD_TOKEN\" }"),
+        "{manifest}"
+    );
+    let out = wasmprov(
+        cache.path(),
+        &["--plugin-dir", dir_arg, "--json", "inspect", "refcloud-py"],
+    );
+    assert_ran("wasmprov inspect", &out);
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let checks = info["plugin"]["requested"]
+        .as_array()
+        .expect("a declaration");
+    assert!(
+        checks
+            .iter()
+            .all(|c| c["standing"] == "granted" || c["standing"] == "unset"),
+        "{checks:?}"
     );
 }

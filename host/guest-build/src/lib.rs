@@ -116,9 +116,22 @@ fn run_tool(what: &str, cmd: &mut Command) -> Result<(), String> {
     }
 }
 
+/// Embeds `src/capabilities.toml`, when there is one, in the component at
+/// `out` (what `wasmprov declare` does for authors).
+fn declare(src: &Path, out: &Path) -> Result<(), String> {
+    let file = src.join(wasmprov_policy::requests::FILE);
+    let Ok(text) = std::fs::read_to_string(&file) else {
+        return Ok(());
+    };
+    let bytes = std::fs::read(out).map_err(|e| format!("reading {}: {e}", out.display()))?;
+    let declared = wasmprov_policy::requests::embed(&bytes, &text)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    std::fs::write(out, declared).map_err(|e| format!("writing {}: {e}", out.display()))
+}
+
 /// Builds a Python plugin with componentize-py: `app.py` (the module whose
 /// `Provisioner` class is the export) in `src`, against the contract in
-/// `wit`, into `out`.
+/// `wit`, into `out`, with `src/capabilities.toml` declared in it.
 ///
 /// # Errors
 /// The tool's output when it is missing or fails.
@@ -133,7 +146,8 @@ pub fn build_python(wit: &Path, src: &Path, out: &Path) -> Result<(), String> {
             .arg("-o")
             .arg(out)
             .env("PYTHONDONTWRITEBYTECODE", "1"),
-    )
+    )?;
+    declare(src, out)
 }
 
 /// Builds a JavaScript plugin with ComponentizeJS (the engine of `jco
@@ -152,5 +166,6 @@ pub fn build_js(wit: &Path, src: &Path, out: &Path) -> Result<(), String> {
             .arg(wit)
             .args(["--world-name", WORLD, "-o"])
             .arg(out),
-    )
+    )?;
+    declare(src, out)
 }

@@ -588,6 +588,29 @@ impl Requests {
     }
 }
 
+/// `component` with `text` (a declaration, checked first) appended as its
+/// [`SECTION`] custom section: how a plugin built by another language's
+/// tools (componentize-py, ComponentizeJS) declares what it needs, as
+/// `export_provider!` does for Rust. The caller makes sure the component
+/// has no such section yet.
+///
+/// # Errors
+/// A declaration that does not parse.
+pub fn embed(component: &[u8], text: &str) -> Result<Vec<u8>, String> {
+    Requests::parse(text)?;
+    use wasm_encoder::Encode as _;
+    let mut out = Vec::with_capacity(component.len() + text.len() + SECTION.len() + 8);
+    out.extend_from_slice(component);
+    // A custom section (id 0) is valid after any section of a component.
+    out.push(0);
+    wasm_encoder::CustomSection {
+        name: SECTION.into(),
+        data: text.as_bytes().into(),
+    }
+    .encode(&mut out);
+    Ok(out)
+}
+
 fn join_keys<'a>(keys: impl Iterator<Item = &'a String>) -> String {
     let v: Vec<&str> = keys.map(String::as_str).collect();
     if v.is_empty() {

@@ -31,6 +31,8 @@ function suite(...extra) {
 
 before(() => {
   execFileSync("npm", ["run", "-s", "build"], { cwd: here, stdio: "inherit" });
+  // What the plugin needs, embedded for `wasmprov install` and `inspect`.
+  execFileSync(process.env.WASMPROV || "wasmprov", ["declare", wasm, "--capabilities", join(here, "capabilities.toml")]);
 });
 
 test("conformance", () => suite());

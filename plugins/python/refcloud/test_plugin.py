@@ -36,6 +36,10 @@ class Conformance(unittest.TestCase):
             ["componentize-py", "-d", WIT, "-w", WORLD,
              "componentize", "app", "-o", cls.wasm],
             cwd=HERE, check=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+        # What the plugin needs, embedded for `wasmprov install` and `inspect`.
+        subprocess.run(
+            [wasmprov(), "declare", cls.wasm, "--capabilities", os.path.join(HERE, "capabilities.toml")],
+            check=True, capture_output=True)
 
     def suite(self, *extra: str) -> None:
         out = subprocess.run(

@@ -439,12 +439,7 @@ fn parse_owner_id(s: &str) -> Result<String, String> {
 }
 
 fn parse_plugin_name(s: &str) -> Result<String, String> {
-    let ok = !s.is_empty()
-        && s.len() <= 64
-        && s.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
-    if ok {
+    if wasmprov_host::policy::manifest::valid_plugin_name(s) {
         Ok(s.to_string())
     } else {
         Err(format!(

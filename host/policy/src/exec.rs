@@ -63,6 +63,28 @@ pub enum ArgPattern {
     Rest,
 }
 
+impl std::fmt::Display for ArgPattern {
+    /// As a manifest writes it: the literal, `*` or `**`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Literal(s) => f.write_str(s),
+            Self::One => f.write_str("*"),
+            Self::Rest => f.write_str("**"),
+        }
+    }
+}
+
+impl std::fmt::Display for ExecGrant {
+    /// The program and its argument patterns, as a manifest writes them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.program)?;
+        for a in &self.args {
+            write!(f, " {a}")?;
+        }
+        Ok(())
+    }
+}
+
 impl ExecGrant {
     /// Checks a grant as written.
     ///

@@ -98,6 +98,19 @@ pub struct Manifest {
     pub limits: Limits,
 }
 
+/// Whether `name` is a plugin name: `[a-z0-9][a-z0-9_-]*`, at most 64
+/// characters. It names files in the plugin directory, so nothing else is
+/// accepted from a manifest, a registry's artifact or the command line.
+#[must_use]
+pub fn valid_plugin_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
 impl Manifest {
     /// Parses and checks a manifest. `file` names it in errors.
     ///
@@ -148,16 +161,7 @@ impl Manifest {
             err(&field, e.message().to_string())
         })?;
 
-        if raw.name.is_empty()
-            || raw.name.len() > 64
-            || !raw
-                .name
-                .starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-            || !raw
-                .name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
-        {
+        if !valid_plugin_name(&raw.name) {
             return Err(err(
                 "name",
                 format!(
@@ -254,6 +258,30 @@ impl Manifest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plugin_names_that_could_name_another_file_are_refused() {
+        for ok in ["hetzner", "aws-ec2", "0x", "a_b", &"a".repeat(64)] {
+            assert!(valid_plugin_name(ok), "{ok:?}");
+        }
+        for bad in [
+            "",
+            "../x",
+            "a/b",
+            "a\\b",
+            ".hidden",
+            "-x",
+            "_x",
+            "Hetzner",
+            "a b",
+            "a.wasm",
+            "x\u{202e}",
+            "wasmprov\0",
+            &"a".repeat(65),
+        ] {
+            assert!(!valid_plugin_name(bad), "{bad:?}");
+        }
+    }
 
     const FULL: &str = r#"
 name = "hetzner"

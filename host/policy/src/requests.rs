@@ -381,7 +381,7 @@ impl Requests {
                 kind: "exec",
                 item: exec_text(want.as_ref().map_or(&r.program, |w| &w.program), &r.args),
                 why: r.why.clone(),
-                granted: found.map(|g| exec_text(&g.program, &pattern_text(&g.args))),
+                granted: found.map(ToString::to_string),
                 standing: if found.is_some() {
                     Standing::Granted
                 } else {
@@ -397,9 +397,9 @@ impl Requests {
             if !asked {
                 out.push(Check {
                     kind: "exec",
-                    item: exec_text(&g.program, &pattern_text(&g.args)),
+                    item: g.to_string(),
                     why: String::new(),
-                    granted: Some(exec_text(&g.program, &pattern_text(&g.args))),
+                    granted: Some(g.to_string()),
                     standing: Standing::WiderThanRequested,
                 });
             }
@@ -633,17 +633,6 @@ fn args_cover(wide: &[crate::exec::ArgPattern], narrow: &[crate::exec::ArgPatter
         }
     }
     i == narrow.len()
-}
-
-fn pattern_text(args: &[crate::exec::ArgPattern]) -> Vec<String> {
-    use crate::exec::ArgPattern::{Literal, One, Rest};
-    args.iter()
-        .map(|a| match a {
-            Literal(s) => s.clone(),
-            One => "*".to_string(),
-            Rest => "**".to_string(),
-        })
-        .collect()
 }
 
 fn exec_text(program: &str, args: &[String]) -> String {

@@ -387,20 +387,7 @@ impl WasmPlugin {
                 .exec
                 .grants()
                 .iter()
-                .map(|g| {
-                    let args: Vec<String> = g
-                        .args
-                        .iter()
-                        .map(|a| match a {
-                            wasmprov_policy::exec::ArgPattern::Literal(l) => l.clone(),
-                            wasmprov_policy::exec::ArgPattern::One => "*".into(),
-                            wasmprov_policy::exec::ArgPattern::Rest => "**".into(),
-                        })
-                        .collect();
-                    format!("{} {}", g.program, args.join(" "))
-                        .trim_end()
-                        .to_string()
-                })
+                .map(ToString::to_string)
                 .collect(),
             limits: info_limits,
             warnings,

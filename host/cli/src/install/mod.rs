@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
 use wasmprov_host::lock::LockEntry;
+use wasmprov_host::policy::manifest::valid_plugin_name;
 use wasmprov_host::policy::requests::{FILE as REQUESTS_FILE, Requests, SECTION};
 use wasmprov_host::policy::trust::{DirSettings, FILE as SETTINGS_FILE};
 use wasmprov_host::policy::{Manifest, SecretSpec};
@@ -45,15 +46,6 @@ struct Candidate {
     source: String,
     bytes: Vec<u8>,
     signature: Option<String>,
-}
-
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
 }
 
 /// Reads a local component: a regular file of at most `max` bytes.
@@ -125,7 +117,7 @@ async fn candidate(args: &InstallArgs) -> Result<Candidate> {
         .clone()
         .or(default_name)
         .context("cannot tell the plugin's name; give it with --name")?;
-    if !valid_name(&name) {
+    if !valid_plugin_name(&name) {
         bail!(
             "{name:?} is not a valid plugin name; use lowercase letters, digits, `-` and `_` (give one with --name)"
         );
@@ -441,7 +433,7 @@ pub async fn push(args: &PushArgs, json: bool) -> Result<()> {
                 .map(str::to_string)
         })
         .context("give the plugin's name with --name")?;
-    if !valid_name(&name) {
+    if !valid_plugin_name(&name) {
         bail!("{name:?} is not a valid plugin name (give one with --name)");
     }
     declared(&bytes, &args.file.display().to_string())?;

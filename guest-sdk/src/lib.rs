@@ -18,6 +18,8 @@
 //! the cloud's endpoints and mappings, with [`pages`] walking any kind of
 //! pagination, [`classify`] turning error answers into the contract's
 //! errors and [`tags`] encoding labels into what the cloud stores.
+//! With the `cloud-config` feature, `cloud_config` joins what a plugin adds
+//! (a join command, SSH keys) into the caller's `#cloud-config` user data.
 //!
 //! ```no_run
 //! use wasmprov_guest::{
@@ -58,6 +60,8 @@
 extern crate self as wasmprov_guest;
 
 pub mod classify;
+#[cfg(feature = "cloud-config")]
+pub mod cloud_config;
 pub mod config;
 pub mod exec;
 pub mod http;

@@ -54,6 +54,26 @@ pub fn request_labels(request: &crate::ProvisionRequest) -> crate::Labels {
     labels
 }
 
+/// An OpenSSH public key line without its comment: type and data, which
+/// are what identify a key (`ssh-ed25519 AAAA… ops@laptop` →
+/// `ssh-ed25519 AAAA…`).
+#[must_use]
+pub fn ssh_key_identity(key: &str) -> String {
+    key.split_whitespace().take(2).collect::<Vec<_>>().join(" ")
+}
+
+/// The name a plugin registers an SSH public key under in a cloud that
+/// keeps keys by name (Hetzner's SSH keys, EC2's key pairs):
+/// `wasmprov-` and 16 hex digits of SHA-256 over [`ssh_key_identity`], so
+/// one key always gets one name, whatever its comment, and the name fits
+/// every such cloud.
+#[must_use]
+pub fn ssh_key_name(key: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(ssh_key_identity(key).as_bytes());
+    format!("wasmprov-{}", hex_lower(&digest[..8]))
+}
+
 /// The tag value of a request or owner id: the id itself. Ids reach a
 /// provider only once checked against `wasmprov_api::ids` (the SDK's
 /// export glue does it), so the value is safe on every common cloud and no

@@ -849,6 +849,13 @@ async fn gpu_model_and_architecture_choose_the_type() {
             ("gpu-t4", Some("nvidia-t4"), "g4dn.xlarge", "nvidia-t4"),
             // Without a model, the cheapest: a T4.
             ("gpu-any", None, "g4dn.xlarge", "nvidia-t4"),
+            // A100s come eight to an instance: the cheaper p4d, not a p4de.
+            (
+                "gpu-a100",
+                Some("NVIDIA-A100"),
+                "p4d.24xlarge",
+                "nvidia-a100",
+            ),
         ];
         for (id, model, want, want_model) in cases {
             let hint = p.price_hint(&gpu(model)).expect("a price");
@@ -858,17 +865,19 @@ async fn gpu_model_and_architecture_choose_the_type() {
             assert_eq!(node.gpu_model.as_deref(), Some(want_model), "{model:?}");
             let got = p.get(&node.provider_id).await.unwrap().expect("get");
             assert_eq!(got.gpu_model.as_deref(), Some(want_model));
+            // EC2 itself says which type it launched.
+            let xml = instance_xml(&moto, &account.user, &node.provider_id).await;
+            assert_eq!(between(&xml, "instanceType"), want, "{model:?}");
         }
-        // No A100: the bundled table has no priced A100 type (p4d and p5
-        // are not in it, and no price is made up for them), so the shape
-        // is unsupported and nothing is launched.
+        // A model no type of the table has is refused, and nothing is
+        // launched.
         let err = p
-            .provision_request(&req("gpu-a100", gpu(Some("nvidia-a100"))))
+            .provision_request(&req("gpu-mi300x", gpu(Some("amd-mi300x"))))
             .await
             .unwrap_err();
         assert!(matches!(err, ProvisionerError::Unsupported(_)), "{err:?}");
-        assert!(p.price_hint(&gpu(Some("nvidia-a100"))).is_none());
-        assert_eq!(p.describe().await.unwrap().len(), 3);
+        assert!(p.price_hint(&gpu(Some("amd-mi300x"))).is_none());
+        assert_eq!(p.describe().await.unwrap().len(), 4);
 
         // Any architecture allowed: Graviton is cheapest for 2 vCPU, 4 GiB,
         // but x86_64 asked for never lands on it, and arm64 does.
@@ -1006,6 +1015,33 @@ async fn offerings_come_from_describe_instance_types() {
     .await;
 }
 
+/// The user data EC2 (here moto) holds for instance `id`, read back with
+/// a signed `DescribeInstanceAttribute`.
+async fn user_data_of(moto: &Moto, creds: &Creds, id: &str) -> String {
+    let attr = signed(
+        moto,
+        creds,
+        &[
+            ("Action", "DescribeInstanceAttribute"),
+            ("InstanceId", id),
+            ("Attribute", "userData"),
+        ],
+    )
+    .await;
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(between(&between(&attr, "userData"), "value"))
+        .expect("base64 user data");
+    String::from_utf8(data).expect("UTF-8 user data")
+}
+
+/// Public keys made with `ssh-keygen -t ed25519` for these tests (EC2,
+/// here moto, parses a key it imports).
+const SSH_KEY: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII0a3p4gtNfgnJK0Li2JgkCuKOT2+ZDwMw3scMb18znq ops@example";
+const SSH_KEY_RECOMMENTED: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII0a3p4gtNfgnJK0Li2JgkCuKOT2+ZDwMw3scMb18znq ops@laptop";
+const SSH_KEY_2: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIC/3hbUGuhc2htqGQ9gTCpP9Go9gcYUu8O/bJTrTnAVi second@example";
+
 #[tokio::test]
 async fn boot_data_reaches_each_instance() {
     require_moto!();
@@ -1051,38 +1087,83 @@ async fn boot_data_reaches_each_instance() {
             (&a, "token-aaaa", &other_image),
             (&b, "token-bbbb", &account.image_id),
         ] {
-            let attr = signed(
-                &moto,
-                &account.user,
-                &[
-                    ("Action", "DescribeInstanceAttribute"),
-                    ("InstanceId", &node.provider_id),
-                    ("Attribute", "userData"),
-                ],
-            )
-            .await;
-            let data = base64::engine::general_purpose::STANDARD
-                .decode(between(&between(&attr, "userData"), "value"))
-                .expect("base64 user data");
-            assert_eq!(String::from_utf8(data).unwrap(), cloud_config(token));
+            assert_eq!(
+                user_data_of(&moto, &account.user, &node.provider_id).await,
+                cloud_config(token)
+            );
             let xml = instance_xml(&moto, &account.user, &node.provider_id).await;
             assert_eq!(&between(&xml, "imageId"), image, "{}", node.provider_id);
         }
 
-        // SSH keys are refused, not dropped: nothing is launched.
-        let err = p
+        // One SSH key: imported once as a key pair named by its digest and
+        // launched with it; a second node with the same key (another
+        // comment) reuses the pair.
+        let ssh = |keys: &[&str]| BootData {
+            ssh_keys: keys.iter().map(ToString::to_string).collect(),
+            ..BootData::default()
+        };
+        // The name: `wasmprov-` and 16 hex digits of SHA-256 over the key's
+        // type and data (its comment left out).
+        let identity = SSH_KEY.rsplit_once(' ').unwrap().0;
+        let digest = <sha2::Sha256 as sha2::Digest>::digest(identity.as_bytes());
+        let pair = format!("wasmprov-{}", hex::encode(&digest[..8]));
+        let mut paired = Vec::new();
+        for (id, key) in [
+            ("boot-key", SSH_KEY),
+            ("boot-key-again", SSH_KEY_RECOMMENTED),
+        ] {
+            let node = p
+                .provision_request(&booting(id, small(), ssh(&[key])))
+                .await
+                .unwrap();
+            let xml = instance_xml(&moto, &account.user, &node.provider_id).await;
+            assert_eq!(between(&xml, "keyName"), pair, "{id}");
+            paired.push(node.provider_id);
+        }
+        let pairs = signed(&moto, &account.user, &[("Action", "DescribeKeyPairs")]).await;
+        assert_eq!(all_between(&pairs, "keyName"), [pair], "{pairs}");
+
+        // Two keys: both in the user data's ssh_authorized_keys, merged
+        // with the caller's #cloud-config; no key pair.
+        let keys = [SSH_KEY, SSH_KEY_2];
+        let node = p
             .provision_request(&booting(
-                "boot-ssh",
+                "boot-keys",
                 small(),
                 BootData {
-                    ssh_keys: vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE0 test".into()],
-                    ..BootData::default()
+                    user_data: Some(cloud_config("token-cccc").into_bytes()),
+                    ..ssh(&keys)
+                },
+            ))
+            .await
+            .unwrap();
+        let doc = user_data_of(&moto, &account.user, &node.provider_id).await;
+        assert!(doc.starts_with("#cloud-config\n"), "{doc}");
+        for key in keys {
+            assert!(doc.contains(key), "{key} in {doc}");
+        }
+        assert!(
+            doc.contains("token-cccc"),
+            "the caller's runcmd kept: {doc}"
+        );
+        let xml = instance_xml(&moto, &account.user, &node.provider_id).await;
+        assert!(!xml.contains("<keyName>"), "no key pair: {xml}");
+
+        // Keys beside a shell script cannot be added: refused, not dropped,
+        // and nothing is launched.
+        let err = p
+            .provision_request(&booting(
+                "boot-script",
+                small(),
+                BootData {
+                    user_data: Some(b"#!/bin/sh\necho hi\n".to_vec()),
+                    ..ssh(&keys)
                 },
             ))
             .await
             .unwrap_err();
         assert!(matches!(err, ProvisionerError::Unsupported(_)), "{err:?}");
-        assert_eq!(p.describe().await.unwrap().len(), 2);
+        assert_eq!(p.describe().await.unwrap().len(), 5);
         drop(moto);
     })
     .await;

@@ -1719,3 +1719,198 @@ async fn provision_load_figures() {
         );
     }
 }
+
+/// Hardening: what a plugin can make the daemon hold. A plugin granted
+/// every loopback port reaches 150 keep-alive servers through a running
+/// `wasmprov serve`, one request each. The daemon's open descriptors
+/// (`/proc/PID/fd`) grow by at most the pool's bound (32 idle connections
+/// in all, not one per destination), fall back once the reaper has dropped
+/// the idle ones (20 s, checked every 5 s) without any further call, and
+/// the same plugin and the daemon then serve a normal call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_cannot_make_the_daemon_hold_descriptors() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let probe =
+        wasmprov_guest_build::build_guests(&root, &[("wasmprov-test-probe", "tests/guests/probe")])
+            .remove(0);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::copy(&probe.path, d.join("probe.wasm")).unwrap();
+    std::fs::write(
+        d.join("probe.toml"),
+        "name = \"probe\"\ncomponent = \"probe.wasm\"\n[http]\nallow = [\"http://127.0.0.1:*\"]\n",
+    )
+    .unwrap();
+    let mut servers = Vec::new();
+    for _ in 0..150 {
+        servers.push(keep_alive::Server::start().await);
+    }
+    let state = d.join("state");
+    let mut cmd = wasmprov(d);
+    cmd.env("WASMPROV_SERVE_TOKEN", TOKEN);
+    let served = serve(
+        cmd,
+        &[
+            "--no-metrics",
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--reconcile-every",
+            "0",
+        ],
+        d,
+    )
+    .await;
+    let pid = served.child.id().expect("running");
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .count()
+    };
+    let mut c = client(served.grpc).await;
+    let call = |id: String, url: String| pb::ProvisionRequest {
+        plugin: "probe".into(),
+        request_id: id,
+        shape: Some(pb::NodeShape {
+            cpu: 1.0,
+            memory_bytes: 1 << 30,
+            labels: [
+                ("mode".to_string(), "http".to_string()),
+                ("url".to_string(), url),
+            ]
+            .into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    // A first call loads everything a call needs; its connection is idle
+    // in the pool when the count is taken.
+    rpc(
+        "first call",
+        c.provision(authed(TOKEN, call("warm".into(), servers[0].url()))),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = fds();
+
+    for (i, s) in servers.iter().enumerate() {
+        let node = rpc(
+            "a request",
+            c.provision(authed(TOKEN, call(format!("fd-{i}"), s.url()))),
+        )
+        .await;
+        assert_eq!(
+            node.node.unwrap().labels.get("status").map(String::as_str),
+            Some("200")
+        );
+    }
+    assert!(servers.iter().all(|s| s.hits() >= 1));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = fds();
+    // 32 pooled connections at most, and a few for the journal and the
+    // runtime's own moments.
+    assert!(
+        after <= before + 32 + 4,
+        "{before} descriptors before, {after} after 150 destinations"
+    );
+
+    eprintln!("descriptors of wasmprov serve: {before} before, {after} after 150 destinations");
+    // No call at all: the reaper alone lets the idle ones go.
+    let expired = bounded("idle connections expiring", STEP_LIMIT, async {
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let now = fds();
+            if now <= before {
+                return now;
+            }
+        }
+    })
+    .await;
+    eprintln!("descriptors of wasmprov serve: {expired} once the idle ones expired");
+    assert!(
+        expired + 16 < after,
+        "{expired} descriptors after expiry, {after} before it"
+    );
+
+    // The same plugin and the daemon serve a normal call.
+    let node = rpc(
+        "a call after",
+        c.provision(authed(TOKEN, call("after".into(), servers[149].url()))),
+    )
+    .await;
+    assert_eq!(
+        node.node.unwrap().labels.get("body").map(String::as_str),
+        Some("ok")
+    );
+    let list = rpc(
+        "ListPlugins",
+        c.list_plugins(authed(TOKEN, pb::ListPluginsRequest {})),
+    )
+    .await;
+    assert_eq!(list.plugins.len(), 1);
+}
+
+/// HTTP/1.1 keep-alive servers on 127.0.0.1 that answer `ok` to every
+/// request on a connection until the client closes it.
+mod keep_alive {
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    pub struct Server {
+        addr: SocketAddr,
+        hits: Arc<AtomicU64>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    impl Server {
+        pub async fn start() -> Self {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let hits = Arc::new(AtomicU64::new(0));
+            let counted = hits.clone();
+            let task = tokio::spawn(async move {
+                while let Ok((mut sock, _)) = listener.accept().await {
+                    let hits = counted.clone();
+                    tokio::spawn(async move {
+                        let mut buf = Vec::new();
+                        let mut chunk = [0u8; 4096];
+                        loop {
+                            let Ok(n) = sock.read(&mut chunk).await else {
+                                return;
+                            };
+                            if n == 0 {
+                                return;
+                            }
+                            buf.extend_from_slice(&chunk[..n]);
+                            while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                                buf.drain(..end + 4);
+                                hits.fetch_add(1, Ordering::SeqCst);
+                                let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: keep-alive\r\n\r\nok";
+                                if sock.write_all(answer).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    });
+                }
+            });
+            Self { addr, hits, task }
+        }
+
+        pub fn url(&self) -> String {
+            format!("http://{}/keep", self.addr)
+        }
+
+        pub fn hits(&self) -> u64 {
+            self.hits.load(Ordering::SeqCst)
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            self.task.abort();
+        }
+    }
+}

@@ -144,6 +144,11 @@ pub const TYPES: &[Ec2Type] = types![
     "g5.xlarge" 4 16384 1 Some("nvidia"), Some("nvidia-a10g"), X86 [1.006; 1.123],
     "p3.2xlarge" 8 62464 1 Some("nvidia"), Some("nvidia-v100"), X86 [3.06; 3.305],
     "g4ad.xlarge" 4 16384 1 Some("amd"), Some("amd-radeon-pro-v520"), X86 [0.37853;],
+    // Eight-GPU training types, at the prices of AWS's June 2025 GPU price
+    // cut; their eu-west-1 prices are not in the table.
+    "p4d.24xlarge" 96 1179648 8 Some("nvidia"), Some("nvidia-a100"), X86 [21.957642;],
+    "p4de.24xlarge" 96 1179648 8 Some("nvidia"), Some("nvidia-a100"), X86 [27.44705;],
+    "p5.48xlarge" 192 2097152 8 Some("nvidia"), Some("nvidia-h100"), X86 [55.04;],
 ];
 
 /// The table entry for `name`.
@@ -471,7 +476,7 @@ mod tests {
             assert_eq!(t.price_in("us-east-1"), t.price_in("us-west-2"));
             for (r, p) in t.prices {
                 assert!(PRICED_REGIONS.contains(r), "{r}");
-                assert!(*p > 0.0 && *p < 50.0, "{} {r} {p}", t.name);
+                assert!(*p > 0.0 && *p < 100.0, "{} {r} {p}", t.name);
             }
             if let Some(eu) = t.price_in("eu-west-1") {
                 assert!(eu >= t.price_in("us-east-1").unwrap(), "{}", t.name);
@@ -482,8 +487,11 @@ mod tests {
         }
         assert_eq!(find("g4ad.xlarge").unwrap().gpu_vendor, Some("amd"));
         assert_eq!(find("g5.xlarge").unwrap().gpu_model, Some("nvidia-a10g"));
+        for eight in ["p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge"] {
+            assert_eq!(find(eight).unwrap().gpu, 8, "{eight}");
+        }
         assert!(PRICE_SOURCE.contains("2025"));
-        assert_eq!(TYPES.len(), 47, "the README counts the types");
+        assert_eq!(TYPES.len(), 50, "the README counts the types");
     }
 
     #[test]
@@ -546,11 +554,18 @@ mod tests {
             choose(&gpu(Some("amd")), &eu),
             Err(Error::Unsupported(_))
         ));
+        // More than one GPU: only the eight-GPU types have them.
         let two = NodeShape {
             gpu: 2,
             ..shape(1.0, 1)
         };
-        assert!(matches!(choose(&two, &us), Err(Error::Unsupported(_))));
+        assert_eq!(choose(&two, &us).unwrap().instance_type, "p4d.24xlarge");
+        assert!(matches!(choose(&two, &eu), Err(Error::Unsupported(_))));
+        let nine = NodeShape {
+            gpu: 9,
+            ..shape(1.0, 1)
+        };
+        assert!(matches!(choose(&nine, &us), Err(Error::Unsupported(_))));
         let v100 = NodeShape {
             gpu: 1,
             gpu_vendor: Some("nvidia".into()),
@@ -702,8 +717,15 @@ mod tests {
                 .instance_type,
             "g5.xlarge"
         );
+        // An A100 comes eight to an instance, the cheaper p4d first.
+        assert_eq!(
+            choose(&gpu(Some("nvidia-a100")), &us)
+                .unwrap()
+                .instance_type,
+            "p4d.24xlarge"
+        );
         assert!(matches!(
-            choose(&gpu(Some("nvidia-a100")), &us),
+            choose(&gpu(Some("amd-mi300x")), &us),
             Err(Error::Unsupported(_))
         ));
         // Explicit: a table type must match; another type is left to

@@ -5,8 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine as _;
+use wasmprov_guest::cloud_config::CloudConfig;
 use wasmprov_guest::http::Response;
-use wasmprov_guest::tags::{OWNER, REQUEST, id_tag};
+use wasmprov_guest::tags::{self, OWNER, REQUEST, id_tag};
 use wasmprov_guest::{
     CapacityType, Error, JoinState, NodeHandle, NodeShape, Offering, ProvisionRequest, Result,
 };
@@ -436,6 +437,15 @@ impl<'a, T: Transport> Client<'a, T> {
             Some(data) => Some(data),
             None => self.settings.user_data.as_deref().map(str::as_bytes),
         };
+        let keys = ssh_keys(&request.boot.ssh_keys, self.settings.key_name.is_some());
+        let merged;
+        let user_data = match &keys {
+            SshKeys::InUserData(keys) => {
+                merged = keys_in_user_data(user_data, keys)?;
+                Some(merged.as_bytes())
+            }
+            SshKeys::None | SshKeys::KeyPair(_) => user_data,
+        };
         if let Some(data) = user_data
             && data.len() > MAX_USER_DATA
         {
@@ -454,6 +464,10 @@ impl<'a, T: Transport> Client<'a, T> {
         if spot {
             self.log_spot_price(&choice.instance_type, zone, choice.on_demand_usd);
         }
+        let key_name = match &keys {
+            SshKeys::KeyPair(key) => Some(self.key_pair(key)?),
+            SshKeys::None | SshKeys::InUserData(_) => self.settings.key_name.clone(),
+        };
 
         let mut req = ApiRequest::new("RunInstances")
             .param("ImageId", image)
@@ -470,8 +484,8 @@ impl<'a, T: Transport> Client<'a, T> {
         for (n, sg) in self.settings.security_group_ids.iter().enumerate() {
             req = req.param(format!("SecurityGroupId.{}", n + 1), sg.clone());
         }
-        if let Some(key) = &self.settings.key_name {
-            req = req.param("KeyName", key.clone());
+        if let Some(key) = key_name {
+            req = req.param("KeyName", key);
         }
         if let Some((device, gib)) = root {
             req = req
@@ -544,6 +558,45 @@ impl<'a, T: Transport> Client<'a, T> {
             ],
         );
         Ok(handle)
+    }
+
+    /// The key pair holding `key`, imported under
+    /// [`tags::ssh_key_name`] when EC2 does not have it yet. Key pairs are
+    /// shared by every instance that asks for the same key and are not
+    /// deleted with an instance.
+    ///
+    /// # Errors
+    /// A key EC2 refuses is unsupported; the API's other errors.
+    fn key_pair(&self, key: &str) -> Result<String> {
+        let name = tags::ssh_key_name(key);
+        let import = ApiRequest::new("ImportKeyPair")
+            .param("KeyName", name.clone())
+            .param(
+                "PublicKeyMaterial",
+                base64::engine::general_purpose::STANDARD.encode(tags::ssh_key_identity(key)),
+            );
+        match self.try_call(&import)? {
+            Ok(_) => {
+                self.transport
+                    .info("key pair imported", &[("key_name", &name)]);
+                Ok(name)
+            }
+            // Imported before, by this plugin or a concurrent call: the name
+            // is the key's digest, so it holds the same key.
+            Err(f) if f.code == "InvalidKeyPair.Duplicate" => Ok(name),
+            Err(f)
+                if matches!(
+                    f.code.as_str(),
+                    "InvalidKey.Format" | "InvalidKeyPair.Format" | "InvalidParameterValue"
+                ) =>
+            {
+                Err(Error::Unsupported(format!(
+                    "EC2 refused the SSH key as a key pair: {}",
+                    f.message
+                )))
+            }
+            Err(f) => Err(f.into_error(false)),
+        }
     }
 
     /// Terminates an instance carrying this owner's tag.
@@ -621,6 +674,46 @@ impl<'a, T: Transport> Client<'a, T> {
 /// Whether `message` names instance type `name` as a word of its own
 /// (EC2 says "The following supplied instance types do not exist:
 /// [p3.2xlarge]").
+/// How a request's SSH keys reach the instance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum SshKeys<'r> {
+    /// None asked for.
+    None,
+    /// One key and no configured `key_name`: EC2's own way, a key pair.
+    KeyPair(&'r str),
+    /// Several keys, or a configured `key_name` that takes the key-pair
+    /// slot: in the user data's `ssh_authorized_keys`.
+    InUserData(&'r [String]),
+}
+
+fn ssh_keys(keys: &[String], key_name_configured: bool) -> SshKeys<'_> {
+    match keys {
+        [] => SshKeys::None,
+        [one] if !key_name_configured => SshKeys::KeyPair(one),
+        _ => SshKeys::InUserData(keys),
+    }
+}
+
+/// `user_data` (none, or a `#cloud-config`) with `keys` added to its
+/// `ssh_authorized_keys`.
+///
+/// # Errors
+/// Unsupported for user data that is not a `#cloud-config` document: the
+/// keys cannot be added to a script, and are never dropped.
+fn keys_in_user_data(user_data: Option<&[u8]>, keys: &[String]) -> Result<String> {
+    let unsupported = |why: String| {
+        Error::Unsupported(format!(
+            "{} SSH keys asked for: EC2 takes one key pair per instance, so they go into the user data's ssh_authorized_keys, and {why}",
+            keys.len()
+        ))
+    };
+    let mut doc = CloudConfig::parse_or_empty(user_data).map_err(unsupported)?;
+    doc.append("ssh_authorized_keys", keys)
+        .map_err(unsupported)?;
+    doc.render("# ssh_authorized_keys: the request's SSH keys, added by wasmprov-plugin-aws-ec2")
+        .map_err(unsupported)
+}
+
 fn names_type(message: &str, name: &str) -> bool {
     let part = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
     message
@@ -881,6 +974,146 @@ mod tests {
     }
 
     #[test]
+    fn ssh_keys_become_a_key_pair_or_join_the_cloud_config() {
+        use yaml_rust2::YamlLoader;
+        const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPrq ops@laptop";
+        const KEY2: &str = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQAB second";
+        let booting = |id: &str, keys: &[&str], user_data: Option<&str>| {
+            let mut req = request(id, NodeShape::new(1.0, 1 << 30));
+            req.boot.ssh_keys = keys.iter().map(ToString::to_string).collect();
+            req.boot.user_data = user_data.map(|d| d.as_bytes().to_vec());
+            req
+        };
+        let decoded = |r: &ApiRequest| {
+            let b = base64::engine::general_purpose::STANDARD
+                .decode(r.get("UserData").expect("user data"))
+                .unwrap();
+            String::from_utf8(b).unwrap()
+        };
+        let launched = || run(&item("i-0123456789abcdef0", "pending", &[], false));
+
+        // One key: imported as a key pair named by its digest, and used.
+        let settings = settings();
+        let script = Script::new(vec![
+            page(&[], None),
+            types("t3a.micro"),
+            resp(200, "<ImportKeyPairResponse/>"),
+            launched(),
+        ]);
+        Client::new(&settings, &script)
+            .provision("host-a", &booting("k1", &[KEY], None))
+            .unwrap();
+        let reqs = script.requests();
+        let import = &reqs[2];
+        assert_eq!(import.action, "ImportKeyPair");
+        let name = tags::ssh_key_name(KEY);
+        assert!(name.starts_with("wasmprov-") && name.len() == 25, "{name}");
+        assert_eq!(import.get("KeyName"), Some(name.as_str()));
+        let material = base64::engine::general_purpose::STANDARD
+            .decode(import.get("PublicKeyMaterial").unwrap())
+            .unwrap();
+        assert_eq!(
+            material, b"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPrq",
+            "without the comment"
+        );
+        assert_eq!(reqs[3].get("KeyName"), Some(name.as_str()));
+        assert_eq!(reqs[3].get("UserData"), None);
+
+        // Imported before: the duplicate is the same key.
+        let script = Script::new(vec![
+            page(&[], None),
+            types("t3a.micro"),
+            err(400, "InvalidKeyPair.Duplicate"),
+            launched(),
+        ]);
+        Client::new(&settings, &script)
+            .provision("host-a", &booting("k2", &[KEY], None))
+            .unwrap();
+        assert_eq!(script.requests()[3].get("KeyName"), Some(name.as_str()));
+
+        // Two keys, into the caller's #cloud-config; no key pair.
+        let script = Script::new(vec![page(&[], None), types("t3a.micro"), launched()]);
+        let theirs =
+            "#cloud-config\npackages: [htop]\nssh_authorized_keys:\n  - ssh-ed25519 AAAA theirs\n";
+        Client::new(&settings, &script)
+            .provision("host-a", &booting("k3", &[KEY, KEY2], Some(theirs)))
+            .unwrap();
+        assert_eq!(
+            script.actions(),
+            ["DescribeInstances", "DescribeInstanceTypes", "RunInstances"]
+        );
+        let r = &script.requests()[2];
+        assert_eq!(r.get("KeyName"), None);
+        let doc = decoded(r);
+        assert!(doc.starts_with("#cloud-config\n"), "{doc}");
+        let y = &YamlLoader::load_from_str(&doc).unwrap()[0];
+        assert_eq!(y["packages"][0].as_str(), Some("htop"));
+        let keys: Vec<&str> = y["ssh_authorized_keys"]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap())
+            .collect();
+        assert_eq!(keys, ["ssh-ed25519 AAAA theirs", KEY, KEY2]);
+
+        // A configured key_name keeps the key-pair slot: the one key goes
+        // into the configured user data.
+        let with_pair = Settings {
+            key_name: Some("ops".into()),
+            user_data: Some("#cloud-config\nruncmd: [echo hi]\n".into()),
+            ..settings.clone()
+        };
+        let script = Script::new(vec![page(&[], None), types("t3a.micro"), launched()]);
+        Client::new(&with_pair, &script)
+            .provision("host-a", &booting("k4", &[KEY], None))
+            .unwrap();
+        let r = &script.requests()[2];
+        assert_eq!(r.get("KeyName"), Some("ops"));
+        let y = &YamlLoader::load_from_str(&decoded(r)).unwrap()[0];
+        assert_eq!(y["runcmd"][0].as_str(), Some("echo hi"));
+        assert_eq!(y["ssh_authorized_keys"][0].as_str(), Some(KEY));
+
+        // Keys beside a shell script cannot be added: refused, and nothing
+        // is imported or launched.
+        let script = Script::new(vec![page(&[], None)]);
+        let e = Client::new(&settings, &script)
+            .provision(
+                "host-a",
+                &booting("k5", &[KEY, KEY2], Some("#!/bin/sh\necho\n")),
+            )
+            .unwrap_err();
+        match e {
+            Error::Unsupported(m) => {
+                assert!(
+                    m.contains("2 SSH keys") && m.contains("#cloud-config"),
+                    "{m}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(script.actions(), ["DescribeInstances"]);
+
+        // A key EC2 refuses is unsupported, and nothing is launched.
+        let script = Script::new(vec![
+            page(&[], None),
+            types("t3a.micro"),
+            err(400, "InvalidKey.Format"),
+        ]);
+        let e = Client::new(&settings, &script)
+            .provision("host-a", &booting("k6", &[KEY], None))
+            .unwrap_err();
+        assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
+        assert_eq!(
+            script.actions(),
+            [
+                "DescribeInstances",
+                "DescribeInstanceTypes",
+                "ImportKeyPair"
+            ]
+        );
+    }
+
+    #[test]
     fn spot_provision_asks_for_the_spot_market_and_logs_the_price() {
         let settings = settings();
         let spot_prices = resp(
@@ -1009,7 +1242,7 @@ mod tests {
         // Shapes and labels refused without asking EC2 to launch anything.
         let bad_shapes = [
             NodeShape {
-                gpu: 4,
+                gpu: 9,
                 ..NodeShape::default()
             },
             NodeShape {

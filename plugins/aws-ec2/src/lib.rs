@@ -83,12 +83,14 @@ impl Ec2 {
 impl Provider for Ec2 {
     const NAME: &'static str = "aws-ec2";
 
-    /// An image (AMI id) and user data per request. SSH keys are not taken
-    /// yet: configure `key_name`, or put them in the user data.
+    /// An image (AMI id), user data and SSH keys per request. One key
+    /// becomes a key pair (imported once, named by its digest); several
+    /// keys, or one beside a configured `key_name`, go into the user data's
+    /// `ssh_authorized_keys`, which must then be a `#cloud-config`.
     const BOOT: BootSupport = BootSupport {
         image: true,
         user_data: true,
-        ssh_keys: false,
+        ssh_keys: true,
     };
 
     /// On-demand and spot.

@@ -22,13 +22,13 @@
 //! must be a `#cloud-config` document too, and [`merge`] makes one document
 //! of both: the caller's keys kept, our `write_files` entries added to
 //! theirs, our join command run after their `runcmd`, the request's SSH keys
-//! added to `ssh_authorized_keys`. The merged document is written by
-//! `yaml-rust2`'s emitter (which quotes every string YAML 1.1 would read
-//! otherwise) from the two parsed trees.
+//! added to `ssh_authorized_keys`. The SDK's `cloud_config` does the
+//! joining, the same way for every plugin that adds to user data.
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
+use wasmprov_guest::cloud_config::CloudConfig;
 use wasmprov_guest::{CapacityType, Labels};
 
 /// Where the node's description is written on the node.
@@ -108,11 +108,9 @@ pub fn render(node: &NodeInfo<'_>, join: &[String]) -> String {
     doc
 }
 
-/// Keys whose lists are joined: the caller's entries first, then ours.
-const LISTS: [&str; 3] = ["write_files", "runcmd", "ssh_authorized_keys"];
-
 /// The node's document merged with the caller's `#cloud-config` user data
-/// and SSH keys: one `#cloud-config` (see the module docs).
+/// and SSH keys: one `#cloud-config` (see the module docs), joined by the
+/// SDK's [`CloudConfig`].
 ///
 /// # Errors
 /// What is wrong with the caller's document: not UTF-8, not starting with
@@ -123,85 +121,18 @@ pub fn merge(
     user_data: Option<&[u8]>,
     ssh_keys: &[String],
 ) -> Result<String, String> {
-    use yaml_rust2::yaml::Hash;
-    use yaml_rust2::{Yaml, YamlEmitter, YamlLoader};
-
     let ours = render(node, join);
     if user_data.is_none() && ssh_keys.is_empty() {
         return Ok(ours);
     }
-    let theirs = match user_data {
-        None => Hash::new(),
-        Some(bytes) => {
-            let text = std::str::from_utf8(bytes)
-                .map_err(|_| "the user data is not UTF-8 text".to_string())?;
-            if text.lines().next().map(str::trim_end) != Some("#cloud-config") {
-                return Err(
-                    "the user data must be a #cloud-config document (its first line \"#cloud-config\"): this plugin merges it with the join command into one"
-                        .to_string(),
-                );
-            }
-            let mut docs = YamlLoader::load_from_str(text)
-                .map_err(|e| format!("the user data is not valid YAML: {e}"))?;
-            match docs.len() {
-                0 => Hash::new(),
-                1 => match docs.remove(0) {
-                    Yaml::Hash(h) => h,
-                    Yaml::Null => Hash::new(),
-                    _ => return Err("the user data's #cloud-config is not a mapping".into()),
-                },
-                n => return Err(format!("the user data holds {n} YAML documents, not one")),
-            }
-        }
-    };
-    let mut mine = match YamlLoader::load_from_str(&ours)
-        .map_err(|e| e.to_string())?
-        .pop()
-    {
-        Some(Yaml::Hash(h)) => h,
-        _ => return Err("the node document did not parse as a mapping".into()),
-    };
-    if !ssh_keys.is_empty() {
-        mine.insert(
-            Yaml::String("ssh_authorized_keys".into()),
-            Yaml::Array(ssh_keys.iter().cloned().map(Yaml::String).collect()),
-        );
-    }
-    let mut merged = theirs;
-    for key in LISTS {
-        let k = Yaml::String(key.into());
-        let Some(Yaml::Array(add)) = mine.remove(&k) else {
-            continue;
-        };
-        match merged.get_mut(&k) {
-            None => {
-                merged.insert(k, Yaml::Array(add));
-            }
-            Some(Yaml::Array(list)) => list.extend(add),
-            Some(Yaml::Null) => {
-                merged.insert(k, Yaml::Array(add));
-            }
-            Some(_) => return Err(format!("the user data's {key} is not a list")),
-        }
-    }
-    let mut body = String::new();
-    YamlEmitter::new(&mut body)
-        .dump(&Yaml::Hash(merged))
-        .map_err(|e| format!("writing the merged document: {e}"))?;
-    let body = body
-        .strip_prefix("---")
-        .unwrap_or(&body)
-        .trim_start_matches('\n');
-    let mut doc = String::from("#cloud-config\n");
-    let _ = writeln!(
-        doc,
+    let mut doc = CloudConfig::parse_or_empty(user_data)?;
+    doc.join(&ours)?;
+    doc.append("ssh_authorized_keys", ssh_keys)?;
+    doc.render(&format!(
         "# wasmprov-plugin-cloud-init: owner {}, request {}, merged with the request's user data",
         quote(node.owner),
         quote(node.request_id)
-    );
-    doc.push_str(body);
-    doc.push('\n');
-    Ok(doc)
+    ))
 }
 
 #[cfg(test)]

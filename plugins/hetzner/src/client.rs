@@ -203,16 +203,9 @@ impl<'a, T: Transport> Client<'a, T> {
         let mut ids = Vec::with_capacity(keys.len());
         for key in keys {
             // Type and data identify a key; the comment does not.
-            let bare: String = key.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
-            let name = labels::ssh_key_name(&bare);
-            let same = |k: &SshKey| {
-                k.public_key
-                    .split_whitespace()
-                    .take(2)
-                    .collect::<Vec<_>>()
-                    .join(" ")
-                    == bare
-            };
+            let bare = tags::ssh_key_identity(key);
+            let name = tags::ssh_key_name(key);
+            let same = |k: &SshKey| tags::ssh_key_identity(&k.public_key) == bare;
             let named = Request::get("/ssh_keys").query("name", &name);
             let found: SshKeyList = self.call(named)?.map_err(ApiFailure::into_error)?.json()?;
             if let Some(k) = found.ssh_keys.iter().find(|k| same(k)) {

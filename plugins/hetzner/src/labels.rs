@@ -27,16 +27,6 @@ pub fn server_name(prefix: &str, request_id: &str) -> String {
     tags::hostname(prefix, &id_tag(request_id), request_id.as_bytes())
 }
 
-/// The name an SSH key is registered under: `wasmprov-` and a digest of
-/// the key (type and data), so one key always gets one name.
-#[must_use]
-pub fn ssh_key_name(key: &str) -> String {
-    use sha2::Digest as _;
-    let digest = sha2::Sha256::digest(key.as_bytes());
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    format!("wasmprov-{hex}")
-}
-
 /// A second name for `request_id`, used when [`server_name`] is taken by a
 /// server that is not this request's (another owner with the same request
 /// id, or a server created by hand): the hash covers owner and request.

@@ -20,6 +20,10 @@ struct Cloud {
     out: Mutex<BTreeMap<String, CapacityScope>>,
     asked: Mutex<Vec<String>>,
     nodes: Mutex<Vec<NodeHandle>>,
+    /// Times its catalogue was read.
+    reads: std::sync::atomic::AtomicUsize,
+    /// When set, reading the catalogue waits here for the other readers.
+    meet: Option<Arc<tokio::sync::Barrier>>,
 }
 
 fn offering(t: &str, cpu: f64, gib: u64, arch: Arch, usd: f64) -> Offering {
@@ -41,7 +45,13 @@ impl Cloud {
             out: Mutex::new(BTreeMap::new()),
             asked: Mutex::new(Vec::new()),
             nodes: Mutex::new(Vec::new()),
+            reads: std::sync::atomic::AtomicUsize::new(0),
+            meet: None,
         })
+    }
+
+    fn reads(&self) -> usize {
+        self.reads.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn run_out(&self, t: &str, scope: CapacityScope) {
@@ -122,6 +132,14 @@ impl CloudProvisioner for Cloud {
     }
 
     async fn offerings(&self) -> Result<Vec<Offering>> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let Some(meet) = &self.meet {
+            // Read one after the other, the first reader would wait here
+            // for a second that never comes.
+            tokio::time::timeout(Duration::from_secs(10), meet.wait())
+                .await
+                .map_err(|_| ProvisionerError::Transport("read alone".into()))?;
+        }
         Ok(self.offerings.clone())
     }
 }
@@ -288,4 +306,52 @@ async fn architecture_gpu_model_and_disk_bind_in_the_ranking() {
         none.none.iter().all(|n| n.reason.contains("fits")),
         "{none:?}"
     );
+}
+
+/// A group's scale reads only its own plugins' catalogues (another
+/// plugin's cloud is not asked, so it can neither slow the group nor spend
+/// its API calls on it); a ranking reads every catalogue at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalogues_are_read_at_once_and_only_for_the_plugins_asked() {
+    let meet = Arc::new(tokio::sync::Barrier::new(2));
+    let with_meet = |name: &'static str, offerings: Vec<Offering>| {
+        let mut c = Arc::into_inner(Cloud::new(name, offerings)).unwrap();
+        c.meet = Some(meet.clone());
+        Arc::new(c)
+    };
+    let a = with_meet(
+        "a",
+        vec![
+            offering("a-small", 2.0, 4, Arch::X86_64, 0.010),
+            offering("a-medium", 4.0, 8, Arch::X86_64, 0.020),
+        ],
+    );
+    let b = with_meet("b", vec![offering("b-small", 2.0, 4, Arch::X86_64, 0.030)]);
+    let dir = tempfile::tempdir().unwrap();
+    let f = fleet(&[a.clone(), b.clone()], &dir);
+    let shape = NodeShape::new(2.0, 4 << 30);
+    let ranking = rank_offerings(f.backends().as_ref(), &shape, None).await;
+    let types: Vec<&str> = ranking
+        .offers
+        .iter()
+        .map(|o| o.hint.instance_type.as_str())
+        .collect();
+    // Both catalogues were read (a's second type is only in its catalogue).
+    assert_eq!(types, ["a-small", "a-medium", "b-small"], "{ranking:?}");
+    assert!(ranking.none.is_empty(), "{ranking:?}");
+    assert_eq!((a.reads(), b.reads()), (1, 1));
+
+    // A group of b only: a's catalogue is not read.
+    let plain_a = Cloud::new("a", vec![offering("a-small", 2.0, 4, Arch::X86_64, 0.010)]);
+    let plain_b = Cloud::new("b", vec![offering("b-small", 2.0, 4, Arch::X86_64, 0.030)]);
+    let dir = tempfile::tempdir().unwrap();
+    let f = fleet(&[plain_a.clone(), plain_b.clone()], &dir);
+    let mut group = CapacityGroup::new("only-b", shape, 0, 5);
+    group.plugins = vec!["b".into()];
+    let report = f.scale(&group, 2).await.unwrap();
+    assert_eq!(report.added.len(), 2, "{report:?}");
+    assert!(report.added.iter().all(|m| m.plugin == "b"), "{report:?}");
+    assert_eq!(plain_a.reads(), 0, "a is not the group's");
+    assert!(plain_a.asked().is_empty());
+    assert_eq!(plain_b.reads(), 1, "one read per scale");
 }

@@ -4,6 +4,8 @@ use std::process::{Command, Output};
 
 use wasmprov_fake::{HetznerFake, HetznerFakeOptions};
 
+mod probe;
+
 fn wasmprov(dir: &std::path::Path, token: Option<&str>, args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_wasmprov"));
     cmd.arg("--plugin-dir")
@@ -729,4 +731,65 @@ fn a_scaffolded_plugin_builds_and_passes_its_test_unchanged() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success());
     assert!(stdout.contains("no `wasmprov` binary"), "{stdout}");
+}
+
+/// Hardening: text a plugin answers reaches the terminal escaped. The
+/// probe guest (built by this test) answers a node whose provider id,
+/// instance type and zone are its configured text — a screen clear, an
+/// OSC 52 clipboard write, a carriage return and a bidi override — and an
+/// error saying the same. Tables and the `error:` line show them escaped;
+/// `--json` keeps them exact.
+#[test]
+fn escape_sequences_from_a_plugin_never_reach_the_terminal_raw() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let text = "\u{1b}[2J\u{1b}]52;c;ZWNobyBwd25lZA==\u{7}over\rwrite\u{202e}txt";
+    probe::install(
+        d,
+        "[config]\ntext = \"\\u001b[2J\\u001b]52;c;ZWNobyBwd25lZA==\\u0007over\\rwrite\\u202etxt\"\n",
+    );
+    let raw = |b: &[u8]| {
+        let s = String::from_utf8_lossy(b);
+        s.contains('\u{1b}') || s.contains('\u{7}') || s.contains('\r') || s.contains('\u{202e}')
+    };
+    let provision = |mode: &str, json: bool| {
+        let mut args = vec![
+            "provision",
+            "probe",
+            "--cpu",
+            "1",
+            "--memory",
+            "1GiB",
+            "--label",
+        ];
+        let label = format!("mode={mode}");
+        args.push(&label);
+        if json {
+            args.push("--json");
+        }
+        wasmprov(d, None, &args)
+    };
+
+    let out = provision("text", false);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!raw(&out.stdout) && !raw(&out.stderr), "{out:?}");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("\\x1b[2J"), "{shown}");
+    assert!(shown.contains("\\x07over\\x0dwrite"), "{shown}");
+    assert!(shown.contains("\\u{202e}"), "{shown}");
+
+    // JSON is exact: the same bytes the plugin answered.
+    let node = json(&provision("text", true));
+    for field in ["provider_id", "instance_type", "zone"] {
+        assert_eq!(node[field], text, "{field}");
+    }
+
+    let out = provision("text-error", false);
+    assert!(!out.status.success());
+    assert!(!raw(&out.stdout) && !raw(&out.stderr), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("error:") && said.contains("the probe says: \\x1b[2J\\x1b]52;c;"),
+        "{said}"
+    );
 }

@@ -22,6 +22,8 @@ mod pb {
 
 use pb::provisioner_client::ProvisionerClient;
 
+mod probe;
+
 const TOKEN: &str = "serve-test-token-6d0c";
 /// The owner id the servers run under (the label planted leaks carry).
 const OWNER: &str = "serve-test";
@@ -1729,18 +1731,9 @@ async fn provision_load_figures() {
 /// the same plugin and the daemon then serve a normal call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_cannot_make_the_daemon_hold_descriptors() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let probe =
-        wasmprov_guest_build::build_guests(&root, &[("wasmprov-test-probe", "tests/guests/probe")])
-            .remove(0);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::copy(&probe.path, d.join("probe.wasm")).unwrap();
-    std::fs::write(
-        d.join("probe.toml"),
-        "name = \"probe\"\ncomponent = \"probe.wasm\"\n[http]\nallow = [\"http://127.0.0.1:*\"]\n",
-    )
-    .unwrap();
+    probe::install(d, "[http]\nallow = [\"http://127.0.0.1:*\"]\n");
     let mut servers = Vec::new();
     for _ in 0..150 {
         servers.push(keep_alive::Server::start().await);

@@ -9,7 +9,7 @@ use wasmprov_api::{NodeShape, ProvisionerError};
 
 use crate::fleet::{Fleet, FleetError, ProvisionOptions};
 use crate::journal::{Intent, IntentState};
-use crate::rank::rank_offerings;
+use crate::rank::rank_offerings_among;
 
 /// A set of like nodes scaled as one, in the spirit of a cluster's node
 /// pool: an instance type or a machine profile (CPU, memory, GPUs) and the
@@ -272,22 +272,18 @@ impl Fleet {
         count: u32,
         report: &mut ScaleReport,
     ) -> Result<()> {
-        let ranking = rank_offerings(
+        let ranking = rank_offerings_among(
             self.backends().as_ref(),
             &group.shape,
             Some(&self.unavailable),
+            |plugin| group.allows(plugin),
         )
         .await;
-        let offers: Vec<_> = ranking
-            .offers
-            .iter()
-            .filter(|o| group.allows(&o.plugin))
-            .collect();
+        let offers: Vec<_> = ranking.offers.iter().collect();
         if offers.is_empty() {
             let why: Vec<String> = ranking
                 .none
                 .iter()
-                .filter(|n| group.allows(&n.plugin))
                 .map(|n| format!("{}: {}", n.plugin, n.reason))
                 .collect();
             report.errors.push(format!(

@@ -47,7 +47,7 @@ pub use fleet::{
     REQUEST_LABEL, ReconcilePolicy, ReconcileReport, made_nothing,
 };
 pub use group::{CapacityGroup, Member, ScaleReport};
-pub use rank::{NoOffer, Offer, Ranking, rank, rank_offerings};
+pub use rank::{NoOffer, Offer, Ranking, rank, rank_offerings, rank_offerings_among};
 pub use unavailable::{DEFAULT_UNAVAILABLE_FOR, Unavailable};
 pub use wasmprov_api::Backends;
 

@@ -60,21 +60,54 @@ impl Ranking {
 /// (ties: plugin, then type). An offering's price is its own for the
 /// shape's capacity type, or else the plugin's price hint for that type.
 /// A backend without offerings (`unsupported`), or whose offerings could not
-/// be read, makes its one price-hint offer, as [`rank`] does. Offerings marked in `unavailable` are left out,
-/// with the reason in [`Ranking::none`].
+/// be read, makes its one price-hint offer, as [`rank`] does. Offerings
+/// marked in `unavailable` are left out, with the reason in
+/// [`Ranking::none`].
 ///
-/// Offerings may do I/O (a cloud's catalogue), so this is async.
+/// Offerings may do I/O (a cloud's catalogue), so this is async; the
+/// backends are asked at once, so the slowest one, not their sum, is what
+/// a ranking waits for.
 pub async fn rank_offerings(
     backends: &dyn Backends,
     shape: &NodeShape,
     unavailable: Option<&Unavailable>,
 ) -> Ranking {
-    let mut ranking = Ranking::default();
+    rank_offerings_among(backends, shape, unavailable, |_| true).await
+}
+
+/// [`rank_offerings`] over the backends `include` accepts only (a capacity
+/// group's plugins): the others are not asked at all, so a plugin the
+/// caller does not use can neither slow the ranking nor spend its cloud's
+/// API calls on it.
+pub async fn rank_offerings_among(
+    backends: &dyn Backends,
+    shape: &NodeShape,
+    unavailable: Option<&Unavailable>,
+    include: impl Fn(&str) -> bool,
+) -> Ranking {
+    let mut asked = Vec::new();
     for name in backends.backend_names() {
+        if !include(&name) {
+            continue;
+        }
         let Some(backend) = backends.backend(&name) else {
             continue;
         };
-        match backend.offerings().await {
+        let b = backend.clone();
+        asked.push((
+            name,
+            backend,
+            tokio::spawn(async move { b.offerings().await }),
+        ));
+    }
+    let mut ranking = Ranking::default();
+    for (name, backend, answer) in asked {
+        let answer = answer.await.unwrap_or_else(|e| {
+            Err(ProvisionerError::Transport(format!(
+                "the offerings call did not finish: {e}"
+            )))
+        });
+        match answer {
             Ok(list) => {
                 offerings_of(
                     &name,

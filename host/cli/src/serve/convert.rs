@@ -372,3 +372,94 @@ pub(super) fn event_to_pb(e: Event) -> pb::Event {
         reason: e.reason,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape() -> pb::NodeShape {
+        pb::NodeShape {
+            cpu: 2.0,
+            memory_bytes: 4 << 30,
+            ..Default::default()
+        }
+    }
+
+    fn refused(r: std::result::Result<impl std::fmt::Debug, Status>, fragment: &str) {
+        let status = r.expect_err("refused");
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        assert!(status.message().contains(fragment), "{status:?}");
+    }
+
+    #[test]
+    fn enum_values_outside_the_proto_are_invalid_arguments() {
+        // What a client of another language can put on the wire: any i32.
+        for bad in [3, 7, -1, i32::MAX] {
+            refused(
+                shape_from_pb(Some(pb::NodeShape {
+                    arch: bad,
+                    ..shape()
+                })),
+                "is not an architecture",
+            );
+        }
+        for bad in [3, -5, i32::MIN] {
+            refused(
+                shape_from_pb(Some(pb::NodeShape {
+                    capacity_type: bad,
+                    ..shape()
+                })),
+                "is not a capacity type",
+            );
+        }
+        refused(shape_from_pb(None), "shape is required");
+        // The values the proto defines map as documented.
+        let arm = shape_from_pb(Some(pb::NodeShape {
+            arch: pb::Arch::Arm64.into(),
+            capacity_type: pb::CapacityType::Spot.into(),
+            ..shape()
+        }))
+        .unwrap();
+        assert_eq!(arm.arch, Some(wasmprov_api::Arch::Arm64));
+        assert_eq!(arm.capacity_type, wasmprov_api::CapacityType::Spot);
+        let any = shape_from_pb(Some(shape())).unwrap();
+        assert_eq!(any.arch, None);
+        assert_eq!(any.capacity_type, wasmprov_api::CapacityType::OnDemand);
+    }
+
+    #[test]
+    fn shapes_and_boot_data_past_the_contract_are_refused_on_the_wire() {
+        refused(
+            shape_from_pb(Some(pb::NodeShape {
+                cpu: f64::NAN,
+                ..shape()
+            })),
+            "cpu",
+        );
+        refused(
+            shape_from_pb(Some(pb::NodeShape {
+                gpu_model: Some("nvidia-a100".into()),
+                ..shape()
+            })),
+            "gpu",
+        );
+        refused(
+            boot_from_pb(Some(pb::BootData {
+                user_data: Some(vec![b'x'; 64 * 1024 + 1]),
+                ..Default::default()
+            })),
+            "user_data is 65537 bytes",
+        );
+        refused(
+            boot_from_pb(Some(pb::BootData {
+                ssh_keys: vec!["ssh-ed25519 AAAA a\nssh-rsa BBBB b".into()],
+                ..Default::default()
+            })),
+            "ssh_keys[0] is not one OpenSSH public key line",
+        );
+        assert_eq!(
+            boot_from_pb(None).unwrap(),
+            wasmprov_api::BootData::default()
+        );
+    }
+}

@@ -4,6 +4,9 @@
 //! also has `count` (the answer's type names how many price hints this
 //! instance has answered), `grow` (the same after growing the memory) and
 //! `price` (answers the price the `usd` label spells, valid or not).
+//! `provision` also has `text` (a node whose provider id, instance type
+//! and zone are the configured `text`) and `text-error` (an error saying
+//! it): text from a plugin for the terminal-output tests.
 
 use wasmprov_guest::exec::Command;
 use wasmprov_guest::http::Request;
@@ -201,6 +204,17 @@ impl Provider for Probe {
                 }
                 let depth: u64 = label(shape, "depth").parse().unwrap_or(0);
                 labels.insert("sum".into(), down(depth, 1, 2, 3).to_string());
+            }
+            "text" => {
+                let text = config::get("text")?.unwrap_or_default();
+                let mut n = node(text.clone(), shape, labels);
+                n.instance_type = Some(text.clone());
+                n.zone = Some(text);
+                return Ok(n);
+            }
+            "text-error" => {
+                let text = config::get("text")?.unwrap_or_default();
+                return Err(Error::Unsupported(format!("the probe says: {text}")));
             }
             "error" => {
                 return Err(Error::Capacity {

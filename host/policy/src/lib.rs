@@ -6,12 +6,14 @@
 //! - [`exec`]: which programs run with which arguments (the host's exec asks it);
 //! - [`limits`]: memory, time and concurrency limits and their defaults;
 //! - [`manifest`]: the operator's `NAME.toml`, which holds all of the above;
+//! - [`danger`]: grants flagged DANGEROUS (host credentials, wide wildcards, shells…);
 //! - [`requests`]: what a plugin declares it needs, compared with what it is granted;
 //! - [`trust`]: the plugin directory's settings (trusted signing keys);
 //! - [`text`]: how text from a plugin is shown to a person (escaped, cut).
 
 #![warn(missing_docs)]
 
+pub mod danger;
 pub mod exec;
 pub mod http;
 pub mod limits;

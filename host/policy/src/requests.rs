@@ -164,6 +164,13 @@ pub struct Check {
     pub granted: Option<String>,
     /// How it stands.
     pub standing: Standing,
+    /// For a grant made from a template: the template and the values that
+    /// filled it (`{endpoint} with endpoint = "https://api.example.com/v1"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// Why this grant is DANGEROUS ([`crate::danger`]), if it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub danger: Option<String>,
 }
 
 fn one_line(what: &str, why: &str) -> Result<(), String> {
@@ -290,6 +297,100 @@ impl Requests {
         Ok(text)
     }
 
+    /// The `{key}` parts of a template and the values that fill them
+    /// (fully expanded), in order; keys that cannot be filled are left out.
+    #[must_use]
+    pub fn template_values(
+        &self,
+        template: &str,
+        config: &BTreeMap<String, String>,
+    ) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mut rest = template;
+        while let Some(start) = rest.find('{') {
+            let Some(end) = rest[start..].find('}').map(|e| start + e) else {
+                break;
+            };
+            let key = &rest[start + 1..end];
+            let raw = config
+                .get(key)
+                .cloned()
+                .or_else(|| self.config.get(key).and_then(|c| c.default.clone()));
+            if let Some(value) = raw.and_then(|v| self.expand(&v, config).ok()) {
+                out.push((key.to_string(), value));
+            }
+            rest = &rest[end + 1..];
+        }
+        out
+    }
+
+    /// How a templated request was filled, for showing beside its grant:
+    /// `https://{region}.example.com with region = "eu-1"`; `None` for a
+    /// request written as a plain grant.
+    #[must_use]
+    pub fn filled_from(&self, template: &str, config: &BTreeMap<String, String>) -> Option<String> {
+        if !template.contains('{') {
+            return None;
+        }
+        let values: Vec<String> = self
+            .template_values(template, config)
+            .iter()
+            .map(|(k, v)| {
+                let set_by = if config.contains_key(k) {
+                    ""
+                } else {
+                    " (the plugin's default)"
+                };
+                format!("{k} = {v:?}{set_by}")
+            })
+            .collect();
+        Some(format!("{template} with {}", values.join(", ")))
+    }
+
+    /// Why a templated HTTP request, once filled, grants something other
+    /// than its fixed text names: a `{key}` inside the host part whose
+    /// value is not a plain host name part (`/`, `#`, `?`, `@`, `*`, `:`,
+    /// `{`… move the host elsewhere or widen it to a wildcard).
+    #[must_use]
+    pub fn template_danger(
+        &self,
+        request: &HttpRequest,
+        config: &BTreeMap<String, String>,
+    ) -> Option<String> {
+        let template = request.url.as_str();
+        let authority_start = template.find("://").map(|i| i + 3)?;
+        let authority_end = template[authority_start..]
+            .find(['/', '?', '#'])
+            .map_or(template.len(), |e| authority_start + e);
+        let mut pos = 0;
+        let filled = self.http_grant(request, config).unwrap_or_default();
+        while let Some(start) = template[pos..].find('{').map(|s| pos + s) {
+            let end = template[start..].find('}').map(|e| start + e)?;
+            pos = end + 1;
+            if start < authority_start || start >= authority_end {
+                continue;
+            }
+            let key = &template[start + 1..end];
+            let raw = config
+                .get(key)
+                .cloned()
+                .or_else(|| self.config.get(key).and_then(|c| c.default.clone()))?;
+            let value = self.expand(&raw, config).unwrap_or(raw);
+            let plain = !value.is_empty()
+                && !value.starts_with(['.', '-'])
+                && !value.ends_with('.')
+                && value
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+            if !plain {
+                return Some(format!(
+                    "the value of `{key}` ({value:?}) is not a plain host name part, so {template:?} grants {filled:?} instead of a host under its fixed text"
+                ));
+            }
+        }
+        None
+    }
+
     /// The grant an HTTP request asks for, given the operator's config.
     ///
     /// # Errors
@@ -341,6 +442,11 @@ impl Requests {
             let granted = parsed
                 .as_ref()
                 .and_then(|p| grants.iter().find(|g| g.covers(p)));
+            let danger = self.template_danger(r, &manifest.config).or_else(|| {
+                parsed
+                    .as_ref()
+                    .and_then(|p| crate::danger::http_grant(p).into_iter().next())
+            });
             out.push(Check {
                 kind: "http",
                 item,
@@ -351,6 +457,8 @@ impl Requests {
                 } else {
                     Standing::NotGranted
                 },
+                from: self.filled_from(&r.url, &manifest.config),
+                danger,
             });
             requested_http.extend(parsed);
         }
@@ -362,6 +470,8 @@ impl Requests {
                     why: String::new(),
                     granted: Some(g.source.clone()),
                     standing: Standing::WiderThanRequested,
+                    from: None,
+                    danger: crate::danger::http_grant(g).into_iter().next(),
                 });
             }
         }
@@ -377,6 +487,9 @@ impl Requests {
                     .iter()
                     .find(|g| g.program == w.program && args_cover(&g.args, &w.args))
             });
+            let danger = want
+                .as_ref()
+                .and_then(|w| crate::danger::exec_grant(w).into_iter().next());
             out.push(Check {
                 kind: "exec",
                 item: exec_text(want.as_ref().map_or(&r.program, |w| &w.program), &r.args),
@@ -387,6 +500,8 @@ impl Requests {
                 } else {
                     Standing::NotGranted
                 },
+                from: self.filled_from(&r.program, &manifest.config),
+                danger,
             });
             requested_exec.extend(want);
         }
@@ -401,6 +516,8 @@ impl Requests {
                     why: String::new(),
                     granted: Some(g.to_string()),
                     standing: Standing::WiderThanRequested,
+                    from: None,
+                    danger: crate::danger::exec_grant(g).into_iter().next(),
                 });
             }
         }
@@ -416,6 +533,8 @@ impl Requests {
                     None if c.required => Standing::NotGranted,
                     None => Standing::Unset,
                 },
+                from: None,
+                danger: None,
             });
         }
         for (key, value) in &manifest.config {
@@ -426,6 +545,8 @@ impl Requests {
                     why: String::new(),
                     granted: Some(value.clone()),
                     standing: Standing::WiderThanRequested,
+                    from: None,
+                    danger: None,
                 });
             }
         }
@@ -441,6 +562,9 @@ impl Requests {
                     None if s.optional => Standing::Unset,
                     None => Standing::NotGranted,
                 },
+                from: None,
+                danger: set
+                    .and_then(|spec| crate::danger::secret_variable(&manifest.name, &spec.env)),
             });
         }
         for (key, spec) in &manifest.secrets {
@@ -451,10 +575,32 @@ impl Requests {
                     why: String::new(),
                     granted: Some(format!("${}", spec.env)),
                     standing: Standing::WiderThanRequested,
+                    from: None,
+                    danger: crate::danger::secret_variable(&manifest.name, &spec.env),
                 });
             }
         }
         out
+    }
+
+    /// Every templated HTTP request whose filled grant is not what its
+    /// fixed text names ([`template_danger`](Self::template_danger)), as
+    /// dangers, for the install screen and the load warnings.
+    #[must_use]
+    pub fn dangers(&self, config: &BTreeMap<String, String>) -> Vec<crate::danger::Danger> {
+        self.http
+            .iter()
+            .filter_map(|r| {
+                self.template_danger(r, config)
+                    .map(|reason| crate::danger::Danger {
+                        kind: "http",
+                        item: self
+                            .filled_from(&r.url, config)
+                            .unwrap_or_else(|| r.url.clone()),
+                        reason,
+                    })
+            })
+            .collect()
     }
 
     /// A manifest granting exactly what is requested: `config` values the
@@ -704,6 +850,68 @@ env = "EXAMPLE_TOKEN"
                 .unwrap(),
             "https://ec2.us-east-1.amazonaws.com"
         );
+    }
+
+    #[test]
+    fn templates_that_move_or_widen_the_host_are_dangerous_and_shown_with_their_values() {
+        let r = Requests::parse(
+            "[[http]]\nurl = \"https://{region}.api.example.com/v1\"\nwhy = \"api\"\n[[http]]\nurl = \"{endpoint}\"\nwhy = \"api\"\n[config.region]\nwhy = \"r\"\ndefault = \"eu-1\"\n[config.endpoint]\nwhy = \"e\"\ndefault = \"https://api.example.com\"\n[config.other]\nwhy = \"o\"\ndefault = \"https://evil.example\"\n",
+        )
+        .unwrap();
+        let cfg = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect()
+        };
+        assert_eq!(r.template_danger(&r.http[0], &cfg(&[])), None);
+        assert_eq!(
+            r.filled_from(&r.http[0].url, &cfg(&[("region", "us-2")]))
+                .unwrap(),
+            "https://{region}.api.example.com/v1 with region = \"us-2\""
+        );
+        assert!(
+            r.filled_from(&r.http[0].url, &cfg(&[]))
+                .unwrap()
+                .contains("(the plugin's default)")
+        );
+        for value in [
+            "evil.example/#",
+            "evil.example?",
+            "x@evil.example#",
+            "*",
+            "{other}#",
+            "evil.example:8443/",
+        ] {
+            let c = cfg(&[("region", value)]);
+            let d = r.template_danger(&r.http[0], &c);
+            assert!(
+                d.as_deref()
+                    .is_some_and(|d| d.contains("not a plain host name part")),
+                "{value}: {d:?}"
+            );
+            assert_eq!(r.dangers(&c).len(), 1, "{value}");
+        }
+        // Moved to another host: the danger names the grant it became.
+        let moved = r
+            .template_danger(&r.http[0], &cfg(&[("region", "evil.example/#")]))
+            .unwrap();
+        assert!(moved.contains("\"https://evil.example\""), "{moved}");
+        // A whole-URL template is the operator's value: checked as a grant.
+        let wide = cfg(&[("endpoint", "https://*.com")]);
+        assert_eq!(r.template_danger(&r.http[1], &wide), None);
+        let m = Manifest::parse(
+            "p.toml",
+            "name = \"p\"\ncomponent = \"p.wasm\"\n[config]\nendpoint = \"https://*.com\"\n[http]\nallow = [\"https://*.com\"]\n",
+        )
+        .unwrap();
+        let row = r
+            .compare(&m)
+            .into_iter()
+            .find(|c| c.item == "https://*.com" && c.standing == Standing::Granted)
+            .unwrap();
+        assert!(row.danger.unwrap().contains("public suffix"));
+        assert!(row.from.unwrap().contains("endpoint = \"https://*.com\""));
     }
 
     #[test]

@@ -379,3 +379,146 @@ pub async fn run_suite(suite: wasmprov_testkit::Suite) -> wasmprov_testkit::Repo
     eprintln!("{report}");
     report
 }
+
+/// A valid component that is small and slow to compile: one core function
+/// of `blocks` nested blocks, each mixing a few of 2 000 locals, so the
+/// compiler's register allocation works hard (about 1 MB at 40 000
+/// blocks). It exports nothing a provisioner needs, so it could never
+/// load; the host's compile budget is what refuses it first.
+#[must_use]
+pub fn slow_to_compile_component(blocks: u32) -> Vec<u8> {
+    use wasm_encoder::{
+        CodeSection, Component, ExportKind, ExportSection, Function, FunctionSection,
+        Instruction as I, Module, ModuleSection, TypeSection, ValType,
+    };
+    const LOCALS: u32 = 2000;
+    let mut types = TypeSection::new();
+    types.ty().function([], [ValType::I32]);
+    let mut funcs = FunctionSection::new();
+    funcs.function(0);
+    let mut f = Function::new([(LOCALS, ValType::I32)]);
+    for k in 0..blocks {
+        let (a, b, c) = (k % LOCALS, (k * 7 + 3) % LOCALS, (k * 13 + 5) % LOCALS);
+        f.instruction(&I::Block(wasm_encoder::BlockType::Empty));
+        f.instruction(&I::LocalGet(a));
+        f.instruction(&I::LocalGet(b));
+        f.instruction(&I::I32Add);
+        f.instruction(&I::I32Const(k as i32));
+        f.instruction(&I::I32Xor);
+        f.instruction(&I::LocalTee(c));
+        f.instruction(&I::BrIf(0));
+        f.instruction(&I::LocalGet(b));
+        f.instruction(&I::LocalSet(a));
+        f.instruction(&I::End);
+    }
+    for l in (0..LOCALS).step_by(97) {
+        f.instruction(&I::LocalGet(l));
+        if l > 0 {
+            f.instruction(&I::I32Add);
+        }
+    }
+    f.instruction(&I::End);
+    let mut code = CodeSection::new();
+    code.function(&f);
+    let mut exports = ExportSection::new();
+    exports.export("run", ExportKind::Func, 0);
+    let mut module = Module::new();
+    module
+        .section(&types)
+        .section(&funcs)
+        .section(&exports)
+        .section(&code);
+    let mut component = Component::new();
+    component.section(&ModuleSection(&module));
+    component.finish()
+}
+
+/// A small tmpfs mounted on a temporary directory, for tests of what
+/// happens when a disk fills up: [`fill`](SmallDisk::fill) takes every
+/// free byte, [`free`](SmallDisk::free) gives them back. Unmounted on drop.
+#[derive(Debug)]
+pub struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// A tmpfs of `bytes` bytes; `None` (and a note on stderr) when this
+    /// process may not mount one (not root), so that a test can say so and
+    /// skip the case.
+    ///
+    /// # Panics
+    /// When running as root and the mount still fails.
+    #[must_use]
+    pub fn mount(bytes: u64) -> Option<Self> {
+        let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|ids| ids.split_whitespace().nth(1))
+                == Some("0")
+        });
+        if !root {
+            eprintln!("not root: no tmpfs can be mounted, so the full-disk case is not run");
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}")])
+            .arg("tmpfs")
+            .arg(dir.path())
+            .status()
+            .expect("running mount");
+        assert!(
+            status.success(),
+            "mounting a tmpfs on {}",
+            dir.path().display()
+        );
+        Some(Self { dir })
+    }
+
+    /// The mount point.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn filler(&self) -> PathBuf {
+        self.path().join("filler")
+    }
+
+    /// Writes (on) a file until the disk is full.
+    ///
+    /// # Panics
+    /// When the filler cannot be created.
+    pub fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.filler())
+            .expect("opening the filler");
+        let block = vec![0x5au8; 64 << 10];
+        loop {
+            match f.write(&block) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        // Small writes until not even one byte fits.
+        while f.write(&[0]).is_ok_and(|n| n == 1) {}
+        let _ = f.sync_all();
+    }
+
+    /// Removes what [`fill`](SmallDisk::fill) wrote.
+    pub fn free(&self) {
+        let _ = std::fs::remove_file(self.filler());
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}

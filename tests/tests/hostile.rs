@@ -1123,6 +1123,225 @@ mod directory {
     }
 }
 
+/// A directory whose `wasmprov.toml` trusts signers loads only components
+/// signed for their plugin (the signature beside the component) or let in
+/// unsigned by name: a component dropped into it is refused at load and
+/// never recorded in the lock.
+mod trust {
+    use super::*;
+
+    fn sign(sk: &minisign::SecretKey, bytes: &[u8], plugin: &str) -> String {
+        minisign::sign(
+            None,
+            sk,
+            std::io::Cursor::new(bytes),
+            Some(&format!("wasmprov plugin {plugin} sha256:{}", {
+                use sha2::Digest as _;
+                hex::encode(sha2::Sha256::digest(bytes))
+            })),
+            None,
+        )
+        .unwrap()
+        .into_string()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_signed_only_directory_refuses_dropped_and_renamed_components() {
+        let dir = PluginDir::new();
+        let kp = minisign::KeyPair::generate_unencrypted_keypair().unwrap();
+        let settings = |unsigned: &str| {
+            format!(
+                "[signatures]\nunsigned = [{unsigned}]\n[[signatures.keys]]\nname = \"acme\"\nminisign = \"{}\"\n",
+                kp.pk.to_base64()
+            )
+        };
+        dir.write("wasmprov.toml", &settings(""));
+        let bytes = std::fs::read(guests::PROBE).unwrap();
+        // Signed for its name: loads.
+        dir.add("signed", guests::PROBE, "");
+        dir.write("signed.wasm.minisig", &sign(&kp.sk, &bytes, "signed"));
+        // Dropped in without a signature.
+        dir.add("dropped", guests::PROBE, "");
+        // A signature made for another plugin, copied beside it.
+        dir.add("renamed", guests::PROBE, "");
+        dir.write("renamed.wasm.minisig", &sign(&kp.sk, &bytes, "signed"));
+
+        let host = host(&dir).await;
+        assert_eq!(host.plugin_names(), ["signed"], "{:?}", host.errors());
+        let errors: Vec<String> = host.errors().iter().map(ToString::to_string).collect();
+        let of = |name: &str| {
+            errors
+                .iter()
+                .find(|e| e.starts_with(&format!("plugin {name}:")))
+                .unwrap_or_else(|| panic!("no error for {name}: {errors:?}"))
+        };
+        assert!(
+            of("dropped").contains("is not signed")
+                && of("dropped").contains("loads only signed plugins")
+                && of("dropped").contains("unsigned = [\"dropped\"]"),
+            "{errors:?}"
+        );
+        assert!(
+            of("renamed").contains("for plugin \"signed\", not for \"renamed\""),
+            "{errors:?}"
+        );
+        assert!(
+            host.errors()
+                .iter()
+                .all(|e| matches!(e, LoadError::Unsigned { .. }))
+        );
+        let lock = std::fs::read_to_string(dir.path().join("wasmprov.lock")).unwrap();
+        assert!(lock.contains("[plugins.signed]"), "{lock}");
+        assert!(
+            !lock.contains("dropped") && !lock.contains("renamed"),
+            "{lock}"
+        );
+
+        // The operator lets `dropped` in by name: the next pass loads it.
+        dir.write("wasmprov.toml", &settings("\"dropped\""));
+        let r = bounded("a reload", host.reload()).await.unwrap();
+        assert_eq!(r.added, ["dropped"], "{r}");
+        probe_ok(&host.plugin("dropped").unwrap()).await;
+
+        // A signed plugin whose component is swapped for other bytes (the
+        // lock is updated too) is refused on the next load.
+        std::fs::write(dir.path().join("signed.wasm"), b"\0asm\x0d\x00\x01\x00").unwrap();
+        wasmprov_host::lock::update(dir.path()).unwrap_or_default();
+        let r = bounded("a reload", host.reload()).await.unwrap();
+        assert!(
+            r.failed
+                .iter()
+                .any(|f| f.contains("plugin signed:") && f.contains("does not verify")),
+            "{r}"
+        );
+    }
+}
+
+/// Grants no plugin should get lightly are said at every load.
+mod dangerous {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dangerous_grants_are_warned_about_at_load() {
+        let l = load(
+            guests::PROBE,
+            "[secrets]\ntoken = { env = \"AWS_SECRET_ACCESS_KEY\" }\ndaemon = { env = \"WASMPROV_SERVE_TOKEN\" }\n[http]\nallow = [\"https://*.com\", \"http://[::1]:*\", \"http://169.254.169.254\"]\n[[exec]]\nprogram = \"/bin/sh\"\nargs = [\"-c\", \"*\"]\nenv = [\"LD_PRELOAD\"]\n",
+        )
+        .await;
+        let info = l.host.wasm_plugin(ATTACKER).unwrap();
+        let warnings = &info.info().warnings;
+        for want in [
+            "DANGEROUS secret token: $AWS_SECRET_ACCESS_KEY belongs to AWS's credential chain",
+            "DANGEROUS secret daemon: $WASMPROV_SERVE_TOKEN is a variable of the host itself",
+            "DANGEROUS http https://*.com: *.com is wider than one registrable domain",
+            "DANGEROUS http http://[::1]:*: ::1 is a loopback address",
+            "DANGEROUS http http://[::1]:*: any port",
+            "DANGEROUS http http://169.254.169.254: 169.254.169.254 is a link-local (cloud metadata) address",
+            "DANGEROUS exec /bin/sh -c *: /bin/sh is a shell",
+            "DANGEROUS exec /bin/sh -c *: the plugin may set LD_PRELOAD",
+        ] {
+            assert!(
+                warnings.iter().any(|w| w.starts_with(want)),
+                "{want:?} in {warnings:#?}"
+            );
+        }
+        probe_ok(&l.p).await;
+    }
+}
+
+/// Compiles run off the reload path, each within a budget: a component
+/// built to be slow to compile is refused, and never holds up another
+/// plugin's reload or a start from a warm cache.
+mod compiles {
+    use super::*;
+
+    const BUDGET: Duration = Duration::from_secs(3);
+
+    fn builder(dir: &PluginDir, cache: &std::path::Path) -> HostBuilder {
+        HostBuilder::new(dir.path())
+            .owner_id(OWNER)
+            .cache_dir(Some(cache.to_path_buf()))
+            .work_dir(dir.path().join(".work"))
+            .compile_budget(BUDGET)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_to_compile_component_is_refused_and_holds_up_nothing() {
+        let cache = tempfile::tempdir().unwrap();
+        let dir = PluginDir::new();
+        dir.add("alpha", guests::PROBE, "");
+        // A first start compiles alpha (within the budget) and fills the cache.
+        let host = bounded("a start", builder(&dir, cache.path()).build())
+            .await
+            .unwrap();
+        assert_eq!(host.plugin_names(), ["alpha"], "{:?}", host.errors());
+
+        // The slow component (~1/4 MB, well over a minute of compiling
+        // unbounded) arrives, and alpha's manifest changes in the same pass.
+        let slow = wasmprov_tests::slow_to_compile_component(12_000);
+        std::fs::write(dir.path().join("slow.wasm"), &slow).unwrap();
+        dir.write("slow.toml", "name = \"slow\"\ncomponent = \"slow.wasm\"\n");
+        dir.write(
+            "alpha.toml",
+            "name = \"alpha\"\ncomponent = \"alpha.wasm\"\n[config]\nround = \"2\"\n",
+        );
+        let start = Instant::now();
+        let r = bounded(
+            "a short reload",
+            host.reload_within(Duration::from_millis(500)),
+        )
+        .await
+        .unwrap();
+        let took = start.elapsed();
+        assert_eq!(r.replaced, ["alpha"], "{r}");
+        assert_eq!(r.compiling, ["slow"], "{r}");
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        probe_ok(&host.plugin("alpha").unwrap()).await;
+
+        // Waited for, it is refused at its budget, and not compiled again.
+        let start = Instant::now();
+        let r = bounded("a reload", host.reload()).await.unwrap();
+        assert!(
+            start.elapsed() < BUDGET + Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(
+            r.failed.iter().any(|f| f.contains("plugin slow:")
+                && f.contains("took longer than the compile budget of 3 s")),
+            "{r}"
+        );
+        let start = Instant::now();
+        let r = bounded("a later reload", host.reload()).await.unwrap();
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(r.failed.iter().any(|f| f.contains("compile budget")), "{r}");
+        assert!(host.plugin("slow").is_none());
+
+        // A second host starting on the same directory from the warm cache
+        // does not wait for the cold compile.
+        let start = Instant::now();
+        let again = bounded(
+            "a warm start",
+            builder(&dir, cache.path())
+                .compile_wait(Duration::from_millis(500))
+                .build(),
+        )
+        .await
+        .unwrap();
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        // (slow is still compiling there, or was refused; alpha serves.)
+        probe_ok(&again.plugin("alpha").expect("alpha loaded")).await;
+    }
+}
+
 /// Host resources a plugin can hold are bounded per plugin.
 mod pool {
     use super::*;

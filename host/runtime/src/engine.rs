@@ -33,6 +33,12 @@ pub struct EngineSettings {
     /// (default 64 MiB, well above any real plugin); a larger file is
     /// refused from its size without being read.
     pub max_component_bytes: u64,
+    /// The longest one component may take to compile (default 60 s). A
+    /// compile runs on its own thread, off the reload path; one that runs
+    /// longer is refused ([`crate::LoadError::CompileBudget`]) and not
+    /// tried again by this host. The size budget is
+    /// [`max_component_bytes`](Self::max_component_bytes).
+    pub compile_budget: std::time::Duration,
     /// Write `/tmp/perf-<pid>.map` naming the JIT-compiled guest functions,
     /// so that `perf report` shows a plugin's own functions (for profiling a
     /// plugin; off by default).
@@ -47,6 +53,7 @@ impl Default for EngineSettings {
             max_memory_bytes: wasmprov_policy::limits::MAX_MEMORY_MIB << 20,
             price_hint_reuse: 1,
             max_component_bytes: crate::files::DEFAULT_MAX_COMPONENT_BYTES,
+            compile_budget: crate::compile::DEFAULT_COMPILE_BUDGET,
             perf_map: false,
         }
     }

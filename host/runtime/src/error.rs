@@ -104,6 +104,45 @@ pub enum LoadError {
         /// The compiler's or linker's message.
         reason: String,
     },
+    /// The directory trusts signers (`wasmprov.toml` lists keys) and this
+    /// component is not signed for this plugin by one of them, nor let in
+    /// unsigned.
+    #[error(
+        "plugin {plugin}: refused: component {component:?} {reason}; this directory loads only signed plugins: install it with `wasmprov install` (which keeps its signature beside it as {component}.minisig), put a signature there (`minisign -Sm {component}`), or let it in unsigned with [signatures] unsigned = [\"{plugin}\"] in {}", settings.display()
+    )]
+    Unsigned {
+        /// The plugin name.
+        plugin: String,
+        /// The component path.
+        component: String,
+        /// Why its signature was not accepted.
+        reason: String,
+        /// The settings file that requires signatures.
+        settings: PathBuf,
+    },
+    /// Compiling the component took longer than its budget, or it is
+    /// larger than the compile budget allows.
+    #[error(
+        "plugin {plugin}: refused: {reason}; the other plugins were loaded without waiting for it"
+    )]
+    CompileBudget {
+        /// The plugin name.
+        plugin: String,
+        /// What was over budget.
+        reason: String,
+    },
+    /// Its component was still compiling when the reload pass's wait
+    /// ended; the old version (if any) keeps serving, and the plugin is
+    /// loaded by a later pass once the compile is done.
+    #[error(
+        "plugin {plugin}: still compiling after {running_ms} ms; loaded when done (the old version, if any, keeps serving)"
+    )]
+    Compiling {
+        /// The plugin name.
+        plugin: String,
+        /// How long it has been compiling.
+        running_ms: u64,
+    },
     /// Reading the plugin directory failed.
     #[error("plugin directory {}: {reason}", dir.display())]
     Directory {

@@ -46,6 +46,7 @@ pub struct HostBuilder {
     lock_mode: LockMode,
     hooks: Hooks,
     default_limits: LimitsSpec,
+    compile_wait: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for HostBuilder {
@@ -74,7 +75,30 @@ impl HostBuilder {
             lock_mode: LockMode::default(),
             hooks: Hooks::default(),
             default_limits: LimitsSpec::default(),
+            compile_wait: None,
         }
+    }
+
+    /// How long [`build`](Self::build) and [`Host::reload`] wait for
+    /// compiles before they serve without the plugins still compiling
+    /// (reported in [`ReloadReport::compiling`] and loaded by a later
+    /// pass). Default: the compile budget, so a pass returns with every
+    /// plugin loaded or refused. A daemon that must answer at once sets a
+    /// few seconds: a start from a warm compile cache then never waits for
+    /// a cold compile. [`Host::watch`] waits at most one second.
+    #[must_use]
+    pub fn compile_wait(mut self, wait: std::time::Duration) -> Self {
+        self.compile_wait = Some(wait);
+        self
+    }
+
+    /// The longest one component may take to compile
+    /// ([`EngineSettings::compile_budget`], default 60 s); one that takes
+    /// longer is refused.
+    #[must_use]
+    pub fn compile_budget(mut self, budget: std::time::Duration) -> Self {
+        self.engine.compile_budget = budget;
+        self
     }
 
     /// Limits for plugins whose manifest leaves them unset (a manifest's own
@@ -191,7 +215,9 @@ impl HostBuilder {
         let work_root = self
             .work_dir
             .unwrap_or_else(|| crate::plugin::default_work_root().join(&owner_id));
+        let compile_wait = self.compile_wait.unwrap_or(self.engine.compile_budget);
         let engines = Arc::new(Engines {
+            compiler: crate::compile::Compiler::new(self.engine.compile_budget),
             settings: self.engine,
             by_stack: std::sync::Mutex::new(BTreeMap::new()),
         });
@@ -208,6 +234,7 @@ impl HostBuilder {
             registry: std::sync::RwLock::new(Arc::new(Registry::default())),
             reloading: tokio::sync::Mutex::new(()),
             reloads,
+            compile_wait,
         };
         host.reload().await?;
         Ok(host)
@@ -219,6 +246,8 @@ impl HostBuilder {
 pub(crate) struct Engines {
     pub(crate) settings: EngineSettings,
     by_stack: std::sync::Mutex<BTreeMap<usize, EngineAndLinker>>,
+    /// Compiles, off the reload path (`compile.rs`).
+    pub(crate) compiler: crate::compile::Compiler,
 }
 
 type EngineAndLinker = (Arc<SharedEngine>, Arc<Linker<CallState>>);
@@ -268,27 +297,55 @@ fn build_linker(engine: &wasmtime::Engine) -> Result<Linker<CallState>> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Fingerprint {
     manifest_sha256: String,
-    component: Option<(u64, Option<std::time::SystemTime>)>,
+    component: Option<FileStamp>,
+    /// The component's signature beside it (`COMPONENT.minisig`).
+    signature: Option<FileStamp>,
+    /// The directory's `wasmprov.toml`: a change of trusted keys or of the
+    /// unsigned list checks every plugin again.
+    settings_sha256: String,
+}
+
+type FileStamp = (u64, Option<std::time::SystemTime>);
+
+fn stamp(dir: &cap_std::fs::Dir, path: &str) -> Option<FileStamp> {
+    dir.metadata(path).ok().map(|meta| {
+        (
+            meta.len(),
+            meta.modified()
+                .ok()
+                .map(cap_std::time::SystemTime::into_std),
+        )
+    })
 }
 
 impl Fingerprint {
-    fn of(dir: &cap_std::fs::Dir, manifest_file: &str) -> Option<Self> {
+    fn of(dir: &cap_std::fs::Dir, manifest_file: &str, settings_sha256: &str) -> Option<Self> {
         let text = crate::files::read_text(dir, manifest_file).ok()?;
         let component = wasmprov_policy::Manifest::parse(manifest_file, &text)
             .ok()
-            .and_then(|m| dir.metadata(&m.component).ok())
-            .map(|meta| {
-                (
-                    meta.len(),
-                    meta.modified()
-                        .ok()
-                        .map(cap_std::time::SystemTime::into_std),
-                )
-            });
+            .map(|m| m.component);
         Some(Self {
             manifest_sha256: crate::lock::sha256_hex(text.as_bytes()),
-            component,
+            component: component.as_deref().and_then(|c| stamp(dir, c)),
+            signature: component.and_then(|c| stamp(dir, &format!("{c}.minisig"))),
+            settings_sha256: settings_sha256.to_string(),
         })
+    }
+}
+
+/// The directory's `wasmprov.toml` (absent: the defaults, which trust no
+/// signer) and the sha256 of its text.
+fn read_settings(
+    dir: &cap_std::fs::Dir,
+) -> (Result<wasmprov_policy::trust::DirSettings, String>, String) {
+    use wasmprov_policy::trust::{DirSettings, FILE};
+    match crate::files::read_text(dir, FILE) {
+        Ok(text) => (
+            DirSettings::parse(&text),
+            crate::lock::sha256_hex(text.as_bytes()),
+        ),
+        Err(crate::files::FileError::NotFound) => (Ok(DirSettings::default()), String::new()),
+        Err(e) => (Err(format!("reading {FILE}: {e}")), "unreadable".into()),
     }
 }
 
@@ -322,6 +379,12 @@ pub struct ReloadReport {
     pub kept_old: Vec<String>,
     /// Every manifest that did not load in this pass, and why.
     pub failed: Vec<String>,
+    /// Plugins whose component was still compiling when the pass stopped
+    /// waiting ([`HostBuilder::compile_wait`]): the old version, if any,
+    /// keeps serving (it is also in [`kept_old`](Self::kept_old)); a
+    /// later pass loads them once compiled ([`Host::watch`] runs one as
+    /// soon as a compile ends).
+    pub compiling: Vec<String>,
 }
 
 impl ReloadReport {
@@ -340,6 +403,7 @@ impl std::fmt::Display for ReloadReport {
             ("replaced", &self.replaced),
             ("removed", &self.removed),
             ("kept old version of", &self.kept_old),
+            ("still compiling", &self.compiling),
         ] {
             if !names.is_empty() {
                 parts.push(format!("{what} {}", names.join(", ")));
@@ -412,6 +476,7 @@ pub struct Host {
     registry: std::sync::RwLock<Arc<Registry>>,
     reloading: tokio::sync::Mutex<()>,
     reloads: tokio::sync::broadcast::Sender<Arc<ReloadReport>>,
+    pub(crate) compile_wait: std::time::Duration,
 }
 
 impl std::fmt::Debug for Host {
@@ -490,6 +555,11 @@ impl Host {
         &self.hooks.metrics
     }
 
+    /// Changes each time a compile ends (for a watcher to reload then).
+    pub(crate) fn compiles_finished(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.engines.compiler.subscribe()
+    }
+
     /// Reports of every later reload, as they happen (from
     /// [`reload`](Self::reload) and from a [`watch`](Self::watch)er).
     #[must_use]
@@ -510,6 +580,16 @@ impl Host {
     /// # Errors
     /// When the directory cannot be opened or listed (nothing is changed).
     pub async fn reload(&self) -> Result<ReloadReport> {
+        self.reload_within(self.compile_wait).await
+    }
+
+    /// [`reload`](Self::reload), waiting at most `compile_wait` for
+    /// compiles: a plugin still compiling then keeps its old version (or
+    /// is not served yet) and is reported in [`ReloadReport::compiling`].
+    ///
+    /// # Errors
+    /// When the directory cannot be opened or listed (nothing is changed).
+    pub async fn reload_within(&self, compile_wait: std::time::Duration) -> Result<ReloadReport> {
         let _one_at_a_time = self.reloading.lock().await;
         let before = self.snapshot();
         let input = ReloadInput {
@@ -521,6 +601,7 @@ impl Host {
             lock_mode: self.lock_mode,
             hooks: self.hooks.clone(),
             default_limits: self.default_limits.clone(),
+            compile_wait,
         };
         // Files are opened without blocking and read up to a cap
         // (`files.rs`); the bound here is the backstop for anything else
@@ -540,7 +621,7 @@ impl Host {
             Ok(mut r) => *r = Arc::new(registry),
             Err(poisoned) => *poisoned.into_inner() = Arc::new(registry),
         }
-        if report.changed() || !report.failed.is_empty() {
+        if report.changed() || !report.failed.is_empty() || !report.compiling.is_empty() {
             tracing::info!(dir = %self.plugin_dir.display(), "plugins reloaded: {report}");
         }
         let report = Arc::new(report);
@@ -563,6 +644,8 @@ struct ReloadInput {
     lock_mode: LockMode,
     hooks: Hooks,
     default_limits: LimitsSpec,
+    /// How long this pass waits for compiles.
+    compile_wait: std::time::Duration,
 }
 
 impl ReloadInput {
@@ -581,8 +664,13 @@ impl ReloadInput {
         let mut next = Registry::default();
         let mut report = ReloadReport::default();
         let mut recorded = Vec::new();
-        for file in &manifest_files(&dir)? {
-            let fingerprint = Fingerprint::of(&dir, file);
+        let (settings, settings_sha256) = read_settings(&dir);
+        // Read and check every changed plugin and start its compile, all
+        // before waiting on any: one slow compile does not hold up another.
+        let mut prepared = Vec::new();
+        let files = manifest_files(&dir)?;
+        for file in &files {
+            let fingerprint = Fingerprint::of(&dir, file, &settings_sha256);
             let old = old_by_file.get(file.as_str()).copied();
             if let Some(old) = old
                 && fingerprint.is_some()
@@ -593,7 +681,14 @@ impl ReloadInput {
                     .insert(old.plugin.info().name.clone(), old.clone());
                 continue;
             }
-            match self.load_one(&dir, file, &lock) {
+            let p = WasmPlugin::prepare(&self.load_input(&dir, file, &lock, &settings));
+            prepared.push((file, fingerprint, old, p));
+        }
+        let until = std::time::Instant::now() + self.compile_wait;
+        let mut loaded = Vec::new();
+        for (file, fingerprint, old, p) in prepared {
+            let input = self.load_input(&dir, file, &lock, &settings);
+            match p.and_then(|p| WasmPlugin::finish(&input, p, until)) {
                 Ok(p) => {
                     let name = p.info().name.clone();
                     if next.plugins.contains_key(&name) {
@@ -609,6 +704,7 @@ impl ReloadInput {
                         tracing::warn!(plugin = %name, "{w}");
                     }
                     tracing::info!(plugin = %name, sha256 = %p.info().sha256, "plugin loaded");
+                    loaded.push(p.info().sha256.clone());
                     if !lock.plugins.contains_key(&name) {
                         recorded.push((
                             name.clone(),
@@ -634,14 +730,19 @@ impl ReloadInput {
                     );
                 }
                 Err(e) => {
-                    tracing::error!("{e}");
-                    report.failed.push(e.to_string());
+                    if let LoadError::Compiling { plugin, .. } = &e {
+                        tracing::info!("{e}");
+                        report.compiling.push(plugin.clone());
+                    } else {
+                        tracing::error!("{e}");
+                        report.failed.push(e.to_string());
+                    }
                     if let Some(old) = old
                         && !next.plugins.contains_key(&old.plugin.info().name)
                     {
                         // The new version is broken: keep serving the old one.
                         let name = old.plugin.info().name.clone();
-                        tracing::warn!(plugin = %name, "new version failed to load; the old one keeps serving");
+                        tracing::warn!(plugin = %name, "new version not loaded; the old one keeps serving");
                         report.kept_old.push(name.clone());
                         next.plugins.insert(name, old.clone());
                     }
@@ -649,6 +750,7 @@ impl ReloadInput {
                 }
             }
         }
+        self.engines.compiler.forget_loaded(&loaded);
         report.removed = before
             .plugins
             .keys()
@@ -679,13 +781,14 @@ impl ReloadInput {
         }
     }
 
-    fn load_one(
-        &self,
-        dir: &cap_std::fs::Dir,
-        file: &str,
-        lock: &Lock,
-    ) -> std::result::Result<WasmPlugin, LoadError> {
-        WasmPlugin::load(&LoadInput {
+    fn load_input<'a>(
+        &'a self,
+        dir: &'a cap_std::fs::Dir,
+        file: &'a str,
+        lock: &'a Lock,
+        settings: &'a Result<wasmprov_policy::trust::DirSettings, String>,
+    ) -> LoadInput<'a> {
+        LoadInput {
             dir,
             dir_path: &self.dir_path,
             manifest_file: file,
@@ -697,7 +800,8 @@ impl ReloadInput {
             lock_mode: self.lock_mode,
             hooks: &self.hooks,
             default_limits: &self.default_limits,
-        })
+            settings,
+        }
     }
 }
 

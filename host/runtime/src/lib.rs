@@ -57,7 +57,8 @@
 //!
 //! HTTP: `http.rs` (the one send-request hook); exec: `exec.rs`; guest
 //! logging: `log.rs`; per-call limits and store: `state.rs`, `plugin.rs`;
-//! reading the plugin directory's files: `files.rs`; checking a plugin's
+//! compiling, off the reload path and within a budget: `compile.rs`;
+//! reading the plugin directory's files: `files.rs`; writing them: `plugin_dir.rs`; checking a plugin's
 //! answers: `answers.rs`.
 //! The policy itself (grant patterns, manifest) is in `wasmprov-policy`,
 //! which has no WebAssembly runtime in it.
@@ -66,6 +67,7 @@
 
 mod answers;
 mod bindings;
+mod compile;
 pub mod contract;
 mod engine;
 mod error;
@@ -78,9 +80,11 @@ pub mod lock;
 mod log;
 pub mod metrics;
 mod plugin;
+pub mod plugin_dir;
 mod state;
 mod watch;
 
+pub use compile::DEFAULT_COMPILE_BUDGET;
 pub use engine::{EPOCH_TICK, EngineSettings};
 pub use error::LoadError;
 pub use files::{DEFAULT_MAX_COMPONENT_BYTES, MAX_TEXT_BYTES};
@@ -89,4 +93,4 @@ pub use lock::LockMode;
 pub use plugin::{CONTRACT_VERSION, LimitsInfo, PluginInfo, WasmPlugin, custom_section};
 pub use wasmprov_api as api;
 pub use wasmprov_policy as policy;
-pub use watch::{DEFAULT_DEBOUNCE, Watcher};
+pub use watch::{DEFAULT_DEBOUNCE, WATCH_COMPILE_WAIT, Watcher};

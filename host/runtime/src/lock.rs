@@ -69,17 +69,15 @@ impl Lock {
         }
     }
 
-    /// Writes the lock atomically (a temporary file renamed over it).
+    /// Writes the lock atomically, through the plugin directory's one writer
+    /// ([`crate::plugin_dir::PluginDir::replace`]).
     ///
     /// # Errors
     /// When the directory is not writable.
     pub fn write(&self, dir: &cap_std::fs::Dir) -> Result<()> {
         let text = format!("{HEADER}{}", toml::to_string(self)?);
-        let tmp = format!(".{LOCK_FILE}.tmp");
-        dir.write(&tmp, text)
-            .with_context(|| format!("writing {LOCK_FILE}"))?;
-        dir.rename(&tmp, dir, LOCK_FILE)
-            .with_context(|| format!("replacing {LOCK_FILE}"))
+        crate::plugin_dir::replace_in(dir, LOCK_FILE, text.as_bytes())
+            .with_context(|| format!("writing {LOCK_FILE}"))
     }
 }
 

@@ -158,6 +158,69 @@ pub(crate) struct LoadInput<'a> {
     pub(crate) lock_mode: crate::lock::LockMode,
     pub(crate) hooks: &'a Hooks,
     pub(crate) default_limits: &'a wasmprov_policy::limits::LimitsSpec,
+    /// The directory's `wasmprov.toml` (or why it could not be read).
+    pub(crate) settings: &'a Result<wasmprov_policy::trust::DirSettings, String>,
+}
+
+/// A plugin read and verified, its compile under way ([`WasmPlugin::prepare`]).
+pub(crate) struct Prepared {
+    manifest: Manifest,
+    name: String,
+    sha256: String,
+    built_for: Option<String>,
+    declared: Option<String>,
+    shared_engine: Arc<SharedEngine>,
+    linker: Arc<wasmtime::component::Linker<CallState>>,
+    job: Arc<crate::compile::Job>,
+}
+
+/// A directory that trusts signers loads only components signed for their
+/// plugin by one of them (the signature beside the component, as
+/// `COMPONENT.minisig`), or let in unsigned by the operator; the check is
+/// `wasmprov_policy::trust::verify`, the same one `wasmprov install` makes.
+fn check_signature(
+    input: &LoadInput<'_>,
+    name: &str,
+    component: &str,
+    bytes: &[u8],
+) -> std::result::Result<(), LoadError> {
+    use wasmprov_policy::trust;
+    let settings_file = input.dir_path.join(trust::FILE);
+    let refuse = |reason: String| LoadError::Unsigned {
+        plugin: name.to_string(),
+        component: component.to_string(),
+        reason,
+        settings: settings_file.clone(),
+    };
+    let settings = match input.settings {
+        Ok(s) if !s.requires_signatures() => return Ok(()),
+        Ok(s) => s,
+        Err(e) => return Err(refuse(format!("cannot be checked: {e}"))),
+    };
+    let signature = match crate::files::read_regular(
+        input.dir,
+        &format!("{component}.minisig"),
+        trust::MAX_SIGNATURE_BYTES,
+    ) {
+        Ok((sig, _)) => Some(
+            String::from_utf8(sig)
+                .map_err(|_| refuse("has a signature that is not text".into()))?,
+        ),
+        Err(crate::files::FileError::NotFound) => None,
+        Err(e) => {
+            return Err(refuse(format!(
+                "has a signature file that cannot be read ({e})"
+            )));
+        }
+    };
+    let source = input
+        .lock
+        .plugins
+        .get(name)
+        .and_then(|e| e.source.as_deref());
+    trust::verify(settings, bytes, signature.as_deref(), name, source)
+        .map(|_| ())
+        .map_err(|r| refuse(r.to_string()))
 }
 
 /// The embedder's interceptors and observer, shared by every plugin of a host.
@@ -180,8 +243,10 @@ impl std::fmt::Debug for Hooks {
 }
 
 impl WasmPlugin {
-    /// Reads, verifies, compiles and pre-links one plugin. Blocking (compiles).
-    pub(crate) fn load(input: &LoadInput<'_>) -> std::result::Result<Self, LoadError> {
+    /// The first half of a load: reads and verifies the manifest and the
+    /// component (pin, lock, signature, contract) and starts its compile
+    /// off this thread (`compile.rs`); nothing here waits on the plugin.
+    pub(crate) fn prepare(input: &LoadInput<'_>) -> std::result::Result<Prepared, LoadError> {
         let file = input.manifest_file;
         let text = crate::files::read_text(input.dir, file).map_err(|e| LoadError::Directory {
             dir: input.dir_path.to_path_buf(),
@@ -234,6 +299,7 @@ impl WasmPlugin {
                 _ => {}
             }
         }
+        check_signature(input, &name, &manifest.component, &bytes)?;
         let built_for = custom_section(&bytes, CONTRACT_SECTION);
         let declared = custom_section(&bytes, wasmprov_policy::requests::SECTION);
         if let Some(section) = &built_for {
@@ -259,11 +325,67 @@ impl WasmPlugin {
                     plugin: name.clone(),
                     reason: format!("setting up its engine: {e:#}"),
                 })?;
+        let job = input.engines.compiler.start(
+            &shared_engine.engine,
+            manifest.limits.stack_bytes,
+            &sha256,
+            Arc::from(bytes),
+        );
+        Ok(Prepared {
+            manifest,
+            name,
+            sha256,
+            built_for,
+            declared,
+            shared_engine,
+            linker,
+            job,
+        })
+    }
+
+    /// The second half of a load: waits for the compile (until `until`,
+    /// within its budget), then links, instantiates once under the
+    /// plugin's limits and asks what never changes.
+    pub(crate) fn finish(
+        input: &LoadInput<'_>,
+        prepared: Prepared,
+        until: Instant,
+    ) -> std::result::Result<Self, LoadError> {
+        let Prepared {
+            manifest,
+            name,
+            sha256,
+            built_for,
+            declared,
+            shared_engine,
+            linker,
+            job,
+        } = prepared;
         let engine = &shared_engine.engine;
-        let component = Component::new(engine, &bytes).map_err(|e| LoadError::Compile {
-            plugin: name.clone(),
-            reason: format!("not a valid component: {e:#}"),
-        })?;
+        let component = match input.engines.compiler.wait(&job, until) {
+            crate::compile::Outcome::Ready(c) => c,
+            crate::compile::Outcome::Failed(e) => {
+                return Err(LoadError::Compile {
+                    plugin: name,
+                    reason: format!("not a valid component: {e}"),
+                });
+            }
+            crate::compile::Outcome::Pending { running } => {
+                return Err(LoadError::Compiling {
+                    plugin: name,
+                    running_ms: running.as_millis() as u64,
+                });
+            }
+            crate::compile::Outcome::OverBudget { budget } => {
+                return Err(LoadError::CompileBudget {
+                    plugin: name,
+                    reason: format!(
+                        "its component (sha256:{sha256}) took longer than the compile budget of {} s to compile; it is not compiled again by this host (the budget is EngineSettings::compile_budget)",
+                        budget.as_secs_f64()
+                    ),
+                });
+            }
+        };
         let version = check_exports(&name, &component, engine)?;
         let pre = linker
             .instantiate_pre(&component)
@@ -301,12 +423,26 @@ impl WasmPlugin {
                 }
             }
         }
+        // What the manifest hands over that no plugin should get lightly
+        // (host credentials, wide wildcards, loopback, shells): said at every
+        // load, as the install screen and `inspect` say it.
+        warnings.extend(
+            wasmprov_policy::danger::manifest(&manifest)
+                .iter()
+                .map(ToString::to_string),
+        );
         let requested = match declared
             .as_deref()
             .map(wasmprov_policy::requests::Requests::parse)
         {
             None => None,
             Some(Ok(requests)) => {
+                warnings.extend(
+                    requests
+                        .dangers(&manifest.config)
+                        .iter()
+                        .map(ToString::to_string),
+                );
                 let checks = requests.compare(&manifest);
                 for c in &checks {
                     use wasmprov_policy::requests::Standing;

@@ -13,6 +13,10 @@ use crate::host::Host;
 /// component in produces a burst of events.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(200);
 
+/// The longest a watcher's reload waits for compiles: a slow compile
+/// never holds back the reload of another plugin for longer.
+pub const WATCH_COMPILE_WAIT: Duration = Duration::from_secs(1);
+
 /// Keeps a [`Host`] in step with its plugin directory while it lives.
 /// Dropping it stops the watching; the host keeps what it has loaded.
 pub struct Watcher {
@@ -57,12 +61,29 @@ impl Host {
             .watch(self.plugin_dir(), notify::RecursiveMode::NonRecursive)
             .with_context(|| format!("watching {}", self.plugin_dir().display()))?;
         let host: Weak<Host> = Arc::downgrade(self);
+        let mut compiled = self.compiles_finished();
         let task = tokio::spawn(async move {
-            while rx.recv().await.is_some() {
-                // Wait for the burst to end.
-                while let Ok(Some(())) = tokio::time::timeout(debounce, rx.recv()).await {}
+            loop {
+                tokio::select! {
+                    event = rx.recv() => {
+                        if event.is_none() {
+                            return;
+                        }
+                        // Wait for the burst to end.
+                        while let Ok(Some(())) = tokio::time::timeout(debounce, rx.recv()).await {}
+                    }
+                    // A compile that outlasted a pass has ended: load it now.
+                    changed = compiled.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                    }
+                }
                 let Some(host) = host.upgrade() else { return };
-                if let Err(e) = host.reload().await {
+                // A pass waits briefly for compiles; one still running is
+                // picked up by the pass its end triggers.
+                let wait = host.compile_wait.min(WATCH_COMPILE_WAIT);
+                if let Err(e) = host.reload_within(wait).await {
                     tracing::error!("reloading plugins: {e:#}");
                 }
             }

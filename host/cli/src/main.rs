@@ -250,9 +250,17 @@ enum Command {
     Install {
         /// OCI reference, or a path to a .wasm (its signature, if any, beside it as FILE.minisig).
         reference: String,
-        /// Plugin name [default: the artifact's, else the repository's last part].
+        /// The name to install it under [default: the repository's last part, or the
+        /// file's stem]; never taken from the registry. A signature must name it.
         #[arg(long, value_parser = parse_plugin_name)]
         name: Option<String>,
+        /// Install even when its signed version (or signing time) is older than the
+        /// installed one's.
+        #[arg(long)]
+        allow_downgrade: bool,
+        /// Give up after this many seconds of fetching and checking (the prompt is not counted).
+        #[arg(long, value_name = "SECONDS", default_value_t = install::DEFAULT_TIMEOUT.as_secs())]
+        timeout: u64,
         /// A config value for the manifest, key=value (repeatable).
         #[arg(long = "config", value_parser = parse_label)]
         config: Vec<(String, String)>,
@@ -283,7 +291,8 @@ enum Command {
         file: PathBuf,
         /// Where to publish it.
         reference: String,
-        /// Plugin name recorded on the artifact [default: the file's stem].
+        /// Plugin name the signature binds and the artifact carries [default: the
+        /// repository's last part, the name `install` gives it].
         #[arg(long, value_parser = parse_plugin_name)]
         name: Option<String>,
         /// Sign with this minisign secret key (password from WASMPROV_SIGNING_PASSWORD if it has one).
@@ -292,6 +301,9 @@ enum Command {
         /// Publish this signature, made beforehand (`minisign -Sm FILE`).
         #[arg(long, value_name = "FILE.minisig")]
         signature: Option<PathBuf>,
+        /// Give up after this many seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = install::DEFAULT_TIMEOUT.as_secs())]
+        timeout: u64,
     },
     /// Check or update wasmprov.lock, the digests of the directory's components.
     Lock {
@@ -812,6 +824,8 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Install {
             reference,
             name,
+            allow_downgrade,
+            timeout,
             config,
             secrets,
             yes,
@@ -825,6 +839,8 @@ async fn run(cli: Cli) -> Result<()> {
                     secrets: secrets.clone(),
                     yes: *yes,
                     max_bytes: wasmprov_host::DEFAULT_MAX_COMPONENT_BYTES,
+                    allow_downgrade: *allow_downgrade,
+                    timeout: std::time::Duration::from_secs(*timeout),
                 },
                 json,
             )
@@ -862,6 +878,7 @@ async fn run(cli: Cli) -> Result<()> {
             name,
             sign,
             signature,
+            timeout,
         } => {
             install::push(
                 &install::PushArgs {
@@ -871,6 +888,7 @@ async fn run(cli: Cli) -> Result<()> {
                     sign: sign.clone(),
                     signature: signature.clone(),
                     max_bytes: wasmprov_host::DEFAULT_MAX_COMPONENT_BYTES,
+                    timeout: std::time::Duration::from_secs(*timeout),
                 },
                 json,
             )

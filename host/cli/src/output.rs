@@ -212,12 +212,20 @@ pub fn inspect(info: &PluginInfo, owner: &str, json: bool) -> Result<()> {
         Some(checks) => {
             let mut r = table(&["kind", "requested", "why", "granted", "standing"]);
             for ch in checks {
+                let mut item = c(&ch.item);
+                if let Some(from) = &ch.from {
+                    item.push_str(&format!("\n(from {})", c(from)));
+                }
+                let mut standing = ch.standing.label().to_string();
+                if let Some(danger) = &ch.danger {
+                    standing.push_str(&format!("\nDANGEROUS: {}", c(danger)));
+                }
                 r.add_row(vec![
                     ch.kind.to_string(),
-                    c(&ch.item),
+                    item,
                     c(&ch.why),
                     ch.granted.as_deref().map_or_else(|| "-".into(), c),
-                    ch.standing.label().to_string(),
+                    standing,
                 ]);
             }
             println!("requested by the plugin beside what its manifest grants:\n{r}");

@@ -277,6 +277,29 @@ async fn push_install_list_and_provision_through_a_registry() {
     let table = ok(&wasmprov(&plugins, &["inspect", "hetzner"]));
     assert!(table.contains("WIDER THAN REQUESTED"), "{table}");
 
+    // A secret read from another provider's credential chain is flagged
+    // DANGEROUS by inspect and among the load warnings.
+    let aws = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .replace("env = \"HCLOUD_TOKEN\"", "env = \"AWS_SECRET_ACCESS_KEY\"");
+    std::fs::write(&manifest, &aws).unwrap();
+    let table = ok(&wasmprov(&plugins, &["inspect", "hetzner"]));
+    assert!(
+        table.contains("DANGEROUS: $AWS_SECRET_ACCESS_KEY belongs to AWS's"),
+        "{table}"
+    );
+    let list = json(&wasmprov(&plugins, &["--json", "plugins"]));
+    assert!(
+        list.to_string()
+            .contains("DANGEROUS secret token: $AWS_SECRET_ACCESS_KEY"),
+        "{list}"
+    );
+    std::fs::write(
+        &manifest,
+        aws.replace("env = \"AWS_SECRET_ACCESS_KEY\"", "env = \"HCLOUD_TOKEN\""),
+    )
+    .unwrap();
+
     // Installing again keeps the operator's limits and drops (and names)
     // the grant nobody requested.
     let with_limits = std::fs::read_to_string(&manifest).unwrap() + "\n[limits]\nmemory_mib = 96\n";
@@ -508,21 +531,28 @@ fn signatures_made_by_the_minisign_tool_verify_and_local_files_install() {
     // The same signature published with --signature, and a key file the
     // tool made, used by push with its password.
     let sig = format!("{}.minisig", component.display());
-    let reference = format!("{}/plugins/do:1", registry.addr);
+    let reference = format!("{}/plugins/digitalocean:1", registry.addr);
     ok(&wasmprov(
         w,
         &[
             "push",
             component.to_str().unwrap(),
             &reference,
-            "--name",
-            "do",
             "--signature",
             &sig,
         ],
     ));
-    let out = ok(&wasmprov(&plugins, &["install", &reference, "--yes"]));
+    let fresh = w.join("fresh.d");
+    trust(&fresh, &[("tool-key", &public)], &[]);
+    let out = ok(&wasmprov(&fresh, &["install", &reference, "--yes"]));
     assert!(out.contains("signer:    tool-key"), "{out}");
+    // The tool's signature names the file it signed (digitalocean.wasm):
+    // it does not let the same bytes in under another name.
+    refused(
+        &wasmprov(&plugins, &["install", &reference, "--name", "do", "--yes"]),
+        &["signed by tool-key for plugin \"digitalocean\", not for \"do\""],
+    );
+    assert!(!plugins.join("do.wasm").exists());
     let out = Command::new(env!("CARGO_BIN_EXE_wasmprov"))
         .args([
             "push",
@@ -555,4 +585,722 @@ fn signatures_made_by_the_minisign_tool_verify_and_local_files_install() {
         &wasmprov(&plugins, &["install", "not a reference!", "--yes"]),
         &["is not an OCI reference"],
     );
+}
+
+/// Attacks on `install` from the registry's side and beside a local file
+/// (tests/HOSTILE.md, "Install"). A malicious registry is served here, on
+/// 127.0.0.1, by an axum app whose answers go wrong on purpose; every run
+/// of `wasmprov` is bounded in time and its peak memory is measured.
+mod hostile {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    use axum::body::{Body, Bytes};
+    use axum::http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+
+    /// What the malicious registry does wrong.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Mode {
+        /// The image manifest never ends.
+        EndlessManifest,
+        /// The signature artifact's manifest never ends.
+        EndlessSignatureManifest,
+        /// The token endpoint (on the registry's own host) never ends.
+        EndlessToken,
+        /// The layer comes one byte every 5 s.
+        DripLayer,
+        /// The token realm is another port of this machine.
+        ForeignRealm,
+        /// The token realm is the registry itself.
+        OwnRealm,
+    }
+
+    /// An empty component: install does not run it.
+    const COMPONENT: &[u8] = b"\0asm\x0d\x00\x01\x00";
+
+    #[derive(Clone)]
+    struct Evil {
+        mode: Mode,
+        /// The realm's base URL.
+        realm: String,
+        /// Authorization headers the token endpoint received.
+        token_auth: Arc<Mutex<Vec<Option<String>>>>,
+    }
+
+    fn digest(bytes: &[u8]) -> String {
+        format!("sha256:{}", sha256_hex(bytes))
+    }
+
+    fn manifest() -> Vec<u8> {
+        let config = b"{}";
+        serde_json::to_vec(&serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.wasm.config.v0+json",
+                "digest": digest(config),
+                "size": config.len(),
+            },
+            "layers": [{
+                "mediaType": "application/wasm",
+                "digest": digest(COMPONENT),
+                "size": COMPONENT.len(),
+            }],
+        }))
+        .unwrap()
+    }
+
+    fn endless() -> Body {
+        Body::from_stream(futures::stream::repeat_with(|| {
+            Ok::<_, std::io::Error>(Bytes::from(vec![b' '; 64 << 10]))
+        }))
+    }
+
+    fn drip() -> Body {
+        Body::from_stream(futures::stream::unfold(0usize, |i| async move {
+            if i > 0 {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+            (i < COMPONENT.len()).then(|| {
+                (
+                    Ok::<_, std::io::Error>(Bytes::from(vec![COMPONENT[i]])),
+                    i + 1,
+                )
+            })
+        }))
+    }
+
+    async fn answer(evil: Evil, req: Request<Body>) -> Response<Body> {
+        let path = req.uri().path().to_string();
+        let auth = req
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let reply = |status: StatusCode, body: Body| {
+            let mut r = Response::new(body);
+            *r.status_mut() = status;
+            r
+        };
+        let bearer_mode = matches!(
+            evil.mode,
+            Mode::EndlessToken | Mode::ForeignRealm | Mode::OwnRealm
+        );
+        if path == "/token" {
+            evil.token_auth.lock().unwrap().push(auth);
+            if evil.mode == Mode::EndlessToken {
+                return reply(StatusCode::OK, endless());
+            }
+            return reply(StatusCode::OK, Body::from("{\"token\":\"t0ken\"}"));
+        }
+        if bearer_mode && auth.as_deref() != Some("Bearer t0ken") {
+            let mut r = reply(StatusCode::UNAUTHORIZED, Body::from("{}"));
+            r.headers_mut().insert(
+                "www-authenticate",
+                HeaderValue::from_str(&format!(
+                    "Bearer realm=\"{}/token\",service=\"evil\"",
+                    evil.realm
+                ))
+                .unwrap(),
+            );
+            return r;
+        }
+        if path == "/v2/" {
+            return reply(StatusCode::OK, Body::from("{}"));
+        }
+        if let Some(reference) = path.strip_prefix("/v2/plugins/x/manifests/") {
+            if reference.ends_with(".minisig") {
+                return match evil.mode {
+                    Mode::EndlessSignatureManifest => reply(StatusCode::OK, endless()),
+                    _ => reply(StatusCode::NOT_FOUND, Body::from("{\"errors\":[]}")),
+                };
+            }
+            if evil.mode == Mode::EndlessManifest {
+                return reply(StatusCode::OK, endless());
+            }
+            let m = manifest();
+            let mut r = reply(StatusCode::OK, Body::from(m.clone()));
+            let h: &mut HeaderMap = r.headers_mut();
+            h.insert(
+                "content-type",
+                HeaderValue::from_static("application/vnd.oci.image.manifest.v1+json"),
+            );
+            h.insert(
+                "docker-content-digest",
+                HeaderValue::from_str(&digest(&m)).unwrap(),
+            );
+            return r;
+        }
+        if path.starts_with("/v2/plugins/x/blobs/") {
+            if evil.mode == Mode::DripLayer {
+                return reply(StatusCode::OK, drip());
+            }
+            return reply(StatusCode::OK, Body::from(COMPONENT));
+        }
+        reply(StatusCode::NOT_FOUND, Body::empty())
+    }
+
+    /// Serves the malicious registry (and, for [`Mode::ForeignRealm`], a
+    /// token endpoint on another port) until the test ends.
+    async fn serve(mode: Mode) -> (String, Evil) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
+        let token_auth = Arc::new(Mutex::new(Vec::new()));
+        let realm = if mode == Mode::ForeignRealm {
+            let other = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let realm = format!("http://127.0.0.1:{}", other.local_addr().unwrap().port());
+            let evil = Evil {
+                mode,
+                realm: realm.clone(),
+                token_auth: token_auth.clone(),
+            };
+            let app =
+                axum::Router::new().fallback(move |req: Request<Body>| answer(evil.clone(), req));
+            tokio::spawn(async move { axum::serve(other, app).await });
+            realm
+        } else {
+            format!("http://{addr}")
+        };
+        let evil = Evil {
+            mode,
+            realm,
+            token_auth,
+        };
+        let state = evil.clone();
+        let app =
+            axum::Router::new().fallback(move |req: Request<Body>| answer(state.clone(), req));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (addr, evil)
+    }
+
+    /// What a bounded run of `wasmprov` did.
+    struct Run {
+        out: Output,
+        /// Its peak resident memory, from /proc (KiB).
+        peak_kib: u64,
+        took: Duration,
+    }
+
+    fn peak_kib(pid: u32) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+    }
+
+    /// Runs `wasmprov` on `dir`, killing it after `limit` (a failure of the
+    /// test) and watching its peak memory while it runs.
+    async fn run(dir: &Path, args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_wasmprov"));
+        cmd.arg("--plugin-dir")
+            .arg(dir)
+            .args(["--owner", "install-test"])
+            .args(args)
+            .env_remove("WASMPROV_REGISTRY_USERNAME")
+            .env_remove("WASMPROV_REGISTRY_PASSWORD")
+            .env("DOCKER_CONFIG", dir.join("no-docker-config"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        tokio::task::spawn_blocking(move || {
+            let start = Instant::now();
+            let mut child = cmd.spawn().expect("run wasmprov");
+            let pid = child.id();
+            let mut peak = 0;
+            loop {
+                if let Some(p) = peak_kib(pid) {
+                    peak = peak.max(p);
+                }
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                if start.elapsed() > limit || peak > 1 << 20 {
+                    let _ = child.kill();
+                    let out = child.wait_with_output().unwrap();
+                    panic!(
+                        "wasmprov ran {:?} and reached {peak} KiB before it was killed: {}",
+                        start.elapsed(),
+                        text(&out)
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let took = start.elapsed();
+            let out = child.wait_with_output().unwrap();
+            Run {
+                out,
+                peak_kib: peak,
+                took,
+            }
+        })
+        .await
+        .unwrap()
+    }
+
+    /// The registry's endless answers are cut at their bounds: install
+    /// fails at once, in a few MiB, saying which answer was too large.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn endless_manifests_and_token_answers_are_cut_at_their_bounds() {
+        for (mode, wants) in [
+            (Mode::EndlessManifest, "fetching the manifest of 127.0.0.1"),
+            (
+                Mode::EndlessSignatureManifest,
+                "fetching the signature of 127.0.0.1",
+            ),
+            (Mode::EndlessToken, "the token answer"),
+        ] {
+            let (addr, _evil) = serve(mode).await;
+            let plugins = tempfile::tempdir().unwrap();
+            let r = run(
+                plugins.path(),
+                &["install", &format!("{addr}/plugins/x:1"), "--yes"],
+                &[
+                    ("WASMPROV_REGISTRY_USERNAME", "operator"),
+                    ("WASMPROV_REGISTRY_PASSWORD", "hunter2"),
+                ],
+                Duration::from_secs(30),
+            )
+            .await;
+            refused(&r.out, &[wants, "more than"]);
+            assert!(r.peak_kib < 200 << 10, "{mode:?}: {} KiB", r.peak_kib);
+            assert!(r.took < Duration::from_secs(15), "{mode:?}: {:?}", r.took);
+            assert!(!plugins.path().join("x.wasm").exists());
+        }
+    }
+
+    /// A layer dripped one byte every 5 s meets the install deadline.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_dripped_layer_meets_the_install_deadline() {
+        let (addr, _evil) = serve(Mode::DripLayer).await;
+        let plugins = tempfile::tempdir().unwrap();
+        let r = run(
+            plugins.path(),
+            &[
+                "install",
+                &format!("{addr}/plugins/x:1"),
+                "--yes",
+                "--timeout",
+                "3",
+            ],
+            &[],
+            Duration::from_secs(30),
+        )
+        .await;
+        refused(
+            &r.out,
+            &["gave up after 3 s", "--timeout", "nothing was changed"],
+        );
+        assert!(
+            r.took >= Duration::from_secs(3) && r.took < Duration::from_secs(10),
+            "{:?}",
+            r.took
+        );
+    }
+
+    /// The operator's registry credentials go to a token realm on the
+    /// registry's own host, never to one elsewhere.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn credentials_go_only_to_the_registrys_own_host() {
+        let creds = [
+            ("WASMPROV_REGISTRY_USERNAME", "operator"),
+            ("WASMPROV_REGISTRY_PASSWORD", "hunter2"),
+        ];
+        let basic = format!("Basic {}", {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD.encode("operator:hunter2")
+        });
+        for (mode, sent) in [(Mode::ForeignRealm, false), (Mode::OwnRealm, true)] {
+            let (addr, evil) = serve(mode).await;
+            let plugins = tempfile::tempdir().unwrap();
+            let r = run(
+                plugins.path(),
+                &["install", &format!("{addr}/plugins/x:1"), "--yes"],
+                &creds,
+                Duration::from_secs(30),
+            )
+            .await;
+            // The artifact is unsigned, so it is refused either way.
+            refused(&r.out, &["is not signed"]);
+            let seen = evil.token_auth.lock().unwrap().clone();
+            assert!(
+                !seen.is_empty(),
+                "{mode:?}: the realm was asked for a token"
+            );
+            assert_eq!(
+                seen.iter().any(|a| a.as_deref() == Some(basic.as_str())),
+                sent,
+                "{mode:?}: {seen:?}"
+            );
+        }
+        // The Docker credential file is read as other OCI clients read it.
+        let (addr, evil) = serve(Mode::OwnRealm).await;
+        let plugins = tempfile::tempdir().unwrap();
+        let docker = plugins.path().join("docker");
+        std::fs::create_dir_all(&docker).unwrap();
+        let encoded = {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD.encode("operator:hunter2")
+        };
+        let mut auths = serde_json::Map::new();
+        auths.insert(addr.clone(), serde_json::json!({ "auth": encoded }));
+        std::fs::write(
+            docker.join("config.json"),
+            serde_json::json!({ "auths": auths }).to_string(),
+        )
+        .unwrap();
+        let r = run(
+            plugins.path(),
+            &["install", &format!("{addr}/plugins/x:1"), "--yes"],
+            &[("DOCKER_CONFIG", docker.to_str().unwrap())],
+            Duration::from_secs(30),
+        )
+        .await;
+        refused(&r.out, &["is not signed"]);
+        let seen = evil.token_auth.lock().unwrap().clone();
+        assert!(
+            seen.iter().any(|a| a.as_deref() == Some(basic.as_str())),
+            "{seen:?}"
+        );
+    }
+
+    /// A signature beside a local component is read as untrusted input: a
+    /// symlink to /dev/zero and a FIFO are refused at once.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_local_signature_that_is_a_device_or_a_fifo_is_refused_at_once() {
+        let work = tempfile::tempdir().unwrap();
+        let plugins = work.path().join("plugins.d");
+        let component = work.path().join("x.wasm");
+        std::fs::write(&component, COMPONENT).unwrap();
+        let sig = work.path().join("x.wasm.minisig");
+        std::os::unix::fs::symlink("/dev/zero", &sig).unwrap();
+        let r = run(
+            &plugins,
+            &["install", component.to_str().unwrap(), "--yes"],
+            &[],
+            Duration::from_secs(20),
+        )
+        .await;
+        refused(&r.out, &["x.wasm.minisig"]);
+        assert!(r.took < Duration::from_secs(5), "{:?}", r.took);
+        assert!(r.peak_kib < 200 << 10, "{} KiB", r.peak_kib);
+        std::fs::remove_file(&sig).unwrap();
+        nix::unistd::mkfifo(&sig, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let r = run(
+            &plugins,
+            &["install", component.to_str().unwrap(), "--yes"],
+            &[],
+            Duration::from_secs(20),
+        )
+        .await;
+        refused(&r.out, &["FIFO"]);
+        assert!(r.took < Duration::from_secs(5), "{:?}", r.took);
+    }
+
+    /// Pre-planted symlinks at the names install used to write through
+    /// (and at the targets) are replaced, never followed.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn install_writes_never_follow_planted_symlinks() {
+        let work = tempfile::tempdir().unwrap();
+        let plugins = work.path().join("plugins.d");
+        let (key, public) = keys(work.path(), "release");
+        trust(&plugins, &[("release", &public)], &[]);
+        let outside = work.path().join("precious.txt");
+        std::fs::write(&outside, "precious").unwrap();
+        for name in [
+            ".x.wasm.installing",
+            ".x.toml.installing",
+            "x.toml",
+            "x.wasm.minisig",
+            ".wasmprov.lock.tmp",
+        ] {
+            std::os::unix::fs::symlink(&outside, plugins.join(name)).unwrap();
+        }
+        let component = work.path().join("x.wasm");
+        std::fs::write(&component, COMPONENT).unwrap();
+        let sig = sign_for(&key, COMPONENT, "x");
+        std::fs::write(work.path().join("x.wasm.minisig"), sig).unwrap();
+        let r = run(
+            &plugins,
+            &["install", component.to_str().unwrap(), "--yes"],
+            &[],
+            Duration::from_secs(20),
+        )
+        .await;
+        assert!(r.out.status.success(), "{}", text(&r.out));
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "precious");
+        for name in ["x.wasm", "x.toml", "x.wasm.minisig", "wasmprov.lock"] {
+            let meta = std::fs::symlink_metadata(plugins.join(name)).unwrap();
+            assert!(meta.is_file(), "{name} is a regular file");
+        }
+    }
+
+    /// The registry no longer decides trust: the name is the operator's
+    /// (an annotation cannot pick an opted-out name), a signature binds the
+    /// name it was made for, and an older signed version re-tagged is
+    /// called a downgrade and refused unless asked for.
+    #[test]
+    fn the_registry_cannot_pick_the_name_the_signer_or_a_downgrade() {
+        let registry = Registry::start();
+        let work = tempfile::tempdir().unwrap();
+        let built = bundled();
+        let file = |name: &str| built.path().join(name).to_str().unwrap().to_string();
+        let (key, public) = keys(work.path(), "acme");
+        let plugins = work.path().join("plugins.d");
+        trust(&plugins, &[("acme", &public)], &["my-local-build"]);
+        let at = |repo: &str| format!("{}/plugins/{repo}", registry.addr);
+
+        // An unsigned artifact annotated with the opted-out name.
+        ok(&wasmprov(
+            work.path(),
+            &[
+                "push",
+                &file("hetzner.wasm"),
+                &format!("{}:1", at("evil")),
+                "--name",
+                "my-local-build",
+            ],
+        ));
+        let out = wasmprov(
+            &plugins,
+            &["install", &format!("{}:1", at("evil")), "--yes"],
+        );
+        refused(&out, &["is not signed", "unsigned = [\"evil\"]"]);
+        assert!(!plugins.join("my-local-build.wasm").exists());
+        assert!(!plugins.join("evil.wasm").exists());
+
+        // A vendor-signed component for `normal`, offered as `victim`.
+        ok(&wasmprov(
+            work.path(),
+            &[
+                "push",
+                &file("hetzner.wasm"),
+                &format!("{}:1", at("victim")),
+                "--sign",
+                key.to_str().unwrap(),
+            ],
+        ));
+        ok(&wasmprov(
+            &plugins,
+            &["install", &format!("{}:1", at("victim")), "--yes"],
+        ));
+        let victim = std::fs::read(plugins.join("victim.wasm")).unwrap();
+        ok(&wasmprov(
+            work.path(),
+            &[
+                "push",
+                &file("digitalocean.wasm"),
+                &format!("{}:1", at("normal")),
+                "--sign",
+                key.to_str().unwrap(),
+            ],
+        ));
+        let out = wasmprov(
+            &plugins,
+            &[
+                "install",
+                &format!("{}:1", at("normal")),
+                "--name",
+                "victim",
+                "--yes",
+            ],
+        );
+        refused(
+            &out,
+            &["signed by acme for plugin \"normal\", not for \"victim\""],
+        );
+        assert_eq!(std::fs::read(plugins.join("victim.wasm")).unwrap(), victim);
+        // Installed under its own name it is fine, and its signature is kept beside it.
+        ok(&wasmprov(
+            &plugins,
+            &["install", &format!("{}:1", at("normal")), "--yes"],
+        ));
+        assert!(plugins.join("normal.wasm.minisig").is_file());
+
+        // Version 1.0, then 2.0; the 1.0 artifact re-tagged `latest`.
+        let v1 = json(&wasmprov(
+            work.path(),
+            &[
+                "--json",
+                "push",
+                &file("hetzner.wasm"),
+                &format!("{}:1.0", at("app")),
+                "--sign",
+                key.to_str().unwrap(),
+            ],
+        ))["manifest_digest"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        ok(&wasmprov(
+            work.path(),
+            &[
+                "push",
+                &file("cloud-init.wasm"),
+                &format!("{}:2.0", at("app")),
+                "--sign",
+                key.to_str().unwrap(),
+            ],
+        ));
+        let installed = ok(&wasmprov(
+            &plugins,
+            &["install", &format!("{}:2.0", at("app")), "--yes"],
+        ));
+        assert!(installed.contains("version 2.0"), "{installed}");
+        let retag = Command::new("curl")
+            .args(["-sf", "-o"])
+            .arg(work.path().join("m.json"))
+            .args([
+                "-H",
+                "Accept: application/vnd.oci.image.manifest.v1+json",
+                &format!("http://{}/v2/plugins/app/manifests/{v1}", registry.addr),
+            ])
+            .status()
+            .unwrap();
+        assert!(retag.success());
+        let put = Command::new("curl")
+            .args([
+                "-sf",
+                "-X",
+                "PUT",
+                "-H",
+                "Content-Type: application/vnd.oci.image.manifest.v1+json",
+                "--data-binary",
+            ])
+            .arg(format!("@{}", work.path().join("m.json").display()))
+            .arg(format!(
+                "http://{}/v2/plugins/app/manifests/latest",
+                registry.addr
+            ))
+            .status()
+            .unwrap();
+        assert!(put.success());
+        let app = std::fs::read(plugins.join("app.wasm")).unwrap();
+        let out = wasmprov(
+            &plugins,
+            &["install", &format!("{}:latest", at("app")), "--yes"],
+        );
+        refused(
+            &out,
+            &[
+                "DOWNGRADE of the installed app: version 1.0 is older than the installed 2.0",
+                "--allow-downgrade",
+            ],
+        );
+        assert_eq!(std::fs::read(plugins.join("app.wasm")).unwrap(), app);
+        let out = ok(&wasmprov(
+            &plugins,
+            &[
+                "install",
+                &format!("{}:latest", at("app")),
+                "--yes",
+                "--allow-downgrade",
+            ],
+        ));
+        assert!(out.contains("DOWNGRADE"), "{out}");
+    }
+
+    /// The screen shows each secret's host variable and marks what is
+    /// DANGEROUS, with the values that filled a template; `inspect` and
+    /// the load warnings say the same.
+    #[test]
+    fn the_confirmation_screen_and_inspect_flag_dangerous_requests() {
+        let work = tempfile::tempdir().unwrap();
+        let plugins = work.path().join("plugins.d");
+        let (key, public) = keys(work.path(), "acme");
+        trust(&plugins, &[("acme", &public)], &[]);
+        let component = work.path().join("victim.wasm");
+        std::fs::write(&component, COMPONENT).unwrap();
+        let caps = work.path().join("capabilities.toml");
+        std::fs::write(
+            &caps,
+            r#"
+[[http]]
+url = "https://{region}.api.example.com"
+why = "the API"
+[[http]]
+url = "https://*.com"
+why = "everything"
+[[http]]
+url = "http://127.0.0.1:*"
+why = "local"
+[[exec]]
+program = "/bin/sh"
+args = ["-c", "*"]
+env = ["LD_PRELOAD"]
+why = "a shell"
+[config.region]
+why = "where"
+default = "evil.example/#"
+[secrets.token]
+why = "a read/write API token"
+env = "AWS_SECRET_ACCESS_KEY"
+[secrets.daemon]
+why = "the daemon"
+env = "WASMPROV_SERVE_TOKEN"
+"#,
+        )
+        .unwrap();
+        ok(&wasmprov(
+            work.path(),
+            &[
+                "declare",
+                component.to_str().unwrap(),
+                "--capabilities",
+                caps.to_str().unwrap(),
+            ],
+        ));
+        let bytes = std::fs::read(&component).unwrap();
+        std::fs::write(
+            work.path().join("victim.wasm.minisig"),
+            sign_for(&key, &bytes, "victim"),
+        )
+        .unwrap();
+        let out = wasmprov(&plugins, &["install", component.to_str().unwrap()]);
+        refused(
+            &out,
+            &[
+                "secret  token  [granted from $AWS_SECRET_ACCESS_KEY]",
+                "DANGEROUS: $AWS_SECRET_ACCESS_KEY belongs to AWS's credential chain",
+                "DANGEROUS: $WASMPROV_SERVE_TOKEN is a variable of the host itself",
+                "from https://{region}.api.example.com with region = \"evil.example/#\" (the plugin's default)",
+                "is not a plain host name part",
+                "DANGEROUS: *.com is wider than one registrable domain",
+                "any port: every service on that host",
+                "DANGEROUS: 127.0.0.1 is a loopback address",
+                "DANGEROUS: /bin/sh is a shell",
+                "not confirmed",
+            ],
+        );
+        let installed = json(&wasmprov(
+            &plugins,
+            &["--json", "install", component.to_str().unwrap(), "--yes"],
+        ));
+        let dangerous = installed["dangerous"].as_array().unwrap();
+        assert_eq!(dangerous.len(), 6, "{installed}");
+    }
+
+    /// A minisign signature with `wasmprov push`'s trusted comment.
+    fn sign_for(key_file: &Path, bytes: &[u8], plugin: &str) -> String {
+        let text = std::fs::read_to_string(key_file).unwrap();
+        let sk = minisign::SecretKey::from_unencrypted_box(
+            minisign::SecretKeyBox::from_string(&text).unwrap(),
+        )
+        .unwrap();
+        minisign::sign(
+            None,
+            &sk,
+            std::io::Cursor::new(bytes),
+            Some(&format!(
+                "wasmprov plugin {plugin} sha256:{} timestamp:1",
+                sha256_hex(bytes)
+            )),
+            None,
+        )
+        .unwrap()
+        .into_string()
+    }
 }

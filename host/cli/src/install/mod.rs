@@ -12,22 +12,43 @@ pub mod signature;
 use std::collections::BTreeMap;
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use wasmprov_host::lock::LockEntry;
+use wasmprov_host::plugin_dir::PluginDir;
 use wasmprov_host::policy::manifest::valid_plugin_name;
 use wasmprov_host::policy::requests::{FILE as REQUESTS_FILE, Requests, SECTION};
-use wasmprov_host::policy::trust::{DirSettings, FILE as SETTINGS_FILE};
+use wasmprov_host::policy::trust::{
+    DirSettings, FILE as SETTINGS_FILE, MAX_SIGNATURE_BYTES, SignedFacts, Verdict,
+};
 use wasmprov_host::policy::{Manifest, SecretSpec};
 
 use crate::output::{c, line};
+
+/// What the install screen says: on stdout, or on stderr under `--json`
+/// (stdout then holds the JSON answer alone).
+macro_rules! say {
+    ($json:expr, $($arg:tt)*) => {
+        if $json {
+            eprintln!($($arg)*);
+        } else {
+            println!($($arg)*);
+        }
+    };
+}
+
+/// How long one install may take by default, from the first byte asked of
+/// the registry to the last one read (`--timeout`).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// What `wasmprov install` was asked.
 #[derive(Debug)]
 pub struct InstallArgs {
     /// An OCI reference or a local `.wasm` file.
     pub reference: String,
-    /// The plugin's name, when the artifact's should not be used.
+    /// The name to install under (default: the repository's last segment,
+    /// or the file's stem); never taken from the registry.
     pub name: Option<String>,
     /// Config values for the manifest.
     pub config: Vec<(String, String)>,
@@ -37,6 +58,12 @@ pub struct InstallArgs {
     pub yes: bool,
     /// Largest component accepted.
     pub max_bytes: u64,
+    /// Install a component whose signed version or time is older than the
+    /// installed one's.
+    pub allow_downgrade: bool,
+    /// The deadline for fetching and checking (everything but the
+    /// operator's answer to the prompt).
+    pub timeout: Duration,
 }
 
 /// A component got from a registry or a file, not yet trusted.
@@ -44,28 +71,26 @@ struct Candidate {
     name: String,
     /// Where it came from, as recorded in the lock.
     source: String,
+    /// The name the registry's annotation gives it, if any (shown only).
+    claimed: Option<String>,
     bytes: Vec<u8>,
     signature: Option<String>,
 }
 
-/// Reads a local component: a regular file of at most `max` bytes.
-fn read_local(path: &Path, max: u64) -> Result<Vec<u8>> {
-    let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
-    if !meta.is_file() {
-        bail!("{} is not a regular file", path.display());
-    }
-    if meta.len() > max {
-        bail!(
-            "{} is {} bytes; at most {max} are accepted",
-            path.display(),
-            meta.len()
-        );
-    }
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    if bytes.len() as u64 > max {
-        bail!("{} grew past {max} bytes while being read", path.display());
-    }
-    Ok(bytes)
+/// Reads a file beside (or as) a local component as untrusted input:
+/// through a capability handle on its directory (no symlink out of it), a
+/// regular file only (a FIFO or device is refused without blocking), at
+/// most `max` bytes. `Ok(None)` when there is no such file.
+fn read_local(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .with_context(|| format!("{} is not a file name", path.display()))?;
+    PluginDir::open_existing(parent)?.read(name, max)
 }
 
 fn is_local(reference: &str) -> bool {
@@ -73,60 +98,71 @@ fn is_local(reference: &str) -> bool {
     reference.ends_with(".wasm") || p.is_absolute() || reference.starts_with('.') || p.is_file()
 }
 
-async fn candidate(args: &InstallArgs) -> Result<Candidate> {
-    let (default_name, source, bytes, signature) = if is_local(&args.reference) {
-        let path = PathBuf::from(&args.reference);
-        let bytes = read_local(&path, args.max_bytes)?;
-        let sig_path = PathBuf::from(format!("{}.minisig", path.display()));
-        let signature = match std::fs::read_to_string(&sig_path) {
-            Ok(s) => Some(s),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => bail!("reading {}: {e}", sig_path.display()),
-        };
-        let stem = path
+/// The default name: the file's stem, or the repository's last segment,
+/// both from what the operator typed.
+fn default_name(reference: &str) -> Option<String> {
+    if is_local(reference) {
+        return Path::new(reference)
             .file_stem()
             .and_then(|s| s.to_str())
-            .unwrap_or_default()
-            .to_string();
-        let source = std::path::absolute(&path)
-            .unwrap_or(path)
-            .display()
-            .to_string();
-        (Some(stem), source, bytes, signature)
-    } else {
-        let fetched = oci::fetch(&args.reference, args.max_bytes).await?;
-        let repo_tail = oci::reference(&args.reference)?
-            .repository()
-            .rsplit('/')
-            .next()
             .map(str::to_string);
-        let source = if args.reference.contains('@') {
-            fetched.pinned.clone()
-        } else {
-            format!("{} ({})", args.reference, fetched.pinned)
-        };
-        (
-            fetched.plugin.or(repo_tail),
-            source,
-            fetched.component,
-            fetched.signature,
-        )
-    };
+    }
+    oci::reference(reference)
+        .ok()?
+        .repository()
+        .rsplit('/')
+        .next()
+        .map(str::to_string)
+}
+
+async fn candidate(args: &InstallArgs) -> Result<Candidate> {
+    if !is_local(&args.reference) {
+        oci::reference(&args.reference)?;
+    }
     let name = args
         .name
         .clone()
-        .or(default_name)
+        .or_else(|| default_name(&args.reference))
         .context("cannot tell the plugin's name; give it with --name")?;
     if !valid_plugin_name(&name) {
         bail!(
             "{name:?} is not a valid plugin name; use lowercase letters, digits, `-` and `_` (give one with --name)"
         );
     }
+    if is_local(&args.reference) {
+        let path = PathBuf::from(&args.reference);
+        let bytes = read_local(&path, args.max_bytes)?
+            .with_context(|| format!("{}: no such file", path.display()))?;
+        let sig_path = PathBuf::from(format!("{}.minisig", path.display()));
+        let signature = read_local(&sig_path, MAX_SIGNATURE_BYTES)?
+            .map(|b| {
+                String::from_utf8(b).with_context(|| format!("{} is not text", sig_path.display()))
+            })
+            .transpose()?;
+        let source = std::path::absolute(&path)
+            .unwrap_or(path)
+            .display()
+            .to_string();
+        return Ok(Candidate {
+            name,
+            source,
+            claimed: None,
+            bytes,
+            signature,
+        });
+    }
+    let fetched = oci::fetch(&args.reference, oci::Bounds::with_component(args.max_bytes)).await?;
+    let source = if args.reference.contains('@') {
+        fetched.pinned.clone()
+    } else {
+        format!("{} ({})", args.reference, fetched.pinned)
+    };
     Ok(Candidate {
         name,
         source,
-        bytes,
-        signature,
+        claimed: fetched.plugin,
+        bytes: fetched.component,
+        signature: fetched.signature,
     })
 }
 
@@ -137,20 +173,13 @@ fn declared(bytes: &[u8], what: &str) -> Result<Option<Requests>> {
         .map_err(|e| anyhow::anyhow!("refused: {what} declares its capabilities malformed: {e}"))
 }
 
-fn read_settings(dir: &Path) -> Result<DirSettings> {
-    match std::fs::read_to_string(dir.join(SETTINGS_FILE)) {
-        Ok(text) => DirSettings::parse(&text).map_err(anyhow::Error::msg),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(DirSettings::default()),
-        Err(e) => bail!("reading {}: {e}", dir.join(SETTINGS_FILE).display()),
+fn read_settings(dir: &PluginDir) -> Result<DirSettings> {
+    match dir.read(SETTINGS_FILE, wasmprov_host::MAX_TEXT_BYTES)? {
+        Some(bytes) => {
+            DirSettings::parse(&String::from_utf8_lossy(&bytes)).map_err(anyhow::Error::msg)
+        }
+        None => Ok(DirSettings::default()),
     }
-}
-
-/// Writes `bytes` to `dir/name` through a temporary file renamed over it.
-fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
-    let tmp = dir.join(format!(".{name}.installing"));
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, dir.join(name))
-        .with_context(|| format!("replacing {}", dir.join(name).display()))
 }
 
 fn confirm(question: &str, yes: bool) -> Result<()> {
@@ -173,31 +202,67 @@ fn confirm(question: &str, yes: bool) -> Result<()> {
     }
 }
 
-fn print_requests(requests: Option<&Requests>, manifest: &Manifest) {
+fn print_requests(requests: Option<&Requests>, manifest: &Manifest, json: bool) -> Vec<String> {
     use wasmprov_host::policy::requests::Standing;
     let Some(r) = requests else {
-        println!("requests:  nothing declared; the manifest grants nothing (add grants by hand)");
-        return;
+        say!(
+            json,
+            "requests:  nothing declared; the manifest grants nothing (add grants by hand)"
+        );
+        return Vec::new();
     };
-    println!("requests (as the written manifest answers them):");
+    say!(json, "requests (as the written manifest answers them):");
     let checks = r.compare(manifest);
     let mut optional = Vec::new();
+    let mut dangerous = Vec::new();
     for ch in &checks {
         if ch.standing == Standing::Unset {
             optional.push(c(&ch.item));
             continue;
         }
-        println!(
-            "  {:<6}  {}  [{}]  {}",
+        // A secret shows the host variable it reads.
+        let standing = match (&ch.granted, ch.kind) {
+            (Some(var), "secret") if ch.standing == Standing::Granted => {
+                format!("granted from {}", c(var))
+            }
+            _ => ch.standing.label().to_string(),
+        };
+        say!(
+            json,
+            "  {:<6}  {}  [{standing}]  {}",
             ch.kind,
             c(&ch.item),
-            ch.standing.label(),
             c(&ch.why)
         );
+        if let Some(from) = &ch.from {
+            say!(json, "          from {}", c(from));
+        }
+        if let Some(danger) = &ch.danger {
+            say!(json, "          DANGEROUS: {}", c(danger));
+            dangerous.push(format!("{} {}: {danger}", ch.kind, ch.item));
+        }
     }
     if !optional.is_empty() {
-        println!("  optional, not set: {}", optional.join(", "));
+        say!(json, "  optional, not set: {}", optional.join(", "));
     }
+    if !dangerous.is_empty() {
+        say!(
+            json,
+            "{} DANGEROUS grant(s): the plugin asks for them and the manifest would grant them; read each reason above before you accept",
+            dangerous.len()
+        );
+    }
+    dangerous
+}
+
+/// The trusted comment of the signature kept beside an installed
+/// component, if any.
+fn installed_facts(dir: &PluginDir, component_file: &str) -> Option<SignedFacts> {
+    let sig = dir
+        .read(&format!("{component_file}.minisig"), MAX_SIGNATURE_BYTES)
+        .ok()??;
+    let sig = minisign::SignatureBox::from_string(&String::from_utf8(sig).ok()?).ok()?;
+    Some(SignedFacts::parse(&sig.trusted_comment().ok()?))
 }
 
 /// `wasmprov install REF`.
@@ -205,38 +270,67 @@ fn print_requests(requests: Option<&Requests>, manifest: &Manifest) {
 /// # Errors
 /// Every refusal, with what to do about it; nothing in the directory
 /// changes unless the whole install succeeds.
-pub async fn install(dir: &Path, args: &InstallArgs, json: bool) -> Result<()> {
-    let cand = candidate(args).await?;
+pub async fn install(dir_path: &Path, args: &InstallArgs, json: bool) -> Result<()> {
+    let cand = tokio::time::timeout(args.timeout, candidate(args))
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "{}: gave up after {} s (the install deadline; --timeout SECONDS sets it); nothing was changed",
+                args.reference,
+                args.timeout.as_secs()
+            )
+        })??;
+    let dir = PluginDir::open(dir_path)?;
     let what = cand.source.clone();
     let digest = wasmprov_host::lock::sha256_hex(&cand.bytes);
-    let settings = read_settings(dir)?;
-    let signer = signature::check(
+    let settings = read_settings(&dir)?;
+    let verdict = signature::check(
         &cand.bytes,
         cand.signature.as_deref(),
         &settings,
-        dir,
+        dir_path,
         &cand.name,
         &what,
+        Some(&cand.source),
     )?;
     let requests = declared(&cand.bytes, &what)?;
 
     let component_file = format!("{}.wasm", cand.name);
     let manifest_file = format!("{}.toml", cand.name);
-    let lock = wasmprov_host::lock::read(dir)?;
+    let signature_file = format!("{component_file}.minisig");
+    let lock = wasmprov_host::lock::read(dir_path)?;
     let locked = lock.plugins.get(&cand.name);
-    let installed_bytes = std::fs::read(dir.join(&component_file)).ok();
+    let installed_bytes = dir.read(&component_file, args.max_bytes).ok().flatten();
     let same = matches!((locked, &installed_bytes), (Some(entry), Some(old))
         if entry.sha256 == digest && wasmprov_host::lock::sha256_hex(old) == digest);
     if same && args.config.is_empty() && args.secrets.is_empty() {
-        println!(
+        if json {
+            return crate::output::print_json(&serde_json::json!({
+                "plugin": cand.name,
+                "sha256": digest,
+                "unchanged": true,
+            }));
+        }
+        say!(
+            json,
             "{} is already installed at sha256:{digest}; nothing to do",
             c(&cand.name)
         );
         return Ok(());
     }
+    // A signed version or signing time older than the installed one's is a
+    // downgrade, said as such and refused unless asked for.
+    let downgrade = match (&verdict, installed_facts(&dir, &component_file)) {
+        (Verdict::Signed { facts, .. }, Some(old)) if !same => facts.older_than(&old),
+        _ => None,
+    };
 
     // What the operator already set is kept for the keys still declared.
-    let old_text = std::fs::read_to_string(dir.join(&manifest_file)).ok();
+    let old_text = dir
+        .read(&manifest_file, wasmprov_host::MAX_TEXT_BYTES)
+        .ok()
+        .flatten()
+        .and_then(|b| String::from_utf8(b).ok());
     let old_manifest = old_text
         .as_deref()
         .and_then(|t| Manifest::parse(&manifest_file, t).ok());
@@ -302,20 +396,51 @@ pub async fn install(dir: &Path, args: &InstallArgs, json: bool) -> Result<()> {
     let manifest = Manifest::parse(&manifest_file, &manifest_text)
         .map_err(|e| anyhow::anyhow!("the manifest written for {what} does not parse: {e}"))?;
 
-    println!("plugin:    {}", c(&cand.name));
-    println!("source:    {}", c(&cand.source));
-    println!("component: sha256:{digest} ({} bytes)", cand.bytes.len());
-    println!("signer:    {}", c(&signer.label()));
-    print_requests(requests.as_ref(), &manifest);
+    say!(json, "plugin:    {}", c(&cand.name));
+    say!(json, "source:    {}", c(&cand.source));
+    if let Some(claimed) = cand.claimed.as_deref().filter(|p| *p != cand.name) {
+        say!(
+            json,
+            "           (the artifact calls itself {}; it is installed as {}, the name you gave or the repository's)",
+            c(claimed),
+            c(&cand.name)
+        );
+    }
+    say!(
+        json,
+        "component: sha256:{digest} ({} bytes)",
+        cand.bytes.len()
+    );
+    say!(json, "signer:    {}", c(&verdict.label()));
+    if let Verdict::Signed { facts, .. } = &verdict {
+        let mut signed = Vec::new();
+        if let Some(v) = &facts.version {
+            signed.push(format!("version {}", c(v)));
+        }
+        if let Some(t) = facts
+            .timestamp
+            .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
+        {
+            signed.push(format!("signed {}", t.to_rfc3339()));
+        }
+        if !signed.is_empty() {
+            say!(json, "           {}", signed.join(", "));
+        }
+    }
+    let dangerous = print_requests(requests.as_ref(), &manifest, json);
     for d in &dropped {
-        println!(
+        say!(
+            json,
             "  dropped from the old manifest (not requested): {}",
             line(d)
         );
     }
     let update = locked.is_some() || installed_bytes.is_some();
     if same {
-        println!("the installed component is this one; only its manifest is rewritten");
+        say!(
+            json,
+            "the installed component is this one; only its manifest is rewritten"
+        );
     } else if update {
         let was = locked.map_or_else(
             || {
@@ -326,10 +451,14 @@ pub async fn install(dir: &Path, args: &InstallArgs, json: bool) -> Result<()> {
             },
             |e| e.sha256.clone(),
         );
-        println!("UPDATE of the installed {}:", c(&cand.name));
-        println!("  component sha256:{was} -> sha256:{digest}");
+        if let Some(why) = &downgrade {
+            say!(json, "DOWNGRADE of the installed {}: {why}", c(&cand.name));
+        } else {
+            say!(json, "UPDATE of the installed {}:", c(&cand.name));
+        }
+        say!(json, "  component sha256:{was} -> sha256:{digest}");
         if let Some(source) = locked.and_then(|e| e.source.as_deref()) {
-            println!("  was installed from {}", c(source));
+            say!(json, "  was installed from {}", c(source));
         }
         let old_requests = installed_bytes
             .as_deref()
@@ -337,13 +466,21 @@ pub async fn install(dir: &Path, args: &InstallArgs, json: bool) -> Result<()> {
             .unwrap_or_default();
         let diff = old_requests.diff(&requests.clone().unwrap_or_default());
         if diff.is_empty() {
-            println!("  capabilities requested: unchanged");
+            say!(json, "  capabilities requested: unchanged");
         } else {
-            println!("  capabilities requested:");
+            say!(json, "  capabilities requested:");
             for d in diff {
-                println!("    {}", line(&d));
+                say!(json, "    {}", line(&d));
             }
         }
+    }
+    if let Some(why) = &downgrade
+        && !args.allow_downgrade
+    {
+        bail!(
+            "refused: {what} is a downgrade of the installed {} ({why}); nothing was changed; re-run with --allow-downgrade to install it anyway",
+            cand.name
+        );
     }
     let missing: Vec<String> = requests
         .as_ref()
@@ -358,23 +495,34 @@ pub async fn install(dir: &Path, args: &InstallArgs, json: bool) -> Result<()> {
     confirm(
         &format!(
             "{} {} with these grants?",
-            if update { "Update" } else { "Install" },
+            if downgrade.is_some() {
+                "Downgrade"
+            } else if update {
+                "Update"
+            } else {
+                "Install"
+            },
             cand.name
         ),
         args.yes,
     )?;
 
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    replace_file(dir, &component_file, &cand.bytes)?;
-    replace_file(dir, &manifest_file, manifest_text.as_bytes())?;
+    // Every write goes through the directory's one writer (no symlink
+    // followed, unpredictable temporary names, renamed into place).
+    dir.replace(&component_file, &cand.bytes)?;
+    match (&verdict, &cand.signature) {
+        (Verdict::Signed { .. }, Some(sig)) => dir.replace(&signature_file, sig.as_bytes())?,
+        _ => dir.remove(&signature_file)?,
+    }
+    dir.replace(&manifest_file, manifest_text.as_bytes())?;
     wasmprov_host::lock::record_entry(
-        dir,
+        dir_path,
         &cand.name,
         LockEntry {
             component: component_file.clone(),
             sha256: digest.clone(),
             source: Some(cand.source.clone()),
-            signer: Some(signer.label()),
+            signer: Some(verdict.label()),
         },
     )?;
     if json {
@@ -382,20 +530,23 @@ pub async fn install(dir: &Path, args: &InstallArgs, json: bool) -> Result<()> {
             "plugin": cand.name,
             "sha256": digest,
             "source": cand.source,
-            "signer": signer.label(),
+            "signer": verdict.label(),
             "updated": update,
+            "downgrade": downgrade,
+            "dangerous": dangerous,
             "to_set": missing,
         }));
     }
-    println!(
+    say!(
+        json,
         "{} {} -> {}, {}",
         if update { "updated" } else { "installed" },
         c(&cand.name),
-        dir.join(&component_file).display(),
-        dir.join(&manifest_file).display()
+        dir_path.join(&component_file).display(),
+        dir_path.join(&manifest_file).display()
     );
     for m in &missing {
-        println!("to set in {manifest_file}: {}", line(m));
+        say!(json, "to set in {manifest_file}: {}", line(m));
     }
     Ok(())
 }
@@ -407,7 +558,7 @@ pub struct PushArgs {
     pub file: PathBuf,
     /// Where to publish it (`registry/repository:tag`).
     pub reference: String,
-    /// The plugin's name (default: the file's stem).
+    /// The plugin's name (default: the repository's last segment).
     pub name: Option<String>,
     /// A minisign secret key to sign with.
     pub sign: Option<PathBuf>,
@@ -415,6 +566,17 @@ pub struct PushArgs {
     pub signature: Option<PathBuf>,
     /// Largest component accepted.
     pub max_bytes: u64,
+    /// The deadline for the whole push.
+    pub timeout: Duration,
+}
+
+/// The version a tag names, when it reads as one (`1.2.0`, `v2`): signed
+/// into the trusted comment so a later install can tell a downgrade.
+fn tag_version(reference: &str) -> Option<String> {
+    let tag = oci::reference(reference).ok()?.tag()?.to_string();
+    let core = tag.strip_prefix('v').unwrap_or(&tag);
+    core.starts_with(|c: char| c.is_ascii_digit())
+        .then_some(tag)
 }
 
 /// `wasmprov push FILE REF`.
@@ -422,16 +584,26 @@ pub struct PushArgs {
 /// # Errors
 /// An unreadable file or key, or a registry that refuses.
 pub async fn push(args: &PushArgs, json: bool) -> Result<()> {
-    let bytes = read_local(&args.file, args.max_bytes)?;
+    tokio::time::timeout(args.timeout, push_inner(args, json))
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "{}: gave up after {} s (--timeout SECONDS sets it)",
+                args.reference,
+                args.timeout.as_secs()
+            )
+        })?
+}
+
+async fn push_inner(args: &PushArgs, json: bool) -> Result<()> {
+    let bytes = read_local(&args.file, args.max_bytes)?
+        .with_context(|| format!("{}: no such file", args.file.display()))?;
+    // The name a signature is made for is the one `install` uses by
+    // default: the repository's last segment.
     let name = args
         .name
         .clone()
-        .or_else(|| {
-            args.file
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .map(str::to_string)
-        })
+        .or_else(|| default_name(&args.reference))
         .context("give the plugin's name with --name")?;
     if !valid_plugin_name(&name) {
         bail!("{name:?} is not a valid plugin name (give one with --name)");
@@ -443,11 +615,14 @@ pub async fn push(args: &PushArgs, json: bool) -> Result<()> {
         (Some(key), None) => Some(signature::sign(
             &bytes,
             key,
-            &format!("wasmprov plugin {name} sha256:{digest}"),
+            &name,
+            tag_version(&args.reference).as_deref(),
         )?),
         (None, Some(file)) => {
-            let text = std::fs::read_to_string(file)
-                .with_context(|| format!("reading {}", file.display()))?;
+            let text = read_local(file, MAX_SIGNATURE_BYTES)?
+                .with_context(|| format!("{}: no such file", file.display()))?;
+            let text = String::from_utf8(text)
+                .with_context(|| format!("{} is not text", file.display()))?;
             minisign::SignatureBox::from_string(&text)
                 .with_context(|| format!("{} is not a minisign signature", file.display()))?;
             Some(text)

@@ -6,20 +6,26 @@
 //! uses for its signatures), so any registry that stores OCI artifacts
 //! holds both.
 //!
-//! Every byte fetched is bounded (component, signature, manifest) and
-//! checked against its digest here; nothing else in wasmprov talks to a
-//! registry.
+//! A registry is untrusted input. Every byte `install` reads from one is
+//! bounded here, before it is buffered ([`Bounds`]: manifests, signature
+//! manifests, signatures, token answers, error bodies, the component) and
+//! checked against its digest; oci-client reads manifests, token answers
+//! and error bodies whole, so the pull side speaks the distribution API
+//! itself over the same HTTP client (reqwest) and keeps oci-client's
+//! references and manifest types. `push` goes through oci-client with a
+//! token got here. Credentials go only to the registry's own host
+//! ([`Session`]). Nothing else in wasmprov talks to a registry.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
-use futures::StreamExt as _;
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::manifest::{OciDescriptor, OciImageManifest, OciManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, HeaderMap, WWW_AUTHENTICATE};
 use sha2::{Digest as _, Sha256};
 
 /// Media type of the component layer.
@@ -30,17 +36,52 @@ pub const WASM_CONFIG: &str = "application/vnd.wasm.config.v0+json";
 pub const MINISIGN_LAYER: &str = "application/vnd.wasmprov.minisign.signature.v1";
 /// Media type of an empty config (the signature artifact has none).
 const EMPTY_CONFIG: &str = "application/vnd.oci.empty.v1+json";
-/// Annotation naming the plugin.
+/// Annotation naming the plugin. Written by `push` for people and other
+/// tools; `install` never takes the plugin's name from it.
 pub const PLUGIN_ANNOTATION: &str = "dev.wasmprov.plugin";
-/// Largest signature accepted.
-const MAX_SIGNATURE_BYTES: u64 = 64 * 1024;
+/// Variable listing HTTPS token realms on other hosts that may receive the
+/// registry credentials (comma-separated origins, `https://auth.example.com`).
+pub const TOKEN_REALMS_VAR: &str = "WASMPROV_REGISTRY_TOKEN_REALMS";
+
+/// The largest answers `install` reads from a registry.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    /// An image manifest (the OCI distribution spec's own limit: 4 MiB).
+    pub manifest: u64,
+    /// The signature artifact's manifest.
+    pub signature_manifest: u64,
+    /// The signature itself.
+    pub signature: u64,
+    /// The token endpoint's answer.
+    pub token: u64,
+    /// The body of an error answer (only its start is kept).
+    pub error_body: u64,
+    /// The component layer.
+    pub component: u64,
+}
+
+impl Bounds {
+    /// The defaults, with `component` as the largest component.
+    #[must_use]
+    pub fn with_component(component: u64) -> Self {
+        Self {
+            manifest: 4 << 20,
+            signature_manifest: 64 << 10,
+            signature: wasmprov_host::policy::trust::MAX_SIGNATURE_BYTES,
+            token: 64 << 10,
+            error_body: 8 << 10,
+            component,
+        }
+    }
+}
 
 /// An artifact fetched and checked.
 #[derive(Debug)]
 pub struct Fetched {
     /// The reference pinned to the manifest digest (`registry/repo@sha256:…`).
     pub pinned: String,
-    /// The plugin name the artifact carries, if any.
+    /// The plugin name the artifact's annotation claims, if any (shown,
+    /// never used as the name).
     pub plugin: Option<String>,
     /// The component.
     pub component: Vec<u8>,
@@ -69,10 +110,18 @@ fn is_loopback(registry: &str) -> bool {
         || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
+/// A registry on this machine is reached over plain HTTP (as Docker does
+/// for loopback registries); every other one over HTTPS.
+fn scheme(registry: &str) -> &'static str {
+    if is_loopback(registry) {
+        "http"
+    } else {
+        "https"
+    }
+}
+
 fn client(reference: &Reference) -> Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    // A registry on this machine is reached over plain HTTP (as Docker does
-    // for loopback registries); every other one over HTTPS.
     let registry = reference.resolve_registry().to_string();
     let protocol = if is_loopback(&registry) {
         ClientProtocol::HttpsExcept(vec![registry])
@@ -87,15 +136,392 @@ fn client(reference: &Reference) -> Client {
     })
 }
 
-/// Credentials from `WASMPROV_REGISTRY_USERNAME` / `WASMPROV_REGISTRY_PASSWORD`,
-/// else anonymous.
-fn auth() -> RegistryAuth {
-    match (
+/// The operator's credentials for a registry: `WASMPROV_REGISTRY_USERNAME`
+/// and `WASMPROV_REGISTRY_PASSWORD`, else the Docker credential file
+/// (`$DOCKER_CONFIG/config.json` or `~/.docker/config.json`, its
+/// `auths`, `credHelpers` and `credsStore`, as Docker, Podman and ORAS read
+/// it), else none.
+fn credentials(registry: &str) -> Option<(String, String)> {
+    if let (Ok(user), Ok(password)) = (
         std::env::var("WASMPROV_REGISTRY_USERNAME"),
         std::env::var("WASMPROV_REGISTRY_PASSWORD"),
-    ) {
-        (Ok(user), Ok(password)) if !user.is_empty() => RegistryAuth::Basic(user, password),
-        _ => RegistryAuth::Anonymous,
+    ) && !user.is_empty()
+    {
+        return Some((user, password));
+    }
+    match docker_credential::get_credential(registry) {
+        Ok(docker_credential::DockerCredential::UsernamePassword(u, p)) => Some((u, p)),
+        Ok(docker_credential::DockerCredential::IdentityToken(_)) => {
+            tracing::info!(
+                "the Docker credential file holds an identity token for {registry}; wasmprov uses username and password only"
+            );
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+fn basic(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    )
+}
+
+/// What a registry is asked to allow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Read.
+    Pull,
+    /// Read and write.
+    Push,
+}
+
+/// An authorized conversation with one registry about one repository.
+///
+/// The token flow is wasmprov's: `GET /v2/`, and on a `Bearer` challenge a
+/// token from its realm. The operator's credentials go to the realm only
+/// when it is the registry's own host and port (over HTTPS, or the
+/// registry's own scheme), or an HTTPS origin the operator listed in
+/// `WASMPROV_REGISTRY_TOKEN_REALMS`; any other realm is asked for an
+/// anonymous token. A `Basic` challenge gets them from the registry
+/// itself. Redirects keep no `Authorization` across hosts (reqwest drops
+/// it), so a blob served from storage elsewhere never sees them.
+pub struct Session {
+    http: reqwest::Client,
+    base: String,
+    reference: Reference,
+    authorization: Option<String>,
+    bounds: Bounds,
+    /// Set when the registry asked for credentials at a realm they were not sent to.
+    withheld: Option<String>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("base", &self.base)
+            .field("authorized", &self.authorization.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads at most `max` bytes of a response: refused from its
+/// `Content-Length` before any byte when that is larger, cut as soon as
+/// the body passes `max` otherwise.
+async fn read_capped(
+    mut response: reqwest::Response,
+    max: u64,
+    what: &str,
+) -> Result<(Vec<u8>, bool)> {
+    if let Some(len) = response
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        && len > max
+    {
+        return Ok((Vec::new(), true));
+    }
+    let mut out = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .with_context(|| format!("reading {what}"))?
+    {
+        if (out.len() + chunk.len()) as u64 > max {
+            let room = usize::try_from(max).unwrap_or(usize::MAX) - out.len();
+            out.extend_from_slice(&chunk[..room.min(chunk.len())]);
+            return Ok((out, true));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok((out, false))
+}
+
+/// Reads a body that must fit in `max`, or says it did not.
+async fn read_bounded(response: reqwest::Response, max: u64, what: &str) -> Result<Vec<u8>> {
+    let (bytes, over) = read_capped(response, max, what).await?;
+    if over {
+        bail!("{what}: the registry sent more than {max} bytes; at most {max} are accepted");
+    }
+    Ok(bytes)
+}
+
+/// A refusal from the registry, with the start of its message, shown
+/// escaped.
+async fn status_error(response: reqwest::Response, max: u64, what: &str) -> anyhow::Error {
+    let status = response.status();
+    let body = read_capped(response, max, what)
+        .await
+        .map(|(b, _)| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    anyhow::anyhow!(
+        "{what}: the registry answered {status}: {}",
+        crate::output::line(body.trim())
+    )
+}
+
+fn unreachable(registry: &str, what: &str, e: &reqwest::Error) -> anyhow::Error {
+    if e.is_connect() || e.is_timeout() || e.is_request() {
+        anyhow::anyhow!("cannot reach the registry {registry} ({what}): {e:#}; nothing was changed")
+    } else {
+        anyhow::anyhow!("{what}: {e:#}")
+    }
+}
+
+/// Whether a token realm may receive the registry's credentials.
+fn realm_trusted(realm: &reqwest::Url, registry: &str, registry_scheme: &str) -> bool {
+    let same_host = reqwest::Url::parse(&format!("{registry_scheme}://{registry}/"))
+        .ok()
+        .is_some_and(|r| {
+            r.host_str() == realm.host_str()
+                && r.port_or_known_default() == realm.port_or_known_default()
+        });
+    if same_host && (realm.scheme() == "https" || realm.scheme() == registry_scheme) {
+        return true;
+    }
+    realm.scheme() == "https"
+        && std::env::var(TOKEN_REALMS_VAR).is_ok_and(|list| {
+            list.split(',')
+                .filter_map(|o| reqwest::Url::parse(o.trim()).ok())
+                .any(|o| {
+                    o.scheme() == "https"
+                        && o.host_str() == realm.host_str()
+                        && o.port_or_known_default() == realm.port_or_known_default()
+                })
+        })
+}
+
+impl Session {
+    /// Opens a session with the registry of `reference` for `access`.
+    ///
+    /// # Errors
+    /// An unreachable registry, a refused or oversized token answer.
+    pub async fn open(reference: &Reference, access: Access, bounds: Bounds) -> Result<Self> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let registry = reference.resolve_registry().to_string();
+        let scheme = scheme(&registry);
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .read_timeout(Duration::from_secs(60))
+            .user_agent(concat!("wasmprov/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .context("setting up the HTTP client")?;
+        let mut session = Self {
+            base: format!("{scheme}://{registry}"),
+            http,
+            reference: reference.clone(),
+            authorization: None,
+            bounds,
+            withheld: None,
+        };
+        let ping = session
+            .http
+            .get(format!("{}/v2/", session.base))
+            .send()
+            .await
+            .map_err(|e| unreachable(&registry, "fetching the manifest of", &e))?;
+        if ping.status() != reqwest::StatusCode::UNAUTHORIZED {
+            // Open to all (or an error the first real request will show).
+            let _ = read_capped(ping, bounds.error_body, "the registry's answer").await;
+            return Ok(session);
+        }
+        let challenges: Vec<String> = ping
+            .headers()
+            .get_all(WWW_AUTHENTICATE)
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_string))
+            .collect();
+        let _ = read_capped(ping, bounds.error_body, "the registry's answer").await;
+        let creds = credentials(&registry);
+        let mut bearer = None;
+        let mut basic_ok = false;
+        for text in &challenges {
+            for challenge in http_auth::parser::ChallengeParser::new(text).flatten() {
+                if challenge.scheme.eq_ignore_ascii_case("basic") {
+                    basic_ok = true;
+                } else if challenge.scheme.eq_ignore_ascii_case("bearer") {
+                    let param = |name: &str| {
+                        challenge
+                            .params
+                            .iter()
+                            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                            .map(|(_, v)| v.to_unescaped())
+                    };
+                    if bearer.is_none() {
+                        bearer = param("realm").map(|realm| (realm, param("service")));
+                    }
+                }
+            }
+        }
+        if let Some((realm, service)) = bearer {
+            let mut url = reqwest::Url::parse(&realm)
+                .with_context(|| format!("the registry's token realm {realm:?} is not a URL"))?;
+            if !matches!(url.scheme(), "http" | "https") {
+                bail!("the registry's token realm {realm:?} is not HTTP(S)");
+            }
+            let scope = match access {
+                Access::Pull => format!("repository:{}:pull", reference.repository()),
+                Access::Push => format!("repository:{}:pull,push", reference.repository()),
+            };
+            url.query_pairs_mut().append_pair("scope", &scope);
+            if let Some(service) = service {
+                url.query_pairs_mut().append_pair("service", &service);
+            }
+            let mut request = session.http.get(url.clone());
+            match &creds {
+                Some((user, password)) if realm_trusted(&url, &registry, scheme) => {
+                    request = request.header(AUTHORIZATION, basic(user, password));
+                }
+                Some(_) => {
+                    session.withheld = Some(format!(
+                        "the registry asked for credentials at {}://{}, another host than {registry}; they were not sent (an HTTPS realm can be allowed with {TOKEN_REALMS_VAR})",
+                        url.scheme(),
+                        url.host_str().unwrap_or_default()
+                    ));
+                }
+                None => {}
+            }
+            let response = request
+                .send()
+                .await
+                .map_err(|e| unreachable(&registry, "asking for a token", &e))?;
+            if !response.status().is_success() {
+                let e = status_error(response, bounds.error_body, "asking for a token").await;
+                return Err(match &session.withheld {
+                    Some(w) => e.context(w.clone()),
+                    None => e,
+                });
+            }
+            let body = read_bounded(response, bounds.token, "the token answer").await?;
+            #[derive(serde::Deserialize)]
+            struct Token {
+                token: Option<String>,
+                access_token: Option<String>,
+            }
+            let token: Token =
+                serde_json::from_slice(&body).context("the token answer is not a token")?;
+            let token = token
+                .token
+                .or(token.access_token)
+                .filter(|t| !t.is_empty())
+                .context("the token answer holds no token")?;
+            session.authorization = Some(format!("Bearer {token}"));
+        } else if basic_ok && let Some((user, password)) = &creds {
+            session.authorization = Some(basic(user, password));
+        }
+        Ok(session)
+    }
+
+    /// What `oci-client` should present (push): the token got here.
+    fn registry_auth(&self) -> RegistryAuth {
+        match self.authorization.as_deref() {
+            Some(a) if a.starts_with("Bearer ") => RegistryAuth::Bearer(a[7..].to_string()),
+            Some(_) => credentials(self.reference.resolve_registry())
+                .map_or(RegistryAuth::Anonymous, |(u, p)| RegistryAuth::Basic(u, p)),
+            None => RegistryAuth::Anonymous,
+        }
+    }
+
+    async fn get(
+        &self,
+        path: &str,
+        accept: Option<&str>,
+    ) -> Result<reqwest::Response, reqwest::Error> {
+        let mut request = self.http.get(format!(
+            "{}/v2/{}/{path}",
+            self.base,
+            self.reference.repository()
+        ));
+        if let Some(a) = accept {
+            request = request.header(ACCEPT, a);
+        }
+        if let Some(auth) = &self.authorization {
+            request = request.header(AUTHORIZATION, auth);
+        }
+        request.send().await
+    }
+
+    /// Fetches a manifest by tag or digest, at most `max` bytes; `None`
+    /// when the registry does not know it.
+    async fn manifest(
+        &self,
+        tag_or_digest: &str,
+        max: u64,
+        what: &str,
+    ) -> Result<Option<(OciManifest, String)>> {
+        let registry = self.reference.resolve_registry();
+        let accept = [
+            oci_client::manifest::OCI_IMAGE_MEDIA_TYPE,
+            oci_client::manifest::IMAGE_MANIFEST_MEDIA_TYPE,
+            oci_client::manifest::OCI_IMAGE_INDEX_MEDIA_TYPE,
+            oci_client::manifest::IMAGE_MANIFEST_LIST_MEDIA_TYPE,
+        ]
+        .join(", ");
+        let response = self
+            .get(&format!("manifests/{tag_or_digest}"), Some(&accept))
+            .await
+            .map_err(|e| unreachable(registry, what, &e))?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            let _ = read_capped(response, self.bounds.error_body, what).await;
+            return Ok(None);
+        }
+        if !response.status().is_success() {
+            let e = status_error(response, self.bounds.error_body, what).await;
+            return Err(match &self.withheld {
+                Some(w) => e.context(w.clone()),
+                None => e,
+            });
+        }
+        let headers: HeaderMap = response.headers().clone();
+        let body = read_bounded(response, max, what).await?;
+        let digest = sha256_digest(&body);
+        if let Some(claimed) = headers
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            && claimed.starts_with("sha256:")
+            && claimed != digest
+        {
+            bail!(
+                "{what}: the registry says the manifest is {claimed}, but its bytes are {digest}; refusing it"
+            );
+        }
+        let manifest: OciManifest = serde_json::from_slice(&body)
+            .with_context(|| format!("{what}: the manifest does not parse"))?;
+        Ok(Some((manifest, digest)))
+    }
+
+    /// Reads a blob whole, refusing more than `max` bytes and any byte
+    /// that does not hash to the descriptor's digest.
+    async fn blob(&self, layer: &OciDescriptor, max: u64, what: &str) -> Result<Vec<u8>> {
+        let reference = &self.reference;
+        if u64::try_from(layer.size).unwrap_or(u64::MAX) > max {
+            bail!(
+                "{reference}: the layer is {} bytes; at most {max} are accepted",
+                layer.size
+            );
+        }
+        let response = self
+            .get(&format!("blobs/{}", layer.digest), None)
+            .await
+            .map_err(|e| unreachable(reference.resolve_registry(), what, &e))?;
+        if !response.status().is_success() {
+            return Err(status_error(response, self.bounds.error_body, what).await);
+        }
+        let (out, over) = read_capped(response, max, what).await?;
+        if over {
+            bail!("{reference}: the registry sent more than {max} bytes for one layer");
+        }
+        let actual = sha256_digest(&out);
+        if actual != layer.digest {
+            bail!(
+                "{reference}: digest mismatch: the registry served bytes that do not hash to the manifest's layer {} (their digest is {actual}); refusing it",
+                layer.digest
+            );
+        }
+        Ok(out)
     }
 }
 
@@ -108,7 +534,7 @@ fn sha256_digest(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
-/// Says what went wrong talking to a registry, in the operator's words.
+/// Says what went wrong talking to a registry through oci-client (push).
 fn registry_error(
     reference: &Reference,
     what: &str,
@@ -131,62 +557,25 @@ fn registry_error(
     }
 }
 
-/// Reads a blob whole, refusing more than `max` bytes and any byte that
-/// does not hash to the descriptor's digest.
-async fn blob(
-    client: &Client,
-    reference: &Reference,
-    layer: &OciDescriptor,
-    max: u64,
-) -> Result<Vec<u8>> {
-    if u64::try_from(layer.size).unwrap_or(u64::MAX) > max {
-        bail!(
-            "{reference}: the layer is {} bytes; at most {max} are accepted",
-            layer.size
-        );
-    }
-    let mut stream = client
-        .pull_blob_stream(reference, layer)
-        .await
-        .map_err(|e| registry_error(reference, "fetching the layer of", e))?;
-    let mut out = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| {
-            if e.to_string().contains("digest") {
-                anyhow::anyhow!(
-                    "{reference}: digest mismatch: the registry served bytes that do not hash to the manifest's layer {} ({e}); refusing it",
-                    layer.digest
-                )
-            } else {
-                anyhow::anyhow!("reading the layer of {reference}: {e}")
-            }
-        })?;
-        if (out.len() + chunk.len()) as u64 > max {
-            bail!("{reference}: the registry sent more than {max} bytes for one layer");
-        }
-        out.extend_from_slice(&chunk);
-    }
-    let actual = sha256_digest(&out);
-    if actual != layer.digest {
-        bail!(
-            "{reference}: digest mismatch: the manifest names layer {}, the registry served bytes whose digest is {actual}; refusing it",
-            layer.digest
-        );
-    }
-    Ok(out)
-}
-
 /// Fetches a plugin: resolves the reference to a manifest digest, checks
-/// the layout, reads the component (at most `max` bytes, digest-checked)
-/// and its signature if one is published.
-pub async fn fetch(reference_text: &str, max: u64) -> Result<Fetched> {
+/// the layout, reads the component (digest-checked) and its signature if
+/// one is published, each within `bounds`. The caller bounds the time.
+///
+/// # Errors
+/// Every refusal, naming what was wrong.
+pub async fn fetch(reference_text: &str, bounds: Bounds) -> Result<Fetched> {
     let reference = reference(reference_text)?;
-    let client = client(&reference);
-    let auth = auth();
-    let (manifest, manifest_digest) = client
-        .pull_manifest(&reference, &auth)
-        .await
-        .map_err(|e| registry_error(&reference, "fetching the manifest of", e))?;
+    let session = Session::open(&reference, Access::Pull, bounds).await?;
+    let asked = reference
+        .digest()
+        .or(reference.tag())
+        .unwrap_or("latest")
+        .to_string();
+    let what = format!("fetching the manifest of {reference}");
+    let (manifest, manifest_digest) = session
+        .manifest(&asked, bounds.manifest, &what)
+        .await?
+        .with_context(|| format!("{reference}: the registry has no such manifest"))?;
     if let Some(want) = reference.digest()
         && want != manifest_digest
     {
@@ -214,40 +603,40 @@ pub async fn fetch(reference_text: &str, max: u64) -> Result<Fetched> {
             layers.len()
         );
     };
-    let pinned_ref = reference.clone_with_digest(manifest_digest.clone());
-    let component = blob(&client, &pinned_ref, layer, max).await?;
+    let component = session
+        .blob(
+            layer,
+            bounds.component,
+            &format!("fetching the layer of {reference}"),
+        )
+        .await?;
     let plugin = image
         .annotations
         .as_ref()
         .and_then(|a| a.get(PLUGIN_ANNOTATION))
         .cloned();
 
-    let sig_ref = Reference::with_tag(
-        reference.registry().to_string(),
-        reference.repository().to_string(),
-        signature_tag(&manifest_digest),
+    let sig_tag = signature_tag(&manifest_digest);
+    let sig_what = format!(
+        "fetching the signature of {}/{}:{sig_tag}",
+        reference.registry(),
+        reference.repository()
     );
-    let signature = match client.pull_manifest(&sig_ref, &auth).await {
-        Ok((OciManifest::Image(sig), _)) => {
+    let signature = match session
+        .manifest(&sig_tag, bounds.signature_manifest, &sig_what)
+        .await?
+    {
+        None => None,
+        Some((OciManifest::Image(sig), _)) => {
             let layer = sig
                 .layers
                 .iter()
                 .find(|l| l.media_type == MINISIGN_LAYER)
-                .with_context(|| format!("{sig_ref} holds no {MINISIGN_LAYER:?} layer"))?;
-            let bytes = blob(&client, &sig_ref, layer, MAX_SIGNATURE_BYTES).await?;
-            Some(String::from_utf8(bytes).with_context(|| format!("{sig_ref} is not text"))?)
+                .with_context(|| format!("{sig_what}: it holds no {MINISIGN_LAYER:?} layer"))?;
+            let bytes = session.blob(layer, bounds.signature, &sig_what).await?;
+            Some(String::from_utf8(bytes).with_context(|| format!("{sig_what}: not text"))?)
         }
-        Ok(_) => bail!("{sig_ref} is an image index, not a signature"),
-        Err(oci_client::errors::OciDistributionError::ImageManifestNotFoundError(_)) => None,
-        Err(oci_client::errors::OciDistributionError::RegistryError { envelope, .. })
-            if envelope
-                .errors
-                .iter()
-                .any(|e| matches!(e.code, oci_client::errors::OciErrorCode::ManifestUnknown)) =>
-        {
-            None
-        }
-        Err(e) => return Err(registry_error(&sig_ref, "fetching the signature of", e)),
+        Some(_) => bail!("{sig_what}: an image index, not a signature"),
     };
     Ok(Fetched {
         pinned: format!(
@@ -263,6 +652,9 @@ pub async fn fetch(reference_text: &str, max: u64) -> Result<Fetched> {
 
 /// Publishes a component under `reference_text`, and its signature beside
 /// it when one is given. Returns the manifest digest.
+///
+/// # Errors
+/// A bad reference, or a registry that refuses.
 pub async fn push(
     component: &[u8],
     plugin: &str,
@@ -273,8 +665,14 @@ pub async fn push(
     if reference.digest().is_some() {
         bail!("push to a tag (registry/repository:tag), not to a digest");
     }
+    let session = Session::open(
+        &reference,
+        Access::Push,
+        Bounds::with_component(component.len() as u64),
+    )
+    .await?;
+    let auth = session.registry_auth();
     let client = client(&reference);
-    let auth = auth();
     let layer_digest = sha256_digest(component);
     let config = serde_json::json!({
         "created": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
@@ -326,6 +724,8 @@ pub async fn push(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn loopback_registries_are_recognized() {
         for r in [
@@ -334,15 +734,47 @@ mod tests {
             "[::1]:5000",
             "127.0.0.2",
         ] {
-            assert!(super::is_loopback(r), "{r}");
+            assert!(is_loopback(r), "{r}");
         }
         for r in ["ghcr.io", "registry.example.com:5000", "10.0.0.1:5000"] {
-            assert!(!super::is_loopback(r), "{r}");
+            assert!(!is_loopback(r), "{r}");
         }
     }
 
     #[test]
     fn signature_tags_follow_the_digest() {
-        assert_eq!(super::signature_tag("sha256:ab12"), "sha256-ab12.minisig");
+        assert_eq!(signature_tag("sha256:ab12"), "sha256-ab12.minisig");
+    }
+
+    #[test]
+    fn credentials_go_only_to_the_registrys_own_host() {
+        let url = |u: &str| reqwest::Url::parse(u).unwrap();
+        // Same host and port: over HTTPS, or the registry's own scheme.
+        assert!(realm_trusted(
+            &url("https://ghcr.io/token"),
+            "ghcr.io",
+            "https"
+        ));
+        assert!(realm_trusted(
+            &url("http://127.0.0.1:5000/auth"),
+            "127.0.0.1:5000",
+            "http"
+        ));
+        // Another host, another port, a plain-HTTP realm for an HTTPS registry.
+        assert!(!realm_trusted(
+            &url("https://evil.example/token"),
+            "ghcr.io",
+            "https"
+        ));
+        assert!(!realm_trusted(
+            &url("http://127.0.0.1:5001/auth"),
+            "127.0.0.1:5000",
+            "http"
+        ));
+        assert!(!realm_trusted(
+            &url("http://ghcr.io/token"),
+            "ghcr.io",
+            "https"
+        ));
     }
 }

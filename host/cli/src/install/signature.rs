@@ -1,47 +1,25 @@
 //! Who built a plugin: minisign signatures of the component's bytes, made
 //! by `wasmprov push --sign KEY` or by the `minisign` tool itself
 //! (`minisign -Sm hetzner.wasm`), checked against the keys the operator
-//! trusts in the plugin directory's `wasmprov.toml`.
+//! trusts in the plugin directory's `wasmprov.toml`. The check itself is
+//! `wasmprov_policy::trust::verify`, the one the host makes at every load;
+//! here are the install's words around it, and signing.
 
 use std::io::Cursor;
 use std::path::Path;
 
 use anyhow::{Context as _, Result, bail};
-use minisign::{PublicKey, SecretKey, SecretKeyBox, SignatureBox};
-use wasmprov_host::policy::trust::{DirSettings, FILE};
+use minisign::{PublicKey, SecretKey, SecretKeyBox};
+use wasmprov_host::policy::trust::{self, DirSettings, FILE, Refusal, Verdict};
 
-/// What [`check`] recorded about a component.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Signer {
-    /// Signed by this trusted key (its name in `wasmprov.toml`).
-    Key(String),
-    /// Let in without a valid signature by the operator's opt-out.
-    UnsignedAllowed,
-}
-
-impl Signer {
-    /// How the lock and `wasmprov plugins` show it.
-    pub fn label(&self) -> String {
-        match self {
-            Self::Key(name) => name.clone(),
-            Self::UnsignedAllowed => "unsigned (allowed in wasmprov.toml)".to_string(),
-        }
-    }
-}
-
-fn key_id(pk: &PublicKey) -> String {
-    let mut n = [0u8; 8];
-    n.copy_from_slice(&pk.keynum()[..8]);
-    format!("{:016X}", u64::from_le_bytes(n))
-}
-
-/// Checks a component's signature against the directory's trusted keys.
-/// `what` names the component in messages (a reference or a file).
+/// Checks a component's signature for `plugin` against the directory's
+/// trusted keys. `what` names the component in messages (a reference or a
+/// file); `source` is where it comes from, for `[[signatures.unsigned_from]]`.
 ///
 /// # Errors
-/// When it is unsigned or no trusted key verifies it, and the operator has
-/// not let `plugin` in unsigned: the message names the digest and every
-/// key tried.
+/// When it is unsigned, no trusted key verifies it, or it is signed for
+/// another plugin, and the operator has not let `plugin` in unsigned: the
+/// message names the digest, every key tried, and what to do.
 pub fn check(
     component: &[u8],
     signature: Option<&str>,
@@ -49,88 +27,116 @@ pub fn check(
     dir: &Path,
     plugin: &str,
     what: &str,
-) -> Result<Signer> {
+    source: Option<&str>,
+) -> Result<Verdict> {
     let digest = wasmprov_host::lock::sha256_hex(component);
-    let mut tried = Vec::new();
-    let mut reasons = Vec::new();
-    let parsed = signature.map(|s| SignatureBox::from_string(s).map_err(|e| e.to_string()));
-    for key in &settings.signatures.keys {
-        let pk = match PublicKey::from_base64(key.minisign.trim()) {
-            Ok(pk) => pk,
-            Err(e) => {
-                tried.push(format!("{} (unreadable key: {e})", key.name));
-                continue;
-            }
-        };
-        tried.push(format!("{} (key id {})", key.name, key_id(&pk)));
-        if let Some(Ok(sig)) = &parsed {
-            match minisign::verify(&pk, sig, Cursor::new(component), true, false, false) {
-                Ok(()) => return Ok(Signer::Key(key.name.clone())),
-                Err(e) => reasons.push(format!("{}: {e}", key.name)),
-            }
-        }
-    }
-    if settings.allows_unsigned(plugin) {
-        return Ok(Signer::UnsignedAllowed);
-    }
-    let keys = if tried.is_empty() {
-        format!(
-            "none: {} lists no [[signatures.keys]]",
-            dir.join(FILE).display()
-        )
-    } else {
-        tried.join(", ")
+    let refusal = match trust::verify(settings, component, signature, plugin, source) {
+        Ok(v) => return Ok(v),
+        Err(r) => r,
     };
     let fix = format!(
         "trust the signer's key in {} ([[signatures.keys]] name and minisign public key), or let this plugin in unsigned with [signatures] unsigned = [\"{plugin}\"]",
         dir.join(FILE).display()
     );
-    match parsed {
-        None => bail!(
-            "refused: {what} (component sha256:{digest}) is not signed; keys tried: {keys}; {fix}"
+    let keys_text = |keys: &str| keys.replace(FILE, &dir.join(FILE).display().to_string());
+    match refusal {
+        Refusal::Unsigned { keys } => bail!(
+            "refused: {what} (component sha256:{digest}) is not signed; keys tried: {}; {fix}",
+            keys_text(&keys)
         ),
-        Some(Err(e)) => bail!(
-            "refused: the signature of {what} (component sha256:{digest}) is not a minisign signature ({e}); keys tried: {keys}; {fix}"
+        Refusal::NotMinisign { reason, keys } => bail!(
+            "refused: the signature of {what} (component sha256:{digest}) is not a minisign signature ({reason}); keys tried: {}; {fix}",
+            keys_text(&keys)
         ),
-        Some(Ok(_)) => bail!(
-            "refused: the signature of {what} (component sha256:{digest}) does not verify with any trusted key; keys tried: {keys}{}; {fix}",
+        Refusal::Untrusted { keys, reasons } => bail!(
+            "refused: the signature of {what} (component sha256:{digest}) does not verify with any trusted key; keys tried: {}{}; {fix}",
+            keys_text(&keys),
             if reasons.is_empty() {
                 String::new()
             } else {
                 format!(" ({})", reasons.join("; "))
             }
         ),
+        // Signed by a trusted key, but not acceptable as it is: trusting
+        // the key again would not help.
+        other => bail!("refused: {what} (component sha256:{digest}) {other}"),
     }
 }
 
-/// Signs a component with a minisign secret key file. A password-protected
-/// key takes its password from `WASMPROV_SIGNING_PASSWORD`.
-///
-/// # Errors
-/// When the key cannot be read or opened.
-pub fn sign(component: &[u8], key_file: &Path, trusted_comment: &str) -> Result<String> {
+/// Opens a minisign secret key file: an encrypted one with `password`
+/// (else `WASMPROV_SIGNING_PASSWORD`), an unencrypted one (`minisign -G
+/// -W`, the usual CI key) without.
+fn open_key(key_file: &Path) -> Result<SecretKey> {
     let text = std::fs::read_to_string(key_file)
         .with_context(|| format!("reading the signing key {}", key_file.display()))?;
     let boxed = SecretKeyBox::from_string(&text)
         .with_context(|| format!("{} is not a minisign secret key", key_file.display()))?;
-    let key = match SecretKey::from_unencrypted_box(boxed.clone()) {
-        Ok(key) => key,
-        Err(_) => {
-            let password = std::env::var("WASMPROV_SIGNING_PASSWORD").map_err(|_| {
-                anyhow::anyhow!(
-                    "the signing key {} is password-protected: set WASMPROV_SIGNING_PASSWORD",
-                    key_file.display()
-                )
-            })?;
-            SecretKey::from_box(boxed, Some(password))
-                .with_context(|| format!("opening the signing key {}", key_file.display()))?
-        }
+    let encoded = text
+        .lines()
+        .nth(1)
+        .with_context(|| format!("{} is not a minisign secret key", key_file.display()))?;
+    let raw = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD
+            .decode(encoded.trim())
+            .with_context(|| format!("{} is not a minisign secret key", key_file.display()))?
     };
+    // sig_alg (2) | kdf_alg (2) | chk_alg (2) | salt (32) | ops (8) | mem (8)
+    // | keynum (8) | sk (64) | checksum (32)
+    if raw.len() != 158 {
+        bail!("{} is not a minisign secret key", key_file.display());
+    }
+    let encrypted = raw[2..4] != [0, 0];
+    if !encrypted {
+        if let Ok(key) = SecretKey::from_unencrypted_box(boxed) {
+            return Ok(key);
+        }
+        // The minisign tool leaves the checksum of an unencrypted key
+        // empty: check the key by signing with it instead.
+        let key = SecretKey::from_bytes(&raw)
+            .with_context(|| format!("{} is not a minisign secret key", key_file.display()))?;
+        let pk = PublicKey::from_secret_key(&key)
+            .with_context(|| format!("{} is not a minisign secret key", key_file.display()))?;
+        let probe = minisign::sign(None, &key, Cursor::new(b"probe"), None, None)
+            .context("signing with the key")?;
+        minisign::verify(&pk, &probe, Cursor::new(b"probe"), true, false, false)
+            .map_err(|_| anyhow::anyhow!("the signing key {} is corrupted", key_file.display()))?;
+        return Ok(key);
+    }
+    let password = std::env::var("WASMPROV_SIGNING_PASSWORD").map_err(|_| {
+        anyhow::anyhow!(
+            "the signing key {} is password-protected: set WASMPROV_SIGNING_PASSWORD",
+            key_file.display()
+        )
+    })?;
+    SecretKey::from_box(boxed, Some(password))
+        .with_context(|| format!("opening the signing key {}", key_file.display()))
+}
+
+/// Signs a component with a minisign secret key file, for `plugin`: the
+/// trusted comment binds the name, the digest, the time and (when given)
+/// the version ([`trust::SignedFacts::comment`]).
+///
+/// # Errors
+/// When the key cannot be read or opened.
+pub fn sign(
+    component: &[u8],
+    key_file: &Path,
+    plugin: &str,
+    version: Option<&str>,
+) -> Result<String> {
+    let key = open_key(key_file)?;
+    let comment = trust::SignedFacts::comment(
+        plugin,
+        &wasmprov_host::lock::sha256_hex(component),
+        chrono::Utc::now().timestamp(),
+        version,
+    );
     let sig = minisign::sign(
         None,
         &key,
         Cursor::new(component),
-        Some(trusted_comment),
+        Some(&comment),
         Some("signature from wasmprov push"),
     )
     .context("signing the component")?;
@@ -156,68 +162,42 @@ mod tests {
         s
     }
 
-    fn sign_with(sk: &SecretKey, data: &[u8]) -> String {
-        minisign::sign(None, sk, Cursor::new(data), None, None)
-            .unwrap()
-            .into_string()
-    }
-
     #[test]
-    fn a_trusted_signature_names_its_signer_and_others_are_refused() {
+    fn refusals_say_what_to_do_and_binding_refusals_do_not_ask_to_trust_the_key() {
         let acme = KeyPair::generate_unencrypted_keypair().unwrap();
-        let other = KeyPair::generate_unencrypted_keypair().unwrap();
-        let data = b"\0asm component bytes";
-        let dir = Path::new("plugins.d");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("acme.key");
+        std::fs::write(&file, acme.sk.to_box(None).unwrap().to_string()).unwrap();
         let trusted = settings(&[("acme", &acme.pk)], &[]);
-        let sig = sign_with(&acme.sk, data);
+        let sig = sign(b"bytes", &file, "p", Some("1.0")).unwrap();
         assert_eq!(
-            check(data, Some(&sig), &trusted, dir, "p", "p.wasm").unwrap(),
-            Signer::Key("acme".into())
+            check(b"bytes", Some(&sig), &trusted, dir.path(), "p", "x", None)
+                .unwrap()
+                .label(),
+            "acme"
         );
-
-        // The same signature over other bytes, a stranger's signature, none at all.
-        let e = check(b"tampered", Some(&sig), &trusted, dir, "p", "p.wasm").unwrap_err();
-        assert!(e.to_string().contains("does not verify"), "{e}");
-        assert!(e.to_string().contains(&key_id(&acme.pk)), "{e}");
-        let e = check(
-            data,
-            Some(&sign_with(&other.sk, data)),
-            &trusted,
-            dir,
-            "p",
-            "p.wasm",
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("does not verify"), "{e}");
-        let e = check(data, None, &trusted, dir, "p", "p.wasm").unwrap_err();
-        let msg = e.to_string();
+        let e = check(b"bytes", None, &trusted, dir.path(), "p", "x", None).unwrap_err();
         assert!(
-            msg.contains("is not signed") && msg.contains("sha256:"),
-            "{msg}"
-        );
-        assert!(msg.contains("acme (key id"), "{msg}");
-        let e = check(data, Some("garbage"), &trusted, dir, "p", "p.wasm").unwrap_err();
-        assert!(e.to_string().contains("not a minisign signature"), "{e}");
-
-        // No keys at all says so; the per-plugin opt-out lets it in.
-        let e = check(
-            data,
-            Some(&sig),
-            &DirSettings::default(),
-            dir,
-            "p",
-            "p.wasm",
-        )
-        .unwrap_err();
-        assert!(
-            e.to_string().contains("lists no [[signatures.keys]]"),
+            e.to_string().contains("is not signed")
+                && e.to_string().contains("trust the signer's key"),
             "{e}"
         );
-        let opted_out = settings(&[("acme", &acme.pk)], &["p"]);
-        assert_eq!(
-            check(b"tampered", Some(&sig), &opted_out, dir, "p", "p.wasm").unwrap(),
-            Signer::UnsignedAllowed
+        let e = check(
+            b"bytes",
+            Some(&sig),
+            &trusted,
+            dir.path(),
+            "victim",
+            "x",
+            None,
+        )
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("for plugin \"p\", not for \"victim\""),
+            "{msg}"
         );
+        assert!(!msg.contains("trust the signer's key"), "{msg}");
     }
 
     #[test]
@@ -226,20 +206,30 @@ mod tests {
         let plain = KeyPair::generate_unencrypted_keypair().unwrap();
         let file = dir.path().join("plain.key");
         std::fs::write(&file, plain.sk.to_box(None).unwrap().to_string()).unwrap();
-        let sig = sign(b"bytes", &file, "wasmprov plugin p").unwrap();
+        let sig = sign(b"bytes", &file, "p", None).unwrap();
         let trusted = settings(&[("me", &plain.pk)], &[]);
         assert_eq!(
-            check(b"bytes", Some(&sig), &trusted, dir.path(), "p", "x").unwrap(),
-            Signer::Key("me".into())
+            check(b"bytes", Some(&sig), &trusted, dir.path(), "p", "x", None).unwrap(),
+            Verdict::Signed {
+                key: "me".into(),
+                facts: trust::SignedFacts::parse(
+                    &minisign::SignatureBox::from_string(&sig)
+                        .unwrap()
+                        .trusted_comment()
+                        .unwrap()
+                ),
+            }
         );
+        let comment = minisign::SignatureBox::from_string(&sig)
+            .unwrap()
+            .trusted_comment()
+            .unwrap();
         assert!(
-            SignatureBox::from_string(&sig)
-                .unwrap()
-                .trusted_comment()
-                .unwrap()
-                == "wasmprov plugin p"
+            comment.starts_with("wasmprov plugin p sha256:"),
+            "{comment}"
         );
-        let e = sign(b"bytes", &dir.path().join("absent.key"), "c").unwrap_err();
+        assert!(comment.contains(" timestamp:"), "{comment}");
+        let e = sign(b"bytes", &dir.path().join("absent.key"), "p", None).unwrap_err();
         assert!(format!("{e:#}").contains("absent.key"), "{e:#}");
     }
 }

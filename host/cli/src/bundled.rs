@@ -161,7 +161,8 @@ args = ["destroy", "*"]
 
 /// Writes every bundled plugin into `dir`; returns their names.
 pub fn write(dir: &Path, hetzner_endpoint: Option<&str>) -> Result<Vec<String>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Through the plugin directory's one writer, as `install` writes.
+    let out = wasmprov_host::plugin_dir::PluginDir::open(dir)?;
     let plugins: [(&str, &[u8], String); 4] = [
         (
             "hetzner",
@@ -179,10 +180,8 @@ pub fn write(dir: &Path, hetzner_endpoint: Option<&str>) -> Result<Vec<String>> 
     let mut names = Vec::new();
     for (name, component, manifest) in plugins {
         let wasm = format!("{name}.wasm");
-        std::fs::write(dir.join(&wasm), component)
-            .with_context(|| format!("writing {}", dir.join(&wasm).display()))?;
-        let toml = dir.join(format!("{name}.toml"));
-        std::fs::write(&toml, manifest).with_context(|| format!("writing {}", toml.display()))?;
+        out.replace(&wasm, component)?;
+        out.replace(&format!("{name}.toml"), manifest.as_bytes())?;
         // Installing is the operator's act: record what was installed.
         wasmprov_host::lock::record(dir, name, &wasm, component)?;
         names.push(name.to_string());

@@ -1283,6 +1283,81 @@ env = "WASMPROV_SERVE_TOKEN"
         assert_eq!(dangerous.len(), 6, "{installed}");
     }
 
+    /// A key made with `minisign -G -W` (no password, the usual CI key)
+    /// signs with `push --sign`, whatever WASMPROV_SIGNING_PASSWORD says;
+    /// a legacy signature (`minisign -S -l`) by a trusted key is refused
+    /// as legacy, not with advice to trust a key that is trusted.
+    #[test]
+    fn password_less_keys_sign_and_legacy_signatures_say_what_they_are() {
+        let registry = Registry::start();
+        let work = tempfile::tempdir().unwrap();
+        let w = work.path();
+        let built = bundled();
+        let keygen = Command::new("minisign")
+            .args(["-G", "-W", "-p"])
+            .arg(w.join("ci.pub"))
+            .arg("-s")
+            .arg(w.join("ci.key"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("the `minisign` program");
+        assert!(keygen.status.success(), "{}", text(&keygen));
+        let public = std::fs::read_to_string(w.join("ci.pub")).unwrap();
+        let public = public.lines().last().unwrap().to_string();
+        let plugins = w.join("plugins.d");
+        trust(&plugins, &[("ci", &public)], &[]);
+        let component = built.path().join("hetzner.wasm");
+        for password in [None, Some("irrelevant")] {
+            let mut push = Command::new(env!("CARGO_BIN_EXE_wasmprov"));
+            push.arg("push")
+                .arg(&component)
+                .arg(format!("{}/plugins/hetzner:1", registry.addr))
+                .arg("--sign")
+                .arg(w.join("ci.key"))
+                .env_remove("WASMPROV_SIGNING_PASSWORD");
+            if let Some(p) = password {
+                push.env("WASMPROV_SIGNING_PASSWORD", p);
+            }
+            let out = push.output().unwrap();
+            assert!(ok(&out).contains("signed"), "{}", text(&out));
+        }
+        let out = ok(&wasmprov(
+            &plugins,
+            &[
+                "install",
+                &format!("{}/plugins/hetzner:1", registry.addr),
+                "--yes",
+            ],
+        ));
+        assert!(out.contains("signer:    ci"), "{out}");
+
+        // A legacy signature by the trusted key.
+        let local = w.join("legacy").join("hetzner.wasm");
+        std::fs::create_dir_all(local.parent().unwrap()).unwrap();
+        std::fs::copy(&component, &local).unwrap();
+        let sign = Command::new("minisign")
+            .args(["-S", "-l", "-s"])
+            .arg(w.join("ci.key"))
+            .arg("-m")
+            .arg(&local)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(sign.status.success(), "{}", text(&sign));
+        let fresh = w.join("fresh.d");
+        trust(&fresh, &[("ci", &public)], &[]);
+        let out = wasmprov(&fresh, &["install", local.to_str().unwrap(), "--yes"]);
+        refused(
+            &out,
+            &["legacy minisign signature", "by the trusted key ci"],
+        );
+        assert!(
+            !text(&out).contains("trust the signer's key"),
+            "{}",
+            text(&out)
+        );
+    }
+
     /// A minisign signature with `wasmprov push`'s trusted comment.
     fn sign_for(key_file: &Path, bytes: &[u8], plugin: &str) -> String {
         let text = std::fs::read_to_string(key_file).unwrap();

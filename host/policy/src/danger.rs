@@ -224,7 +224,7 @@ pub fn secret_variable(plugin: &str, env: &str) -> Option<String> {
         });
         if in_chain && !claims.iter().any(|c| words.contains(c)) {
             return Some(format!(
-                "${env} belongs to {provider}'s credential chain, and this plugin ({plugin}) is not a {provider} plugin: it would act as that account"
+                "${env} belongs to {provider}'s credential chain, and the plugin {plugin} is not named for {provider}: it would act as that account"
             ));
         }
     }

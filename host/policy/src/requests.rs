@@ -445,7 +445,7 @@ impl Requests {
             let danger = self.template_danger(r, &manifest.config).or_else(|| {
                 parsed
                     .as_ref()
-                    .and_then(|p| crate::danger::http_grant(p).into_iter().next())
+                    .and_then(|p| reasons(crate::danger::http_grant(p)))
             });
             out.push(Check {
                 kind: "http",
@@ -471,7 +471,7 @@ impl Requests {
                     granted: Some(g.source.clone()),
                     standing: Standing::WiderThanRequested,
                     from: None,
-                    danger: crate::danger::http_grant(g).into_iter().next(),
+                    danger: reasons(crate::danger::http_grant(g)),
                 });
             }
         }
@@ -489,7 +489,7 @@ impl Requests {
             });
             let danger = want
                 .as_ref()
-                .and_then(|w| crate::danger::exec_grant(w).into_iter().next());
+                .and_then(|w| reasons(crate::danger::exec_grant(w)));
             out.push(Check {
                 kind: "exec",
                 item: exec_text(want.as_ref().map_or(&r.program, |w| &w.program), &r.args),
@@ -517,7 +517,7 @@ impl Requests {
                     granted: Some(g.to_string()),
                     standing: Standing::WiderThanRequested,
                     from: None,
-                    danger: crate::danger::exec_grant(g).into_iter().next(),
+                    danger: reasons(crate::danger::exec_grant(g)),
                 });
             }
         }
@@ -755,6 +755,11 @@ pub fn embed(component: &[u8], text: &str) -> Result<Vec<u8>, String> {
     }
     .encode(&mut out);
     Ok(out)
+}
+
+/// Every reason, in one line; `None` when there is none.
+fn reasons(list: Vec<String>) -> Option<String> {
+    (!list.is_empty()).then(|| list.join("; "))
 }
 
 fn join_keys<'a>(keys: impl Iterator<Item = &'a String>) -> String {

@@ -866,6 +866,7 @@ mod hostile {
             )
             .await;
             refused(&r.out, &[wants, "more than"]);
+            eprintln!("{mode:?}: refused in {:?}, peak {} KiB", r.took, r.peak_kib);
             assert!(r.peak_kib < 200 << 10, "{mode:?}: {} KiB", r.peak_kib);
             assert!(r.took < Duration::from_secs(15), "{mode:?}: {:?}", r.took);
             assert!(!plugins.path().join("x.wasm").exists());
@@ -894,6 +895,7 @@ mod hostile {
             &r.out,
             &["gave up after 3 s", "--timeout", "nothing was changed"],
         );
+        eprintln!("dripped layer: refused in {:?}", r.took);
         assert!(
             r.took >= Duration::from_secs(3) && r.took < Duration::from_secs(10),
             "{:?}",

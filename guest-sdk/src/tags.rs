@@ -20,24 +20,38 @@
 pub use wasmprov_api::tags::{FlatTags, TagCodec, TooLong};
 
 /// Label carrying the owner id of the host that created the node.
-pub const OWNER: &str = "wasmprov-owner";
+pub const OWNER: &str = wasmprov_api::provenance::OWNER_LABEL;
 /// Label carrying the request id that created the node.
-pub const REQUEST: &str = "wasmprov-request";
+pub const REQUEST: &str = wasmprov_api::provenance::REQUEST_LABEL;
+/// Label carrying the node's provenance: the identity of the host's journal
+/// that recorded the request and the generation it was recorded under
+/// (`wasmprov_api::provenance::Provenance`, at most 27 characters of
+/// `[a-z0-9-]`). The host puts it among the shape's labels; a provider
+/// keeps it on the node like any other label of the shape
+/// ([`request_labels`]), and the host reads it back to tell its own nodes
+/// from those of a lost or another journal.
+pub const JOURNAL: &str = wasmprov_api::provenance::JOURNAL_LABEL;
 /// Label carrying a digest of what the node was requested as (shape and
 /// boot data, [`request_digest`]). The export glue compares it when a
 /// provision finds the node of its request id: another digest is a
 /// `conflict`, so reusing a request id for something else is refused even
 /// without the host's journal.
-pub const REQUEST_DIGEST: &str = "wasmprov-request-digest";
+pub const REQUEST_DIGEST: &str = wasmprov_api::provenance::REQUEST_DIGEST_LABEL;
 
 /// A digest of `request`'s shape and boot data: 16 hex digits of SHA-256
 /// over their JSON (labels sorted, so the same request always gives the
-/// same digest). Fits every common cloud's label values.
+/// same digest). Fits every common cloud's label values. The labels the
+/// host sets ([`OWNER`], [`JOURNAL`]) are left out: a request is the same
+/// request whichever journal of whichever host asks for it.
 #[must_use]
 pub fn request_digest(request: &crate::ProvisionRequest) -> String {
     use sha2::Digest as _;
+    let mut shape = request.shape.clone();
+    shape
+        .labels
+        .retain(|k, _| !wasmprov_api::provenance::is_host_label(k));
     // Serializing these plain types cannot fail.
-    let json = serde_json::to_vec(&(&request.shape, &request.boot)).unwrap_or_default();
+    let json = serde_json::to_vec(&(&shape, &request.boot)).unwrap_or_default();
     sha2::Sha256::digest(&json)[..8]
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -218,6 +232,43 @@ pub fn node_labels(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn provenance_is_kept_on_the_node_but_not_in_the_digest() {
+        use wasmprov_api::provenance::{Provenance, journal_id_from};
+        let p = Provenance {
+            journal: journal_id_from(u64::MAX),
+            generation: u64::MAX,
+        };
+        let mut request = crate::ProvisionRequest::new("r-1", crate::NodeShape::new(1.0, 1 << 30));
+        let plain = request_digest(&request);
+        request.shape.labels.insert(JOURNAL.into(), p.label_value());
+        request.shape.labels.insert(OWNER.into(), "o".into());
+        assert_eq!(
+            request_digest(&request),
+            plain,
+            "host labels are not the request"
+        );
+        let labels = node_labels("o", "r-1", &request_labels(&request));
+        assert_eq!(
+            labels.get(JOURNAL).and_then(|v| Provenance::parse(v)),
+            Some(p.clone())
+        );
+        // The longest provenance fits the smallest common tag budget
+        // (Linode: 50 characters) as a flat tag, unchanged.
+        let tag = FlatTags::DIGITALOCEAN
+            .encode(JOURNAL, &p.label_value())
+            .unwrap();
+        assert!(tag.len() <= 50, "{tag}");
+        assert_eq!(tag, format!("{JOURNAL}:{}", p.label_value()));
+        assert_eq!(
+            TagCodec::LABEL_VALUE.encode(&p.label_value()).unwrap(),
+            p.label_value()
+        );
+        // A caller's own label is part of the request.
+        request.shape.labels.insert("role".into(), "web".into());
+        assert_ne!(request_digest(&request), plain);
+    }
 
     #[test]
     fn hostnames_are_valid_and_distinct() {

@@ -55,6 +55,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod fit;
 pub mod ids;
+pub mod provenance;
 pub mod tags;
 
 /// The version of the WIT contract these types mirror.
@@ -792,6 +793,14 @@ pub enum ProvisionerError {
     /// Anything else the backend reported.
     #[error("{0}")]
     Other(String),
+    /// The call failed before anything it asked for left the host: no
+    /// HTTP request reached a connected peer and no program was started
+    /// (the connection was refused, the name did not resolve, the TLS
+    /// handshake failed, the policy denied it). So the backend did nothing
+    /// for it, and the same call may simply be tried again. The message
+    /// carries the error the call ended with.
+    #[error("not sent (nothing left the host): {0}")]
+    NotSent(String),
     /// The plugin could not answer: it trapped, ran out of time or memory, or
     /// broke the contract. The host stays up and the next call gets a fresh instance.
     #[error("plugin {plugin} {fault}: {message}")]
@@ -820,6 +829,7 @@ impl ProvisionerError {
             Self::InvalidConfig(_) => "invalid_config",
             Self::Conflict(_) => "conflict",
             Self::Other(_) => "other",
+            Self::NotSent(_) => "not_sent",
             Self::Plugin { .. } => "plugin",
         }
     }
@@ -830,10 +840,37 @@ impl ProvisionerError {
     #[must_use]
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::Capacity { .. } | Self::RateLimited { .. } | Self::Transport(_) => true,
+            Self::Capacity { .. }
+            | Self::RateLimited { .. }
+            | Self::Transport(_)
+            | Self::NotSent(_) => true,
             Self::Plugin { fault, .. } => matches!(fault, PluginFault::Timeout),
             _ => false,
         }
+    }
+
+    /// Whether this error of a provision proves that the backend made no
+    /// node, so that whoever recorded the request may forget it: the
+    /// request was refused before any create (an id or shape the backend
+    /// cannot take, bad configuration, credentials), the create itself was
+    /// refused for capacity or quota (plugins do not retry a create inside
+    /// one call, so a refusal is the cloud's whole answer), the request id
+    /// names a node made for another request (`conflict`), or nothing left
+    /// the host ([`NotSent`](Self::NotSent)). Transport errors, timeouts,
+    /// rate limits, plugin faults and anything else may come after the
+    /// backend acted.
+    #[must_use]
+    pub fn made_nothing(&self) -> bool {
+        matches!(
+            self,
+            Self::Unsupported(_)
+                | Self::InvalidConfig(_)
+                | Self::Auth(_)
+                | Self::Capacity { .. }
+                | Self::Quota(_)
+                | Self::Conflict(_)
+                | Self::NotSent(_)
+        )
     }
 
     /// How long to wait before retrying, when the backend said.
@@ -934,8 +971,20 @@ pub trait Backends: Send + Sync {
     /// The backend of that name.
     fn backend(&self, name: &str) -> Option<std::sync::Arc<dyn CloudProvisioner>>;
 
+    /// The owner id the backends tag their nodes with (see
+    /// [`provenance::owned_by`]), when the set knows one. A wasm host
+    /// answers its own; a fleet checks every node a backend returns
+    /// against it.
+    fn owner_id(&self) -> Option<String> {
+        None
+    }
+
     /// Told how many nodes a backend listed (for metrics); nothing by default.
     fn nodes_listed(&self, _name: &str, _count: usize) {}
+
+    /// Told how many orphans (nodes of this owner the journal cannot prove
+    /// it made) a backend listed (for metrics); nothing by default.
+    fn orphans_found(&self, _name: &str, _count: usize) {}
 
     /// Told of an orchestration event on a backend's nodes (`lease_expired`,
     /// `leak_terminated`, ...), for metrics; nothing by default.

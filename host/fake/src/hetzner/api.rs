@@ -382,6 +382,9 @@ pub(crate) struct FakeState {
     next_ip_index: u32,
     pub(crate) faults: VecDeque<Fault>,
     pub(crate) request_count: u64,
+    /// Servers each page after the first is short of, as if that many
+    /// servers listed before it had been deleted meanwhile.
+    pub(crate) list_shift: usize,
     rate: RateBucket,
 }
 
@@ -488,6 +491,7 @@ impl FakeState {
             next_ip_index: 0,
             faults: VecDeque::new(),
             request_count: 0,
+            list_shift: 0,
             rate: RateBucket {
                 tokens: RATE_LIMIT as f64,
                 last: Instant::now(),
@@ -756,8 +760,13 @@ impl FakeState {
                 ids.reverse();
             }
         }
-        let ids: Vec<u64> = ids.into_iter().map(|(id, _)| id).collect();
+        let mut ids: Vec<u64> = ids.into_iter().map(|(id, _)| id).collect();
         let page = Page::from_query(q, self.opts.page_size_max)?;
+        // A list read while servers are deleted: by page p, (p - 1) * shift
+        // servers listed before it are gone, so as many of those that were
+        // to come move to pages already read, and the reader misses them.
+        let gone = self.list_shift.saturating_mul(page.page - 1).min(ids.len());
+        ids.drain(..gone);
         let meta = page.meta(ids.len());
         let mut items = Vec::new();
         for id in &ids[page.range(ids.len())] {

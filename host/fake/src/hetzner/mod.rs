@@ -217,6 +217,15 @@ impl HetznerFake {
         api::lock(&self.state).request_count
     }
 
+    /// Serve server lists as if `shift` servers listed on each earlier page
+    /// had been deleted by the time the next page is asked (0: lists are
+    /// consistent). A client paging through then misses servers that moved
+    /// to pages it already read: what a real cloud's paged list looks like
+    /// while nodes are deleted.
+    pub fn shift_pages(&self, shift: usize) {
+        api::lock(&self.state).list_shift = shift;
+    }
+
     /// Queue a one-shot fault for the next request it applies to (see
     /// [`Fault`]).
     pub fn inject(&self, fault: Fault) {

@@ -1,8 +1,8 @@
 //! Where components are compiled: off the reload path, one thread per
-//! component, each within a time budget.
+//! component (at most [`COMPILE_SLOTS`] at once), each within a time budget.
 //!
 //! Compiling is the one step of loading whose cost the plugin's author
-//! controls (a 0.9 MB component can be built to take minutes), and
+//! controls (a 1 MB component can be built to take 87 s), and
 //! wasmtime cannot stop a compile once started. So a reload pass never
 //! compiles itself: it starts each compile on its own thread, waits for it
 //! at most until the pass's own deadline, and moves on. A compile that is
@@ -20,6 +20,13 @@ use std::time::{Duration, Instant};
 
 use wasmtime::component::Component;
 
+/// At most this many compiles run at once: enough that a few components
+/// built to be slow (each holding its slot for at most the budget) leave
+/// room for the others, few enough that a cold start of a large directory
+/// does not start a compile per plugin at once (each compile already uses
+/// every core through wasmtime's parallel compilation).
+pub const COMPILE_SLOTS: usize = 8;
+
 /// How long one component may take to compile by default.
 pub const DEFAULT_COMPILE_BUDGET: Duration = Duration::from_secs(60);
 
@@ -28,9 +35,10 @@ pub const DEFAULT_COMPILE_BUDGET: Duration = Duration::from_secs(60);
 pub(crate) enum Outcome {
     /// Compiled.
     Ready(Component),
-    /// Still compiling when the waiter's deadline came.
+    /// Still compiling (or waiting for a compile slot) when the waiter's
+    /// deadline came.
     Pending {
-        /// How long it has been compiling.
+        /// How long since it was asked for.
         running: Duration,
     },
     /// Took longer than the budget: refused.
@@ -43,22 +51,55 @@ pub(crate) enum Outcome {
 }
 
 enum State {
-    Running,
+    /// Waiting for a compile slot.
+    Queued,
+    /// Compiling since then.
+    Running(Instant),
     Done(Result<Component, String>),
     OverBudget,
 }
 
 /// One compile, shared by everyone waiting for it.
 pub(crate) struct Job {
-    started: Instant,
+    asked: Instant,
     state: Mutex<State>,
     done: Condvar,
+}
+
+impl Job {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// How many compiles run at once ([`COMPILE_SLOTS`]); the rest wait their
+/// turn. A compile past its budget gives its slot back at once, although
+/// its thread runs on until wasmtime returns.
+struct Slots {
+    free: Mutex<usize>,
+    freed: Condvar,
+}
+
+impl Slots {
+    fn take(&self) {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        while *free == 0 {
+            free = self.freed.wait(free).unwrap_or_else(|p| p.into_inner());
+        }
+        *free -= 1;
+    }
+
+    fn give(&self) {
+        *self.free.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.freed.notify_one();
+    }
 }
 
 /// The compiles of one host, by engine (stack size) and component digest.
 pub(crate) struct Compiler {
     budget: Duration,
     jobs: Mutex<HashMap<(usize, String), Arc<Job>>>,
+    slots: Arc<Slots>,
     /// Counts finished compiles, so a watcher can reload when one ends.
     finished: tokio::sync::watch::Sender<u64>,
 }
@@ -68,17 +109,24 @@ impl Compiler {
         Self {
             budget,
             jobs: Mutex::new(HashMap::new()),
+            slots: Arc::new(Slots {
+                free: Mutex::new(COMPILE_SLOTS),
+                freed: Condvar::new(),
+            }),
             finished: tokio::sync::watch::channel(0).0,
         }
     }
 
-    /// Tells when a compile ends (the value counts them).
+    /// Tells when a compile ends or runs out of budget (the value counts them).
     pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.finished.subscribe()
     }
 
     /// Starts compiling `bytes` (whose sha256 is `digest`) for `engine`
-    /// unless that is already under way or done; returns at once.
+    /// unless that is already under way or done; returns at once. A
+    /// supervisor thread takes a compile slot, starts the compile on a
+    /// thread of its own and gives the slot back when it ends or its
+    /// budget runs out, whichever comes first.
     pub(crate) fn start(
         &self,
         engine: &wasmtime::Engine,
@@ -92,42 +140,66 @@ impl Compiler {
             return job.clone();
         }
         let job = Arc::new(Job {
-            started: Instant::now(),
-            state: Mutex::new(State::Running),
+            asked: Instant::now(),
+            state: Mutex::new(State::Queued),
             done: Condvar::new(),
         });
         jobs.insert(key, job.clone());
         let engine = engine.clone();
-        let worker = job.clone();
+        let supervised = job.clone();
         let finished = self.finished.clone();
+        let slots = self.slots.clone();
         let budget = self.budget;
         let spawned = std::thread::Builder::new()
-            .name("wasmprov-compile".into())
+            .name("wasmprov-compile-supervisor".into())
             .spawn(move || {
-                let result = Component::new(&engine, &bytes).map_err(|e| format!("{e:#}"));
-                let mut state = worker.state.lock().unwrap_or_else(|p| p.into_inner());
-                *state = if worker.started.elapsed() > budget {
-                    State::OverBudget
-                } else {
-                    State::Done(result)
-                };
+                slots.take();
+                let started = Instant::now();
+                *supervised.lock() = State::Running(started);
+                let worker = supervised.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("wasmprov-compile".into())
+                    .spawn(move || {
+                        let result = Component::new(&engine, &bytes).map_err(|e| format!("{e:#}"));
+                        let mut state = worker.lock();
+                        if matches!(*state, State::Running(_)) {
+                            *state = State::Done(result);
+                        }
+                        drop(state);
+                        worker.done.notify_all();
+                    });
+                let mut state = supervised.lock();
+                if let Err(e) = spawned {
+                    *state = State::Done(Err(format!("starting a compile thread: {e}")));
+                }
+                while matches!(*state, State::Running(_)) {
+                    let left = (started + budget).saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        *state = State::OverBudget;
+                        break;
+                    }
+                    state = supervised
+                        .done
+                        .wait_timeout(state, left)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
                 drop(state);
-                worker.done.notify_all();
+                supervised.done.notify_all();
+                slots.give();
                 finished.send_modify(|n| *n += 1);
             });
         if let Err(e) = spawned {
-            *job.state.lock().unwrap_or_else(|p| p.into_inner()) =
-                State::Done(Err(format!("starting a compile thread: {e}")));
+            *job.lock() = State::Done(Err(format!("starting a compile thread: {e}")));
         }
         job
     }
 
     /// Waits for a compile until it ends, its budget runs out, or `until`.
     pub(crate) fn wait(&self, job: &Job, until: Instant) -> Outcome {
-        let over = job.started + self.budget;
-        let mut state = job.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = job.lock();
         loop {
-            match &*state {
+            let over = match &*state {
                 State::Done(Ok(c)) => return Outcome::Ready(c.clone()),
                 State::Done(Err(e)) => return Outcome::Failed(e.clone()),
                 State::OverBudget => {
@@ -135,10 +207,11 @@ impl Compiler {
                         budget: self.budget,
                     };
                 }
-                State::Running => {}
-            }
+                State::Running(started) => Some(*started + self.budget),
+                State::Queued => None,
+            };
             let now = Instant::now();
-            if now >= over {
+            if over.is_some_and(|o| now >= o) {
                 *state = State::OverBudget;
                 return Outcome::OverBudget {
                     budget: self.budget,
@@ -146,10 +219,10 @@ impl Compiler {
             }
             if now >= until {
                 return Outcome::Pending {
-                    running: job.started.elapsed(),
+                    running: job.asked.elapsed(),
                 };
             }
-            let wake = over.min(until) - now;
+            let wake = over.map_or(until, |o| o.min(until)) - now;
             state = job
                 .done
                 .wait_timeout(state, wake)

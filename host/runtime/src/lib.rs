@@ -84,7 +84,7 @@ pub mod plugin_dir;
 mod state;
 mod watch;
 
-pub use compile::DEFAULT_COMPILE_BUDGET;
+pub use compile::{COMPILE_SLOTS, DEFAULT_COMPILE_BUDGET};
 pub use engine::{EPOCH_TICK, EngineSettings};
 pub use error::LoadError;
 pub use files::{DEFAULT_MAX_COMPONENT_BYTES, MAX_TEXT_BYTES};

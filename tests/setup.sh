@@ -4,12 +4,14 @@
 # distribution registry and minisign (the install tests' registry and the
 # signing tool whose signatures `wasmprov install` must accept), and the
 # pinned builders of the Python and JavaScript plugins (componentize-py from
-# PyPI, ComponentizeJS from npm, as locked in plugins/js/refcloud).
+# PyPI, ComponentizeJS from npm, as locked in plugins/js/refcloud), and
+# PyYAML (cloud-init's YAML reader, which the SDK's #cloud-config merge is
+# tested against).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 rustup target add wasm32-wasip2
-python3 -m pip install -q 'moto[server]' 'componentize-py==0.25.1'
+python3 -m pip install -q 'moto[server]' 'componentize-py==0.25.1' PyYAML
 # `npm ci` refuses this lock (npm leaves out other platforms' optional packages); install follows it.
 npm install --prefix plugins/js/refcloud --no-audit --no-fund --loglevel=error
 if ! command -v docker-registry >/dev/null || ! command -v minisign >/dev/null; then

@@ -248,7 +248,7 @@ fn print_requests(requests: Option<&Requests>, manifest: &Manifest, json: bool) 
     if !dangerous.is_empty() {
         say!(
             json,
-            "{} DANGEROUS grant(s): the plugin asks for them and the manifest would grant them; read each reason above before you accept",
+            "{} DANGEROUS grant(s) in the manifest that would be written; read each reason above before you accept",
             dangerous.len()
         );
     }

@@ -8,8 +8,8 @@
 //! | --- | --- |
 //! | price | `hourly_usd` finite and ≥ 0 (−0.0 becomes 0.0); instance type 1–[`MAX_NAME`] bytes |
 //! | node handle | provider id 1–[`MAX_PROVIDER_ID`] bytes; addresses, zone, instance type, raw state, GPU model at most [`MAX_NAME`]; at most [`MAX_LABELS`] labels, keys 1–[`MAX_LABEL_KEY`] and values at most [`MAX_LABEL_VALUE`] bytes |
-//! | describe | at most [`MAX_NODES`] handles, provider ids distinct |
-//! | get | none, or the node asked for (same provider id) |
+//! | describe | at most [`MAX_NODES`] handles, provider ids distinct; a node that does not carry the host's owner id (`wasmprov_api::provenance::owned_by`) is dropped from the answer, counted as a contract fault and logged |
+//! | get | none, or the node asked for (same provider id), carrying the host's owner id |
 //! | offerings | at most [`MAX_OFFERINGS`], instance types 1–[`MAX_NAME`] bytes and distinct, cpu finite and ≥ 0, prices finite and ≥ 0, at most [`MAX_ZONES`] zones of at most [`MAX_NAME`] bytes |
 //! | backend name | 1–[`MAX_BACKEND_NAME`] bytes |
 //! | capacity types | duplicates dropped |
@@ -115,14 +115,31 @@ pub(crate) fn handle(plugin: &str, h: NodeHandle) -> Result<NodeHandle, Provisio
     Ok(h)
 }
 
-/// The answer of `get` for `asked`: none, or that node.
+/// The answer of `get` for `asked`: none, or that node, which must be
+/// `owner`'s (a node of another owner is no answer at all: a contract
+/// fault, never "not found").
 pub(crate) fn got(
     plugin: &str,
+    owner: &str,
     asked: &str,
     node: Option<NodeHandle>,
 ) -> Result<Option<NodeHandle>, ProvisionerError> {
     let Some(node) = node else { return Ok(None) };
     let node = handle(plugin, node)?;
+    if !wasmprov_api::provenance::owned_by(&node, owner) {
+        return Err(broken(
+            plugin,
+            "node",
+            format!(
+                "{:?} does not carry this host's owner id {owner:?} (label {:?} is {:?})",
+                cut(&node.provider_id),
+                wasmprov_api::provenance::OWNER_LABEL,
+                node.labels
+                    .get(wasmprov_api::provenance::OWNER_LABEL)
+                    .map(|v| cut(v))
+            ),
+        ));
+    }
     if node.provider_id != asked {
         return Err(broken(
             plugin,
@@ -208,8 +225,31 @@ pub(crate) fn offerings(
     Ok(out)
 }
 
-/// The answer of `describe`.
+/// The answer of `describe`: the nodes that carry `owner`, and how many
+/// did not (dropped, and logged here).
 pub(crate) fn handles(
+    plugin: &str,
+    owner: &str,
+    nodes: Vec<NodeHandle>,
+) -> Result<(Vec<NodeHandle>, usize), ProvisionerError> {
+    let mut out = checked_handles(plugin, nodes)?;
+    let listed = out.len();
+    out.retain(|n| wasmprov_api::provenance::owned_by(n, owner));
+    let foreign = listed - out.len();
+    if foreign > 0 {
+        tracing::warn!(
+            plugin,
+            owner,
+            foreign,
+            "plugin answer refused in part: describe listed nodes that do not carry this host's owner id; they were dropped"
+        );
+    }
+    Ok((out, foreign))
+}
+
+/// A list of handles, each checked, provider ids distinct; owners not
+/// looked at.
+pub(crate) fn checked_handles(
     plugin: &str,
     nodes: Vec<NodeHandle>,
 ) -> Result<Vec<NodeHandle>, ProvisionerError> {
@@ -277,7 +317,21 @@ mod tests {
     }
 
     fn node(id: &str) -> NodeHandle {
-        NodeHandle::new(id, wasmprov_api::JoinState::Joined)
+        let mut n = NodeHandle::new(id, wasmprov_api::JoinState::Joined);
+        n.labels
+            .insert(wasmprov_api::provenance::OWNER_LABEL.into(), "me".into());
+        n
+    }
+
+    fn of(owner: Option<&str>, id: &str) -> NodeHandle {
+        let mut n = node(id);
+        match owner {
+            Some(o) => n
+                .labels
+                .insert(wasmprov_api::provenance::OWNER_LABEL.into(), o.into()),
+            None => n.labels.remove(wasmprov_api::provenance::OWNER_LABEL),
+        };
+        n
     }
 
     fn contract(r: Result<impl std::fmt::Debug, ProvisionerError>, field: &str) {
@@ -322,15 +376,46 @@ mod tests {
         let mut n = node("a");
         n.raw_state = Some("s".repeat(MAX_NAME + 1));
         contract(handle("p", n), "raw_state");
-        contract(handles("p", vec![node("a"), node("a")]), "twice");
-        assert_eq!(handles("p", vec![node("a"), node("b")]).unwrap().len(), 2);
+        contract(handles("p", "me", vec![node("a"), node("a")]), "twice");
+        assert_eq!(
+            handles("p", "me", vec![node("a"), node("b")])
+                .unwrap()
+                .0
+                .len(),
+            2
+        );
+    }
+
+    /// A node of another owner, or of none, is dropped from a list and
+    /// counted; from `get` it is no answer at all (never "not found").
+    #[test]
+    fn answers_carry_this_owner() {
+        let (kept, foreign) = handles(
+            "p",
+            "me",
+            vec![
+                node("a"),
+                of(Some("other"), "b"),
+                of(None, "c"),
+                of(Some("me "), "d"),
+                of(Some("ME"), "e"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(kept, vec![node("a")]);
+        assert_eq!(foreign, 4);
+        contract(got("p", "me", "b", Some(of(Some("other"), "b"))), "owner");
+        contract(got("p", "me", "c", Some(of(None, "c"))), "owner");
     }
 
     #[test]
     fn get_answers_the_node_asked_for() {
-        assert_eq!(got("p", "a", None).unwrap(), None);
-        assert_eq!(got("p", "a", Some(node("a"))).unwrap(), Some(node("a")));
-        contract(got("p", "a", Some(node("b"))), "asked for");
+        assert_eq!(got("p", "me", "a", None).unwrap(), None);
+        assert_eq!(
+            got("p", "me", "a", Some(node("a"))).unwrap(),
+            Some(node("a"))
+        );
+        contract(got("p", "me", "a", Some(node("b"))), "asked for");
     }
 
     #[test]

@@ -249,6 +249,14 @@ impl Host for CallState {
             return Ok(Err(ExecError::Denied("price-hint must not do I/O".into())));
         }
         let plugin = self.plugin.clone();
-        Ok(plugin.exec.run(&plugin.manifest.name, cmd).await)
+        // Counted as possibly run before it runs (a call cut meanwhile may
+        // have started it); a program that was denied or could not start
+        // did nothing, and is taken back.
+        self.execs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let out = plugin.exec.run(&plugin.manifest.name, cmd).await;
+        if matches!(out, Err(ExecError::Denied(_) | ExecError::SpawnFailed(_))) {
+            self.execs.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok(out)
     }
 }

@@ -816,8 +816,16 @@ impl wasmprov_api::Backends for Host {
         self.plugin(name)
     }
 
+    fn owner_id(&self) -> Option<String> {
+        Some(self.owner_id.clone())
+    }
+
     fn nodes_listed(&self, name: &str, count: usize) {
         self.metrics().set_nodes(name, count);
+    }
+
+    fn orphans_found(&self, name: &str, count: usize) {
+        self.metrics().set_orphans(name, count);
     }
 
     fn fleet_event(&self, name: &str, event: &str) {

@@ -84,6 +84,7 @@ impl HttpGate {
         plugin: &str,
         may_do_io: bool,
         open: &std::sync::atomic::AtomicBool,
+        reached: &std::sync::atomic::AtomicBool,
         req: http::Request<WasiBody>,
     ) -> Result<http::Response<WasiBody>, Error> {
         let checked = match self.check(may_do_io, &req) {
@@ -106,6 +107,9 @@ impl HttpGate {
         };
         let deadline = Instant::now() + self.limits.http_timeout;
         if let Some(interceptor) = &self.hooks.http {
+            // What an interceptor does with the request is its own: count
+            // it as sent.
+            reached.store(true, std::sync::atomic::Ordering::SeqCst);
             let result = tokio::time::timeout_at(
                 deadline,
                 self.intercepted(plugin, interceptor.as_ref(), &checked, req, deadline),
@@ -133,7 +137,7 @@ impl HttpGate {
             addr,
         };
         let (response, sender) =
-            tokio::time::timeout_at(deadline, send_to(&self.pool, &key, &checked, req))
+            tokio::time::timeout_at(deadline, send_to(&self.pool, &key, &checked, req, reached))
                 .await
                 .map_err(|_| Error::ConnectionTimeout)??;
         let max = self.limits.http_max_response_bytes;
@@ -278,7 +282,8 @@ impl HttpGate {
                         .boxed_unsync(),
                 )
                 .map_err(|e| HttpFailure::Other(format!("bad request: {e}")))?;
-            let (response, sender) = send_to(&self.pool, &key, dest, request)
+            let sent = std::sync::atomic::AtomicBool::new(false);
+            let (response, sender) = send_to(&self.pool, &key, dest, request, &sent)
                 .await
                 .map_err(|e| HttpFailure::from_wasi(&e))?;
             let max = self.limits.http_max_response_bytes;
@@ -563,11 +568,15 @@ async fn connect(addr: SocketAddr, dest: &Destination, https: bool) -> Result<Se
 /// Sends the request over HTTP/1.1 on a pooled connection to the checked
 /// address, or a new one; returns the response and the connection, which
 /// goes back to the pool once the response body has been read to its end.
+/// `reached` is set just before the request is written to a connected (and,
+/// for HTTPS, verified) peer: an error before that (refused, unreachable,
+/// TLS) means the request never left the host.
 async fn send_to(
     pool: &ConnPool,
     key: &PoolKey,
     dest: &Destination,
     mut req: http::Request<WasiBody>,
+    reached: &std::sync::atomic::AtomicBool,
 ) -> Result<(http::Response<hyper::body::Incoming>, Sender), Error> {
     let mut sender = loop {
         match pool.take(key) {
@@ -590,6 +599,7 @@ async fn send_to(
         .path_and_query(path)
         .build()
         .map_err(|_| Error::HttpRequestUriInvalid)?;
+    reached.store(true, std::sync::atomic::Ordering::SeqCst);
     let response = sender.send_request(req).await.map_err(Error::from)?;
     Ok((response, sender))
 }
@@ -657,14 +667,21 @@ pub(crate) struct HttpHooks {
     /// False once the call ended: a request still waiting for an in-flight
     /// slot then never goes out (the slot goes to the next call's request).
     open: Arc<std::sync::atomic::AtomicBool>,
+    /// The call's "something may have reached a backend" flag.
+    reached: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl HttpHooks {
-    pub(crate) fn new(plugin: Arc<PluginShared>, kind: crate::state::CallKind) -> Self {
+    pub(crate) fn new(
+        plugin: Arc<PluginShared>,
+        kind: crate::state::CallKind,
+        reached: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Self {
         Self {
             plugin,
             may_do_io: kind == crate::state::CallKind::Io,
             open: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            reached,
         }
     }
 
@@ -686,10 +703,11 @@ impl WasiHttpHooks for HttpHooks {
         let plugin = self.plugin.clone();
         let may_do_io = self.may_do_io;
         let open = self.open.clone();
+        let reached = self.reached.clone();
         Box::new(async move {
             let response = plugin
                 .http
-                .send(&plugin.manifest.name, may_do_io, &open, request)
+                .send(&plugin.manifest.name, may_do_io, &open, &reached, request)
                 .await?;
             Ok((response, Box::new(async { Ok(()) }) as IoFuture))
         })

@@ -12,7 +12,8 @@
 //! | `wasmprov_instances_total` | `plugin` | `plugin.rs`, once per instance made (every call and the probe at load; a reused price-hint instance once) |
 //! | `wasmprov_instances_in_flight` (gauge) | `plugin` | same, while the instance lives |
 //! | `wasmprov_nodes` (gauge) | `plugin` | `wasmprov-fleet`, the nodes each reconcile's describe found |
-//! | `wasmprov_fleet_events_total` | `plugin`, `event` | `wasmprov-fleet`: `lease_expired`, `leak_terminated`, `vanished`, `abandoned` |
+//! | `wasmprov_fleet_events_total` | `plugin`, `event` | `wasmprov-fleet`: every history entry by kind (`lease_expired`, `leak_terminated`, `terminated`, `scaled_down`, `vanished`, `abandoned`, `orphaned`, `adopted`, `orphans_confirmed`, `lease_renewed`, `held`), and `foreign_answer` for an answer that named nodes of another owner |
+//! | `wasmprov_fleet_orphans` (gauge) | `plugin` | `wasmprov-fleet`, the orphans (nodes of this owner the journal cannot prove it made) the last reconcile found |
 //!
 //! The hot path does not allocate: a plugin takes its handles (one counter
 //! and one histogram per operation, the instance counter and gauge) once at
@@ -152,6 +153,7 @@ pub struct Metrics {
     instances: Family<PluginLabels, Counter>,
     in_flight: Family<PluginLabels, Gauge>,
     nodes: Family<PluginLabels, Gauge>,
+    orphans: Family<PluginLabels, Gauge>,
     fleet_events: Family<EventLabels, Counter>,
 }
 
@@ -181,6 +183,7 @@ impl Metrics {
         let instances = Family::<PluginLabels, Counter>::default();
         let in_flight = Family::<PluginLabels, Gauge>::default();
         let nodes = Family::<PluginLabels, Gauge>::default();
+        let orphans = Family::<PluginLabels, Gauge>::default();
         let fleet_events = Family::<EventLabels, Counter>::default();
         let mut registry = Registry::with_prefix("wasmprov");
         registry.register(
@@ -225,8 +228,13 @@ impl Metrics {
             nodes.clone(),
         );
         registry.register(
+            "fleet_orphans",
+            "Nodes of this owner on the plugin's cloud that the journal cannot prove it made (left alone until adopted or confirmed), as the last reconcile found them",
+            orphans.clone(),
+        );
+        registry.register(
             "fleet_events",
-            "Orchestration events on a plugin's nodes (lease_expired, leak_terminated, vanished, abandoned), as the fleet journals them",
+            "Orchestration events on a plugin's nodes (every history entry by kind, and foreign_answer), as the fleet journals them",
             fleet_events.clone(),
         );
         Self {
@@ -239,6 +247,7 @@ impl Metrics {
             instances,
             in_flight,
             nodes,
+            orphans,
             fleet_events,
         }
     }
@@ -256,6 +265,15 @@ impl Metrics {
     /// Records how many nodes a reconcile found on `plugin`'s cloud.
     pub(crate) fn set_nodes(&self, plugin: &str, count: usize) {
         self.nodes
+            .get_or_create(&PluginLabels {
+                plugin: Arc::from(plugin),
+            })
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Records how many orphans a reconcile found on `plugin`'s cloud.
+    pub(crate) fn set_orphans(&self, plugin: &str, count: usize) {
+        self.orphans
             .get_or_create(&PluginLabels {
                 plugin: Arc::from(plugin),
             })
@@ -298,6 +316,7 @@ impl Metrics {
             ops,
             plugin,
             metrics: self.clone(),
+            foreign: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -330,9 +349,16 @@ pub(crate) struct PluginMetrics {
     ops: [OpHandles; Op::ALL.len()],
     instances: Counter,
     in_flight: Gauge,
+    /// Nodes of another owner dropped from this plugin's answers.
+    foreign: std::sync::atomic::AtomicU64,
 }
 
 impl PluginMetrics {
+    /// Nodes of another owner dropped from this plugin's answers so far.
+    pub(crate) fn foreign_total(&self) -> u64 {
+        self.foreign.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Records one call of `op` that began at `started` and ended with `result`.
     pub(crate) fn record<T>(
         &self,
@@ -373,6 +399,23 @@ impl PluginMetrics {
                 })
                 .inc();
         }
+    }
+
+    /// Counts `count` nodes of another owner dropped from an answer: a
+    /// contract fault of the plugin (the call itself still answered).
+    pub(crate) fn foreign_nodes(&self, count: usize) {
+        if count == 0 {
+            return;
+        }
+        self.foreign
+            .fetch_add(count as u64, std::sync::atomic::Ordering::SeqCst);
+        self.metrics
+            .faults
+            .get_or_create(&FaultLabels {
+                plugin: self.plugin.clone(),
+                fault: wasmprov_api::PluginFault::Contract.as_str(),
+            })
+            .inc_by(count as u64);
     }
 
     /// Counts a new instance; it is in flight until the guard drops (on

@@ -578,6 +578,14 @@ impl WasmPlugin {
         &self.owner_id
     }
 
+    /// Nodes that did not carry this host's owner id, dropped from this
+    /// plugin's `describe` answers since it was loaded (each a contract
+    /// fault of the plugin; see `answers.rs`).
+    #[must_use]
+    pub fn foreign_answers(&self) -> u64 {
+        self.metrics.foreign_total()
+    }
+
     fn new_store(&self, kind: CallKind) -> Store<CallState> {
         let mut store = Store::new(
             &self.engine.engine,
@@ -653,15 +661,37 @@ impl WasmPlugin {
         &self,
         f: impl AsyncFnOnce(&mut Store<CallState>, &Instance) -> wasmtime::Result<R> + Send,
     ) -> Result<R> {
+        self.call_io_reached(f).await.0
+    }
+
+    /// [`call_io`](Self::call_io), and whether anything of the call may
+    /// have reached a backend (`CallState::reached`).
+    async fn call_io_reached<R: Send>(
+        &self,
+        f: impl AsyncFnOnce(&mut Store<CallState>, &Instance) -> wasmtime::Result<R> + Send,
+    ) -> (Result<R>, bool) {
         let _instance = self.metrics.instance();
         let mut store = self.new_store(CallKind::Io);
+        let reached = store.data().reached.clone();
+        let execs = store.data().execs.clone();
+        let result = self.run_io(&mut store, f).await;
+        let reached = reached.load(std::sync::atomic::Ordering::SeqCst)
+            || execs.load(std::sync::atomic::Ordering::SeqCst) > 0;
+        (result, reached)
+    }
+
+    async fn run_io<R: Send>(
+        &self,
+        store: &mut Store<CallState>,
+        f: impl AsyncFnOnce(&mut Store<CallState>, &Instance) -> wasmtime::Result<R> + Send,
+    ) -> Result<R> {
         let deadline = self.shared.manifest.limits.call_timeout;
         let slots = self.engine.io_slots.clone();
         let outcome = tokio::time::timeout(deadline, async {
             // Under load, wait for a slot of the pool instead of failing.
             let _slot = slots.acquire_owned().await?;
-            let instance = self.pre.instantiate(&mut store).await?;
-            f(&mut store, &instance).await
+            let instance = self.pre.instantiate(&mut *store).await?;
+            f(&mut *store, &instance).await
         })
         .await;
         match outcome {
@@ -1030,25 +1060,27 @@ impl WasmPlugin {
         request.shape.validate()?;
         request.boot.validate()?;
         let owner = self.owner_id.as_str();
-        let r = self
-            .call_io(async |store: &mut Store<CallState>, p: &Instance| {
+        let (r, reached) = self
+            .call_io_reached(async |store: &mut Store<CallState>, p: &Instance| {
                 p.provision(&mut *store, owner, request).await
             })
-            .await?;
+            .await;
+        let r = r.map_err(|e| not_sent(e, reached))?;
         match r {
             Ok(h) => crate::answers::handle(&self.shared.manifest.name, h),
-            Err(e) => Err(self.plugin_error(e)),
+            Err(e) => Err(not_sent(self.plugin_error(e), reached)),
         }
     }
 
     async fn terminate_call(&self, id: &str) -> Result<()> {
         let owner = self.owner_id.as_str();
-        let r = self
-            .call_io(async |store: &mut Store<CallState>, p: &Instance| {
+        let (r, reached) = self
+            .call_io_reached(async |store: &mut Store<CallState>, p: &Instance| {
                 p.terminate(&mut *store, owner, id).await
             })
-            .await?;
-        r.map_err(|e| self.plugin_error(e))
+            .await;
+        let r = r.map_err(|e| not_sent(e, reached))?;
+        r.map_err(|e| not_sent(self.plugin_error(e), reached))
     }
 
     async fn describe_call(&self) -> Result<Vec<NodeHandle>> {
@@ -1059,7 +1091,12 @@ impl WasmPlugin {
             })
             .await?;
         match r {
-            Ok(nodes) => crate::answers::handles(&self.shared.manifest.name, nodes),
+            Ok(nodes) => {
+                let (nodes, foreign) =
+                    crate::answers::handles(&self.shared.manifest.name, owner, nodes)?;
+                self.metrics.foreign_nodes(foreign);
+                Ok(nodes)
+            }
             Err(e) => Err(self.plugin_error(e)),
         }
     }
@@ -1073,7 +1110,7 @@ impl WasmPlugin {
             })
             .await?;
         match r {
-            Ok(node) => crate::answers::got(plugin, id, node),
+            Ok(node) => crate::answers::got(plugin, owner, id, node),
             Err(e) => Err(self.plugin_error(e)),
         }
     }
@@ -1094,6 +1131,26 @@ impl WasmPlugin {
     /// The plugin's own error, as the caller sees it: secrets redacted.
     fn plugin_error(&self, e: ProvisionerError) -> ProvisionerError {
         redacted(&self.shared.secret_values, e)
+    }
+}
+
+/// The error of a call that changes a backend (provision, terminate), as
+/// the caller sees it: when nothing of the call left the host (`reached`
+/// unset: no HTTP request written to a connected peer, no program
+/// started), an error that would leave the caller guessing whether the
+/// backend acted (transport, rate limit, anything else) is
+/// [`ProvisionerError::NotSent`], which says it did not. Errors that already
+/// say so, `not-found`, and plugin faults (kept as they are, so that a
+/// timeout or a bug stays visible) are left alone.
+fn not_sent(e: ProvisionerError, reached: bool) -> ProvisionerError {
+    if reached || e.made_nothing() {
+        return e;
+    }
+    match e {
+        ProvisionerError::Transport(_)
+        | ProvisionerError::RateLimited { .. }
+        | ProvisionerError::Other(_) => ProvisionerError::NotSent(e.to_string()),
+        other => other,
     }
 }
 

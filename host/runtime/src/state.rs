@@ -60,6 +60,14 @@ pub(crate) struct CallState {
     pub(crate) cpu_exhausted: bool,
     pub(crate) log_records: u32,
     pub(crate) stderr: TailPipe,
+    /// Set once something of this call may have reached a backend: an HTTP
+    /// request written to a connected peer (or handed to an interceptor),
+    /// or a program started. A call that fails with it unset made nothing.
+    pub(crate) reached: Arc<std::sync::atomic::AtomicBool>,
+    /// Programs asked for and not (yet) known to have been refused or to
+    /// have failed to start: counted before the run, so that a call cut by
+    /// its deadline while a program runs counts it as reached.
+    pub(crate) execs: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Drop for CallState {
@@ -91,11 +99,14 @@ impl CallState {
         table.set_max_capacity(MAX_RESOURCES);
         let mut http_ctx = WasiHttpCtx::new();
         http_ctx.set_field_size_limit(field_size_limit(limits.memory_bytes));
+        let reached = Arc::new(std::sync::atomic::AtomicBool::new(false));
         Self {
             wasi,
             table,
             http_ctx,
-            hooks: HttpHooks::new(plugin.clone(), kind),
+            hooks: HttpHooks::new(plugin.clone(), kind, reached.clone()),
+            reached,
+            execs: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             memory: MemoryLimiter::new(limits.memory_bytes),
             plugin,
             kind,

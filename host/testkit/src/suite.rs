@@ -1420,7 +1420,21 @@ impl Run {
     }
 
     async fn step_foreign(&mut self, planted: &[(String, String)]) {
-        match self.describe().await {
+        // The host drops nodes of another owner from a describe before
+        // anyone sees them (and counts them): a plugin that lists them is
+        // still caught.
+        let dropped_before = self.plugin.foreign_answers();
+        let described = self.describe().await;
+        let dropped = self.plugin.foreign_answers() - dropped_before;
+        if dropped > 0 {
+            self.checks.fail(
+                "describe.no-foreign",
+                format!(
+                    "describe listed {dropped} node(s) that do not carry this owner id (the host dropped them from the answer)"
+                ),
+            );
+        }
+        match described {
             Ok(nodes) => {
                 for n in &nodes {
                     let problem = if let Some((_, how)) =

@@ -225,7 +225,7 @@ impl Instance {
                 .map(|n| n.map(v02::handle))
                 .map_err(v02::error),
             Self::V01(_) => self.describe(store, owner_id).await?.and_then(|nodes| {
-                Ok(crate::answers::handles(plugin, nodes)?
+                Ok(crate::answers::checked_handles(plugin, nodes)?
                     .into_iter()
                     .find(|n| n.provider_id == provider_id))
             }),

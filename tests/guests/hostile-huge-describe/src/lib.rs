@@ -10,10 +10,20 @@ hostile_kit::hostile! {
         Ok(node(req, Labels::new()))
     }
 
-    fn describe(_owner: &str) -> Result<Vec<NodeHandle>> {
+    fn describe(owner: &str) -> Result<Vec<NodeHandle>> {
         let count: usize = cfg_or("count", 2_000_000)?;
+        // `owned = true`: every node carries the owner id, so that the host
+        // keeps the list it reads (nodes of no owner are dropped).
+        let owned: bool = cfg_or("owned", false)?;
         let mut nodes = Vec::with_capacity(count);
         for i in 0..count {
+            let mut labels = Labels::new();
+            if owned {
+                labels.insert(
+                    wasmprov_guest::tags::OWNER.to_string(),
+                    owner.to_string(),
+                );
+            }
             nodes.push(NodeHandle {
                 // Short and distinct: the answer is a well-formed list.
                 provider_id: format!("{i:x}"),
@@ -22,7 +32,7 @@ hostile_kit::hostile! {
                 capacity_type: CapacityType::Spot,
                 join_state: JoinState::Failed,
                 instance_type: None,
-                labels: Labels::new(),
+                labels,
                 ..Default::default()
             });
         }

@@ -239,6 +239,7 @@ impl Provider for Probe {
         let shape = NodeShape::default();
         let mut labels = Labels::new();
         labels.insert("owner".into(), owner_id.into());
+        labels.insert(wasmprov_guest::tags::OWNER.into(), owner_id.into());
         Ok(vec![
             node("probe-a".into(), &shape, labels.clone()),
             node("probe-b".into(), &shape, labels),

@@ -314,14 +314,8 @@ mod reconcile {
             plugin: "hetzner".into(),
             shape: shape(),
             created_ms: now_ms(),
-            expires_ms: None,
-            group: None,
-            hourly_usd: None,
-            boot: Default::default(),
             state,
-            generation: 0,
-            last_error: None,
-            missing_since_ms: None,
+            ..Intent::default()
         }
     }
 
@@ -376,8 +370,21 @@ mod reconcile {
             ))
             .unwrap();
         p.terminate(&gone.provider_id).await.unwrap();
-        // Owned, but wanted by no intent.
+        // Owned, but made outside the journal: an orphan, never terminated.
         let stray = p.provision_request(&make("stray")).await.unwrap();
+        // Made by this journal, whose intent is lost since: a leak.
+        let leaked = fleet
+            .provision(
+                "hetzner",
+                &shape(),
+                ProvisionOptions {
+                    request_id: Some("leaked".into()),
+                    ..ProvisionOptions::default()
+                },
+            )
+            .await
+            .unwrap();
+        fleet.journal().remove("leaked").unwrap();
 
         let report = fleet.reconcile(&now_policy()).await.unwrap();
         assert_eq!(
@@ -390,13 +397,25 @@ mod reconcile {
             report.terminated,
             [("dying".to_string(), dying.provider_id)]
         );
+        // Missed by one list: not believed yet.
+        assert!(report.vanished.is_empty(), "{report}");
+        assert!(report.leaks.is_empty(), "{report}");
+        assert_eq!(report.suspected.len(), 1, "{report}");
+        assert_eq!(report.suspected[0].node.provider_id, leaked.provider_id);
+        assert!(report.suspected[0].reason.contains("leaked"), "{report}");
+        assert_eq!(report.orphans.len(), 1, "{report}");
+        assert_eq!(report.orphans[0].node.provider_id, stray.provider_id);
+        assert_eq!(report.orphans[0].kind, wasmprov_fleet::OrphanKind::Unproven);
+        assert!(report.held.is_none(), "an unproven orphan holds nothing");
+        assert!(report.errors.is_empty(), "{report}");
+        assert_eq!(request_ids(&c), ["asked", "leaked", "made", "stray"]);
+
+        // A second list: the missing node is looked up and forgotten, the
+        // leak is proven and listed.
+        let report = fleet.reconcile(&now_policy()).await.unwrap();
         assert_eq!(report.vanished, [("gone".to_string(), gone.provider_id)]);
         assert_eq!(report.leaks.len(), 1, "{report}");
-        assert_eq!(report.leaks[0].node.provider_id, stray.provider_id);
-        assert!(report.leaks[0].reason.contains("stray"), "{report}");
         assert!(!report.leaks[0].terminated);
-        assert!(report.errors.is_empty(), "{report}");
-        assert_eq!(request_ids(&c), ["asked", "made", "stray"]);
 
         let terminate = ReconcilePolicy {
             leaks: LeakPolicy::Terminate,
@@ -405,13 +424,28 @@ mod reconcile {
         let report = fleet.reconcile(&terminate).await.unwrap();
         assert_eq!(report.leaks.len(), 1, "{report}");
         assert!(report.leaks[0].terminated);
-        assert_eq!(request_ids(&c), ["asked", "made"]);
+        assert_eq!(report.orphans.len(), 1, "{report}");
+        assert_eq!(request_ids(&c), ["asked", "made", "stray"]);
 
+        // Confirmed, the orphan is left where it is and no longer reported.
+        let report = fleet
+            .reconcile(&ReconcilePolicy {
+                confirm_orphans: true,
+                ..terminate.clone()
+            })
+            .await
+            .unwrap();
+        assert!(report.orphans.is_empty(), "{report}");
         let report = fleet.reconcile(&terminate).await.unwrap();
         assert!(report.is_clean(), "{report}");
+        assert_eq!(request_ids(&c), ["asked", "made", "stray"]);
         let metrics = host.metrics().encode();
         assert!(
-            metrics.contains("wasmprov_nodes{plugin=\"hetzner\"} 2"),
+            metrics.contains("wasmprov_nodes{plugin=\"hetzner\"} 3"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("wasmprov_fleet_orphans{plugin=\"hetzner\"} 0"),
             "{metrics}"
         );
         let states: BTreeMap<String, bool> = fleet
@@ -1122,29 +1156,36 @@ mod safety {
             [("leased".to_string(), leased.provider_id.clone())]
         );
         assert_eq!(request_ids(&c), ["kept"]);
-        // A leak terminated by reconcile is kept too.
-        let stray = host
-            .plugin("hetzner")
-            .unwrap()
-            .provision_request(&ProvisionRequest {
-                request_id: "stray".into(),
-                shape: shape(),
-                boot: Default::default(),
-            })
+        // A node this journal made whose intent is lost: a leak, proven by
+        // a second list, terminated and kept too.
+        let stray = fleet
+            .provision("hetzner", &shape(), opts("stray"))
             .await
             .unwrap();
-        fleet.reconcile(&terminate_leaks()).await.unwrap();
+        fleet.journal().remove("stray").unwrap();
+        let first = fleet.reconcile(&terminate_leaks()).await.unwrap();
+        assert_eq!(first.suspected.len(), 1, "{first}");
+        assert!(first.leaks.is_empty(), "{first}");
+        assert_eq!(request_ids(&c), ["kept", "stray"]);
+        let second = fleet.reconcile(&terminate_leaks()).await.unwrap();
+        assert!(second.leaks[0].terminated, "{second}");
+        assert_eq!(request_ids(&c), ["kept"]);
         let history = fleet.history(10).unwrap();
         let kinds: Vec<_> = history
             .iter()
-            .map(|e| (e.kind, e.provider_id.clone()))
+            .map(|e| (e.kind, e.provider_id.clone(), e.status))
             .collect();
+        use wasmprov_fleet::journal::EventStatus::Done;
         assert_eq!(
             kinds,
             [
-                (EventKind::LeaseExpired, Some(leased.provider_id)),
-                (EventKind::LeakTerminated, Some(stray.provider_id)),
+                (EventKind::LeaseExpired, Some(leased.provider_id), Done),
+                (EventKind::LeakTerminated, Some(stray.provider_id), Done),
             ]
+        );
+        assert!(
+            history.iter().all(|e| e.completed_ms.is_some()),
+            "{history:?}"
         );
         assert!(history[0].reason.contains("lease"), "{history:?}");
         assert!(history[1].reason.contains("stray"), "{history:?}");

@@ -11,7 +11,7 @@ use wasmprov_api::{
     Arch, CapacityScope, CapacityType, CloudProvisioner, JoinState, NodeHandle, NodeShape,
     Offering, PriceHint, ProviderNodeId, ProvisionRequest, ProvisionerError, Result,
 };
-use wasmprov_fleet::{BackendSet, CapacityGroup, Fleet, rank_offerings};
+use wasmprov_fleet::{BackendSet, CapacityGroup, Catalogues, Fleet, rank_offerings};
 
 /// A native backend with a catalogue; types in `out` answer `capacity`.
 struct Cloud {
@@ -24,6 +24,8 @@ struct Cloud {
     reads: std::sync::atomic::AtomicUsize,
     /// When set, reading the catalogue waits here for the other readers.
     meet: Option<Arc<tokio::sync::Barrier>>,
+    /// How long reading the catalogue takes.
+    slow: Mutex<Duration>,
 }
 
 fn offering(t: &str, cpu: f64, gib: u64, arch: Arch, usd: f64) -> Offering {
@@ -47,6 +49,7 @@ impl Cloud {
             nodes: Mutex::new(Vec::new()),
             reads: std::sync::atomic::AtomicUsize::new(0),
             meet: None,
+            slow: Mutex::new(Duration::ZERO),
         })
     }
 
@@ -133,6 +136,8 @@ impl CloudProvisioner for Cloud {
 
     async fn offerings(&self) -> Result<Vec<Offering>> {
         self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let slow = *self.slow.lock().unwrap();
+        tokio::time::sleep(slow).await;
         if let Some(meet) = &self.meet {
             // Read one after the other, the first reader would wait here
             // for a second that never comes.
@@ -354,4 +359,92 @@ async fn catalogues_are_read_at_once_and_only_for_the_plugins_asked() {
     assert_eq!(plain_a.reads(), 0, "a is not the group's");
     assert!(plain_a.asked().is_empty());
     assert_eq!(plain_b.reads(), 1, "one read per scale");
+}
+
+/// One plugin's slow catalogue holds a ranking up for no longer than the
+/// catalogue deadline (it is ranked by its price hint meanwhile), and once
+/// read it is kept: later rankings answer at once, an expired catalogue
+/// included (read again behind it), one read at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_catalogue_holds_no_ranking_up() {
+    let fast = Cloud::new(
+        "fast",
+        vec![offering("f-small", 2.0, 4, Arch::X86_64, 0.030)],
+    );
+    let slow = Cloud::new(
+        "slow",
+        vec![
+            offering("s-small", 2.0, 4, Arch::X86_64, 0.010),
+            offering("s-big", 4.0, 8, Arch::X86_64, 0.020),
+        ],
+    );
+    *slow.slow.lock().unwrap() = Duration::from_millis(1500);
+    let dir = tempfile::tempdir().unwrap();
+    let f = fleet(&[fast.clone(), slow.clone()], &dir);
+    let catalogues = Catalogues::new(Duration::from_secs(3), Duration::from_millis(300));
+    let shape = NodeShape::new(2.0, 4 << 30);
+    let types = |r: &wasmprov_fleet::Ranking| {
+        r.offers
+            .iter()
+            .map(|o| o.hint.instance_type.clone())
+            .collect::<Vec<_>>()
+    };
+    let rank = async || {
+        let started = std::time::Instant::now();
+        let r = catalogues
+            .rank(f.backends().as_ref(), &shape, None, |_| true)
+            .await;
+        (r, started.elapsed())
+    };
+    // Not read yet: ranked by its price hint, after the deadline.
+    let (r, took) = rank().await;
+    assert!(took < Duration::from_millis(1000), "{took:?}");
+    assert_eq!(types(&r), ["s-small", "f-small"], "{r:?}");
+    // Again while its read goes on: no second read, no longer wait.
+    let (_, took) = rank().await;
+    assert!(took < Duration::from_millis(1000), "{took:?}");
+    assert_eq!(slow.reads(), 1);
+    // Read: its whole catalogue (its second type too), at once.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (r, took) = rank().await;
+    assert!(took < Duration::from_millis(200), "{took:?}");
+    assert_eq!(types(&r), ["s-small", "s-big", "f-small"], "{r:?}");
+    assert_eq!((slow.reads(), fast.reads()), (1, 1));
+    // Expired: the old catalogue answers at once, one read goes on behind.
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let (_, took) = rank().await;
+    assert!(took < Duration::from_millis(200), "{took:?}");
+    let (_, took) = rank().await;
+    assert!(took < Duration::from_millis(200), "{took:?}");
+    // (The read behind runs on its own task.)
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(slow.reads(), 2, "one read per expiry");
+}
+
+/// A group larger than the fleet's limit is refused before anything is
+/// asked of a cloud.
+#[tokio::test]
+async fn groups_above_the_size_limit_are_refused() {
+    let a = Cloud::new("a", vec![offering("a-small", 2.0, 4, Arch::X86_64, 0.010)]);
+    let dir = tempfile::tempdir().unwrap();
+    let f = fleet(std::slice::from_ref(&a), &dir);
+    let shape = NodeShape::new(2.0, 4 << 30);
+    let huge = CapacityGroup::new("huge", shape.clone(), 0, u32::MAX);
+    let err = f.scale(&huge, u32::MAX).await.unwrap_err();
+    assert!(
+        err.to_string().contains("largest group size, 2000"),
+        "{err}"
+    );
+    assert!(a.asked().is_empty() && a.reads() == 0);
+    let f = f.max_group_size(3);
+    let err = f
+        .scale(&CapacityGroup::new("g", shape.clone(), 0, 4), 1)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("largest group size, 3"), "{err}");
+    let ok = f
+        .scale(&CapacityGroup::new("g", shape, 0, 3), 3)
+        .await
+        .unwrap();
+    assert!(ok.converged(), "{ok}");
 }

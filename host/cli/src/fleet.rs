@@ -35,6 +35,17 @@ pub async fn reconcile(
         println!("{}", crate::output::line(&report.to_string()));
         println!("{} node(s) wanted in the journal", intents.len());
     }
+    if let Some(doubt) = &report.held {
+        return Err(Reported(format!("{doubt}")).into());
+    }
+    if !report.orphans.is_empty() {
+        return Err(Reported(format!(
+            "{} orphan(s) (nodes of this owner this journal cannot prove it made) left alone; \
+             adopt them (--adopt) or confirm them (--confirm-orphans)",
+            report.orphans.len()
+        ))
+        .into());
+    }
     let left = report.leaks.iter().filter(|l| !l.terminated).count();
     if left > 0 {
         return Err(Reported(format!(
@@ -116,11 +127,13 @@ pub async fn provision(
     state_dir: &Path,
     plugin: &str,
     request: wasmprov_api::ProvisionRequest,
+    lease: Option<std::time::Duration>,
 ) -> Result<wasmprov_api::NodeHandle> {
     let fleet = open(host, state_dir)?;
     let options = wasmprov_fleet::ProvisionOptions {
         request_id: Some(request.request_id),
         boot: request.boot,
+        lease,
         ..wasmprov_fleet::ProvisionOptions::default()
     };
     fleet
@@ -133,6 +146,30 @@ pub async fn provision(
 pub async fn terminate(host: Host, state_dir: &Path, plugin: &str, id: &str) -> Result<()> {
     let fleet = open(host, state_dir)?;
     fleet.terminate(plugin, id).await.map_err(fleet_error)
+}
+
+/// Renews the lease of a journaled request (no plugin is loaded: a renewal
+/// is the journal's alone).
+pub async fn renew(
+    state_dir: &Path,
+    request_id: &str,
+    lease: std::time::Duration,
+    json: bool,
+) -> Result<()> {
+    let journal = wasmprov_fleet::journal::Journal::open(state_dir.join(JOURNAL_FILE))?;
+    let backends: std::collections::BTreeMap<String, Arc<dyn wasmprov_api::CloudProvisioner>> =
+        std::collections::BTreeMap::new();
+    let fleet = Fleet::with_journal(Arc::new(backends), journal);
+    let intent = fleet.renew(request_id, lease).await.map_err(fleet_error)?;
+    if json {
+        print_json(&intent)?;
+    } else {
+        println!(
+            "{request_id}: lease renewed, ends at {} ms since the epoch",
+            intent.expires_ms.unwrap_or_default()
+        );
+    }
+    Ok(())
 }
 
 fn fleet_error(e: wasmprov_fleet::FleetError) -> anyhow::Error {

@@ -90,8 +90,21 @@ enum Command {
         /// A label for the node, as key=value (repeatable).
         #[arg(long = "label", value_parser = parse_label)]
         labels: Vec<(String, String)>,
+        /// Lease in seconds (needs --state-dir): reconcile terminates the node once it ran
+        /// this long, unless renewed (`wasmprov renew`). A repeated provision must ask the same lease.
+        #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+        lease_secs: Option<u64>,
         #[command(flatten)]
         boot: BootArgs,
+    },
+    /// Move the lease of a journaled request to SECS from now (kept in the history).
+    Renew {
+        /// The request id the node was provisioned under.
+        #[arg(value_parser = parse_request_id)]
+        request_id: String,
+        /// The new lease, in seconds from now.
+        #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+        lease_secs: u64,
     },
     /// List the nodes this owner has on the plugin's cloud.
     Describe {
@@ -127,13 +140,23 @@ enum Command {
         /// Forget interrupted provisions whose node is not found instead of asking again.
         #[arg(long)]
         no_resume: bool,
-        /// Seconds a node may be missing from its cloud's list before reconcile believes it
-        /// (clouds list new nodes late); 0 believes at once.
+        /// Seconds between the two lists that must both show a leak, or both miss a journaled
+        /// node, before reconcile believes them (clouds list new nodes late); 0 still needs two
+        /// lists, that is two reconciles.
         #[arg(long, value_name = "SECS", default_value_t = 60)]
         grace: u64,
+        /// Record every orphan (a node of this owner the journal cannot prove it made, such as
+        /// one made before the journal was lost) as an intent, lifting a hold it caused.
+        #[arg(long, conflicts_with = "confirm_orphans")]
+        adopt: bool,
+        /// Confirm every orphan as not this journal's (left where it is, no longer reported),
+        /// lifting a hold it caused.
+        #[arg(long)]
+        confirm_orphans: bool,
     },
-    /// What reconcile and the lease sweep terminated or forgot, when and why
-    /// (lease expiries, leak terminations, vanished nodes, abandoned provisions).
+    /// What was terminated, forgotten, found or adopted, when and why (terminations of
+    /// every kind, written before the cloud is asked; lease renewals; orphans; holds;
+    /// vanished nodes; abandoned provisions).
     History {
         /// The newest this many entries.
         #[arg(long, default_value_t = 50)]
@@ -499,6 +522,12 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
 }
 
 async fn load(cli: &Cli) -> Result<Host> {
+    load_waiting(cli, None).await
+}
+
+/// [`load`], waiting at most `compile_wait` for plugins to compile (the
+/// rest load as their compiles end, under a watcher).
+async fn load_waiting(cli: &Cli, compile_wait: Option<std::time::Duration>) -> Result<Host> {
     if !cli.plugin_dir.is_dir() {
         bail!(
             "plugin directory {} does not exist; create it, or write the bundled plugins with `wasmprov bundle --out {}`",
@@ -512,6 +541,9 @@ async fn load(cli: &Cli) -> Result<Host> {
     }
     if cli.no_cache {
         builder = builder.cache_dir(None);
+    }
+    if let Some(wait) = compile_wait {
+        builder = builder.compile_wait(wait);
     }
     builder.price_hint_reuse(cli.price_hint_reuse).build().await
 }
@@ -602,6 +634,7 @@ async fn run(cli: Cli) -> Result<()> {
             shape,
             request_id,
             labels,
+            lease_secs,
             boot,
         } => {
             let boot = boot.boot()?;
@@ -612,8 +645,12 @@ async fn run(cli: Cli) -> Result<()> {
                 shape: shape.shape(labels),
                 boot,
             };
+            let lease = lease_secs.map(std::time::Duration::from_secs);
             let node = match &cli.state_dir {
-                Some(state) => fleet::provision(host, state, name, request).await?,
+                Some(state) => fleet::provision(host, state, name, request, lease).await?,
+                None if lease.is_some() => {
+                    bail!("--lease-secs needs --state-dir: a lease lives in the journal")
+                }
                 None => p.provision_request(&request).await.map_err(CallFailed)?,
             };
             output::nodes(std::slice::from_ref(&node), json, true)?;
@@ -738,10 +775,24 @@ async fn run(cli: Cli) -> Result<()> {
                 println!("wrote {} to {}", written.join(", "), out.display());
             }
         }
+        Command::Renew {
+            request_id,
+            lease_secs,
+        } => {
+            fleet::renew(
+                &state_dir(&cli),
+                request_id,
+                std::time::Duration::from_secs(*lease_secs),
+                json,
+            )
+            .await?;
+        }
         Command::Reconcile {
             terminate_leaks,
             no_resume,
             grace,
+            adopt,
+            confirm_orphans,
         } => {
             let host = load(&cli).await?;
             let policy = wasmprov_fleet::ReconcilePolicy {
@@ -752,6 +803,8 @@ async fn run(cli: Cli) -> Result<()> {
                 },
                 resume_pending: !*no_resume,
                 grace: std::time::Duration::from_secs(*grace),
+                adopt: *adopt,
+                confirm_orphans: *confirm_orphans,
             };
             fleet::reconcile(host, &state_dir(&cli), policy, json).await?;
         }

@@ -388,6 +388,7 @@ pub fn history(events: &[wasmprov_fleet::journal::Event]) {
         "#",
         "when (UTC)",
         "event",
+        "status",
         "plugin",
         "request",
         "node",
@@ -402,6 +403,10 @@ pub fn history(events: &[wasmprov_fleet::journal::Event]) {
             e.seq.to_string(),
             when,
             e.kind.to_string(),
+            match &e.error {
+                Some(err) => format!("{}: {}", e.status.as_str(), c(err)),
+                None => e.status.as_str().to_string(),
+            },
             c(&e.plugin),
             e.request_id.as_deref().map(c).unwrap_or_default(),
             e.provider_id.as_deref().map(c).unwrap_or_default(),

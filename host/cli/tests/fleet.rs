@@ -216,20 +216,71 @@ async fn repeated_sigkills_leave_no_duplicate_and_no_leak() {
     assert_eq!(wanted, servers(&fake));
     assert_eq!(wanted.len(), 5);
 
-    // A node of this owner no intent wants: terminated as a leak, and
-    // `wasmprov history` says what, when and why.
+    // A node this journal made that no intent wants (what a provision whose
+    // caller was told it failed leaves when its node shows up later): a
+    // leak, terminated once a second list shows it, and `wasmprov history`
+    // says what, when and why. Beside it, a node of this owner the journal
+    // cannot prove it made: an orphan, left alone.
+    let provenance = {
+        let j = wasmprov_host_journal(&state);
+        wasmprov_api::provenance::Provenance {
+            journal: j.identity().to_string(),
+            generation: j.high_water().unwrap(),
+        }
+    };
     let labels = [
         ("wasmprov-owner".to_string(), OWNER.to_string()),
         (REQUEST_LABEL.to_string(), "stray-7".to_string()),
+        ("wasmprov-journal".to_string(), provenance.label_value()),
     ]
     .into();
     let stray = fake.plant("stray-7", &labels).unwrap().to_string();
+    let labels = [
+        ("wasmprov-owner".to_string(), OWNER.to_string()),
+        (REQUEST_LABEL.to_string(), "outside-8".to_string()),
+    ]
+    .into();
+    let outside = fake.plant("outside-8", &labels).unwrap().to_string();
+    let reconcile = || {
+        wasmprov(
+            &plugins,
+            &state,
+            &cache,
+            &token,
+            &["--json", "reconcile", "--terminate-leaks", "--grace", "0"],
+        )
+        .output()
+        .unwrap()
+    };
+    let first = reconcile();
+    assert!(!first.status.success(), "an orphan is left");
+    let v: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(
+        v["report"]["suspected"][0]["node"]["provider_id"],
+        stray.as_str(),
+        "{v}"
+    );
+    assert_eq!(
+        v["report"]["orphans"][0]["node"]["provider_id"],
+        outside.as_str(),
+        "{v}"
+    );
+    let second = reconcile();
+    let v: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap();
+    assert_eq!(v["report"]["leaks"][0]["terminated"], true, "{v}");
+    assert!(fake.servers().iter().any(|s| s.id.to_string() == outside));
     ok(&wasmprov(
         &plugins,
         &state,
         &cache,
         &token,
-        &["reconcile", "--terminate-leaks"],
+        &[
+            "reconcile",
+            "--confirm-orphans",
+            "--terminate-leaks",
+            "--grace",
+            "0",
+        ],
     )
     .output()
     .unwrap());
@@ -237,8 +288,11 @@ async fn repeated_sigkills_leave_no_duplicate_and_no_leak() {
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_str(&ok(&out)).expect("JSON");
-    let last = v.as_array().and_then(|a| a.last()).expect("an entry");
-    assert_eq!(last["kind"], "leak_terminated", "{v}");
+    let last = v
+        .as_array()
+        .and_then(|a| a.iter().rev().find(|e| e["kind"] == "leak_terminated"))
+        .expect("an entry");
+    assert_eq!(last["status"], "done", "{v}");
     assert_eq!(last["provider_id"], stray.as_str(), "{v}");
     assert_eq!(last["request_id"], "stray-7", "{v}");
     let table = ok(&wasmprov(&plugins, &state, &cache, &token, &["history"])
@@ -269,4 +323,169 @@ fn a_journal_in_use_is_refused() {
 
 fn wasmprov_host_journal(state: &Path) -> wasmprov_fleet::journal::Journal {
     wasmprov_fleet::journal::Journal::open(state.join("journal.redb")).unwrap()
+}
+
+/// Plugins (Hetzner only, at `endpoint`) and state and cache directories.
+fn bundle_hetzner(
+    tmp: &Path,
+    endpoint: &str,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let (plugins, state, cache) = (tmp.join("plugins"), tmp.join("state"), tmp.join("cache"));
+    ok(&Command::new(env!("CARGO_BIN_EXE_wasmprov"))
+        .args(["bundle", "--out"])
+        .arg(&plugins)
+        .args(["--hetzner-endpoint", endpoint])
+        .output()
+        .unwrap());
+    for other in ["aws-ec2", "cloud-init", "digitalocean"] {
+        std::fs::remove_file(plugins.join(format!("{other}.toml"))).unwrap();
+    }
+    (plugins, state, cache)
+}
+
+fn json_of(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// The report's repro from the CLI alone: provision, empty the journal,
+/// reconcile with --terminate-leaks. The node is an orphan of another
+/// journal, never terminated; reconcile says the journal holds and exits
+/// non-zero until the operator adopts it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_emptied_journal_terminates_nothing() {
+    let fake = HetznerFake::start(
+        "127.0.0.1:0".parse().unwrap(),
+        HetznerFakeOptions {
+            boot_delay_polls: 0,
+            ..HetznerFakeOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let token = fake.token().to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let (plugins, state, cache) = bundle_hetzner(tmp.path(), &fake.url());
+    let run = |args: &[&str]| {
+        wasmprov(&plugins, &state, &cache, &token, args)
+            .output()
+            .unwrap()
+    };
+    let node = json_of(&ok_out(run(&[
+        "--json",
+        "provision",
+        "hetzner",
+        "--cpu",
+        "2",
+        "--memory",
+        "4GiB",
+        "--request-id",
+        "a1",
+        "--lease-secs",
+        "3600",
+    ])));
+    let node = node.get(0).unwrap_or(&node);
+    let id = node["provider_id"].as_str().unwrap().to_string();
+    assert_eq!(servers(&fake), BTreeSet::from(["a1".to_string()]));
+
+    std::fs::File::create(state.join("journal.redb")).unwrap();
+    for _ in 0..3 {
+        let out = run(&["--json", "reconcile", "--terminate-leaks", "--grace", "0"]);
+        assert!(!out.status.success(), "a held journal is not in step");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("foreign journal"), "{err}");
+        let v = json_of(&out);
+        let orphans = v["report"]["orphans"].as_array().unwrap();
+        assert_eq!(orphans.len(), 1, "{v}");
+        assert_eq!(orphans[0]["node"]["provider_id"], id.as_str());
+        assert_eq!(orphans[0]["kind"], "foreign");
+        assert!(v["report"]["leaks"].as_array().unwrap().is_empty(), "{v}");
+    }
+    assert_eq!(servers(&fake), BTreeSet::from(["a1".to_string()]));
+    let history = json_of(&ok_out(run(&["--json", "history"])));
+    let kinds: Vec<&str> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["orphaned", "held"], "{history}");
+
+    let adopted = json_of(&ok_out(run(&[
+        "--json",
+        "reconcile",
+        "--adopt",
+        "--grace",
+        "0",
+    ])));
+    assert_eq!(adopted["report"]["adopted"][0][1], id.as_str(), "{adopted}");
+    ok_out(run(&["reconcile", "--terminate-leaks", "--grace", "0"]));
+    // Adopted, it is this journal's: renewed and terminated like any other.
+    let renewed = json_of(&ok_out(run(&[
+        "--json",
+        "renew",
+        "a1",
+        "--lease-secs",
+        "60",
+    ])));
+    assert_eq!(renewed["request_id"], "a1");
+    ok_out(run(&["terminate", "hetzner", &id]));
+    assert!(servers(&fake).is_empty());
+    let history = json_of(&ok_out(run(&["--json", "history"])));
+    let last: Vec<(&str, &str)> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .take(2)
+        .map(|e| (e["kind"].as_str().unwrap(), e["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        last,
+        [("terminated", "done"), ("lease_renewed", "done")],
+        "{history}"
+    );
+}
+
+/// A scale against a cloud that refuses connections made nothing: it
+/// exits non-zero with the group short, and nothing is counted as a
+/// member that may exist.
+#[test]
+fn a_scale_against_a_refused_connection_is_short_and_says_so() {
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let endpoint = format!("http://127.0.0.1:{closed}/v1");
+    let (plugins, state, cache) = bundle_hetzner(tmp.path(), &endpoint);
+    let mut args = scale_args("1");
+    args.insert(0, "--json");
+    let out = wasmprov(&plugins, &state, &cache, "t", &args)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a short group is a failure");
+    let v = json_of(&out);
+    assert_eq!(v["scale"]["after"], 0, "{v}");
+    assert!(
+        v["scale"]["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("not sent"),
+        "{v}"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("0 of 1 members"), "{err}");
+    let intents = wasmprov_host_journal(&state).all().unwrap();
+    assert!(intents.is_empty(), "{intents:?}");
+}
+
+fn ok_out(out: Output) -> Output {
+    ok(&out);
+    out
 }

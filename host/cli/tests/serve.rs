@@ -199,15 +199,30 @@ fn group_servers(fake: &HetznerFake, group: &str) -> usize {
         .count()
 }
 
-/// Plants a server on the fake as if this owner had made it for a request
-/// the journal does not know: a leak. Returns its provider id.
-fn plant_leak(fake: &HetznerFake, request: &str) -> String {
+/// Plants a server on the fake as if this owner's journal had made it (it
+/// carries `provenance`, the label of a node that journal made) for a
+/// request the journal does not know: a leak. Returns its provider id.
+fn plant_leak(fake: &HetznerFake, request: &str, provenance: &str) -> String {
     let labels: BTreeMap<String, String> = [
         ("wasmprov-owner".to_string(), OWNER.to_string()),
         ("wasmprov-request".to_string(), request.to_string()),
+        ("wasmprov-journal".to_string(), provenance.to_string()),
     ]
     .into();
     fake.plant(request, &labels).unwrap().to_string()
+}
+
+/// The provenance label of the first intent the server lists.
+async fn some_provenance(c: &mut ProvisionerClient<tonic::transport::Channel>) -> String {
+    rpc(
+        "ListIntents",
+        c.list_intents(authed(TOKEN, pb::ListIntentsRequest { group: None })),
+    )
+    .await
+    .intents
+    .into_iter()
+    .find_map(|i| i.provenance)
+    .expect("an intent born in this journal")
 }
 
 /// The bundled plugins written to `d`, Hetzner's pointed at `endpoint`;
@@ -587,9 +602,11 @@ async fn the_contract_over_grpc_with_metrics() {
         "{head}"
     );
     for line in [
-        r#"wasmprov_calls_total{plugin="hetzner",op="provision",outcome="ok"} 3"#,
+        // The repeated Provision is answered from the plugin's get of its
+        // node, not by a second provision.
+        r#"wasmprov_calls_total{plugin="hetzner",op="provision",outcome="ok"} 2"#,
         r#"wasmprov_calls_total{plugin="hetzner",op="terminate",outcome="ok"} 2"#,
-        r#"wasmprov_calls_total{plugin="hetzner",op="get",outcome="ok"} 2"#,
+        r#"wasmprov_calls_total{plugin="hetzner",op="get",outcome="ok"} 3"#,
         r#"wasmprov_calls_total{plugin="hetzner",op="offerings",outcome="ok"} 2"#,
         r#"wasmprov_calls_total{plugin="hetzner",op="terminate",outcome="not_found"} 1"#,
         r#"wasmprov_errors_total{plugin="hetzner",op="terminate",kind="not_found"} 1"#,
@@ -638,6 +655,8 @@ async fn the_contract_over_grpc_with_metrics() {
             "--reconcile-every",
             "1",
             "--terminate-leaks",
+            "--grace",
+            "0",
         ],
         &logs,
     )
@@ -659,7 +678,8 @@ async fn the_contract_over_grpc_with_metrics() {
         "the leased node and one group member: {ids:?}"
     );
     assert!(ids.contains(&"leased-1"), "{ids:?}");
-    let stray = plant_leak(&fake, "stray-2");
+    let provenance = some_provenance(&mut c).await;
+    let stray = plant_leak(&fake, "stray-2", &provenance);
     let deadline = Instant::now() + STEP_LIMIT;
     loop {
         let gone = !fake.servers().iter().any(|s| s.id.to_string() == stray);
@@ -677,7 +697,11 @@ async fn the_contract_over_grpc_with_metrics() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(fake.servers().len(), 2, "only the journaled nodes are left");
+    assert_eq!(
+        fake.servers().len(),
+        3,
+        "only the journaled nodes and the confirmed orphan are left"
+    );
     // The periodic reconcile stops with the server, promptly.
     let started = Instant::now();
     send_signal(&served.child, nix::sys::signal::Signal::SIGTERM);
@@ -829,18 +853,51 @@ async fn journaled_operations(
     )
     .await;
     assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    // A group larger than the daemon's limit (default 2000) makes nothing.
+    let before = fake.servers().len();
+    let err = rpc_err(
+        "Scale a group above the size limit",
+        c.scale(authed(TOKEN, scale(u32::MAX, 0, u32::MAX))),
+    )
+    .await;
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("largest group size"), "{err:?}");
+    assert_eq!(fake.servers().len(), before);
 
     let reconcile = |terminate_leaks| pb::ReconcileRequest {
         terminate_leaks,
         no_resume: false,
         grace_seconds: Some(0),
+        ..pb::ReconcileRequest::default()
     };
     let report = rpc("Reconcile", c.reconcile(authed(TOKEN, reconcile(false)))).await;
     assert_eq!(report, pb::ReconcileResponse::default(), "in step");
 
-    // A node of this owner that the journal does not know: a leak, listed,
-    // then terminated when asked.
-    let stray = plant_leak(fake, "stray-1");
+    // A node this journal made that no intent wants: a leak, suspected on
+    // one list, proven (listed) on the next, then terminated when asked.
+    // A node of this owner without provenance: an orphan, left alone.
+    let provenance = some_provenance(c).await;
+    let stray = plant_leak(fake, "stray-1", &provenance);
+    let outside = fake
+        .plant(
+            "outside-1",
+            &[("wasmprov-owner".to_string(), OWNER.to_string())].into(),
+        )
+        .unwrap()
+        .to_string();
+    let report = rpc(
+        "Reconcile, leak suspected",
+        c.reconcile(authed(TOKEN, reconcile(true))),
+    )
+    .await;
+    assert_eq!(report.suspected.len(), 1, "{report:?}");
+    assert!(report.leaks.is_empty(), "{report:?}");
+    assert_eq!(report.orphans.len(), 1, "{report:?}");
+    assert_eq!(report.orphans[0].kind, "unproven");
+    assert_eq!(
+        report.orphans[0].node.as_ref().unwrap().provider_id,
+        outside
+    );
     let report = rpc(
         "Reconcile, leaks listed",
         c.reconcile(authed(TOKEN, reconcile(false))),
@@ -863,7 +920,24 @@ async fn journaled_operations(
     assert_eq!(report.leaks.len(), 1, "{report:?}");
     assert!(report.leaks[0].terminated, "{report:?}");
     assert!(!fake.servers().iter().any(|s| s.id.to_string() == stray));
-    assert_eq!(fake.servers().len(), 2);
+    // The orphan stays; confirmed, it is no longer reported.
+    assert!(fake.servers().iter().any(|s| s.id.to_string() == outside));
+    let report = rpc(
+        "Reconcile, orphans confirmed",
+        c.reconcile(authed(
+            TOKEN,
+            pb::ReconcileRequest {
+                confirm_orphans: true,
+                grace_seconds: Some(0),
+                ..Default::default()
+            },
+        )),
+    )
+    .await;
+    assert!(report.held.is_none(), "{report:?}");
+    let report = rpc("Reconcile", c.reconcile(authed(TOKEN, reconcile(true)))).await;
+    assert_eq!(report, pb::ReconcileResponse::default(), "in step");
+    assert_eq!(fake.servers().len(), 3);
     // Kept in the history: what, when, why.
     let history = rpc(
         "History",
@@ -871,12 +945,12 @@ async fn journaled_operations(
     )
     .await
     .events;
-    let last = history.last().expect("an entry");
-    assert_eq!(
-        last.kind,
-        pb::EventKind::LeakTerminated as i32,
-        "{history:?}"
-    );
+    let last = history
+        .iter()
+        .rev()
+        .find(|e| e.kind == pb::EventKind::LeakTerminated as i32)
+        .expect("an entry");
+    assert_eq!(last.status, pb::EventStatus::Done as i32, "{last:?}");
     assert_eq!(last.provider_id.as_deref(), Some(stray.as_str()));
     assert_eq!(last.request_id.as_deref(), Some("stray-1"));
     assert!(last.reason.contains("stray-1"), "{last:?}");
@@ -1396,6 +1470,7 @@ async fn soak_faults_and_sigkill_never_lose_or_destroy_an_acknowledged_node() {
         terminate_leaks: true,
         no_resume: false,
         grace_seconds: Some(0),
+        ..pb::ReconcileRequest::default()
     };
     let first = rpc("Reconcile", c.reconcile(authed(TOKEN, reconcile()))).await;
     assert!(first.errors.is_empty(), "{first:?}");
@@ -1906,4 +1981,279 @@ mod keep_alive {
             self.task.abort();
         }
     }
+}
+
+/// SIGTERM with calls in flight: the daemon stops taking calls, lets every
+/// one finish (the clients get their nodes), then exits 0. The next start
+/// finds exactly those nodes, all journaled, and makes none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_the_calls_in_flight() {
+    let fake = start_fake(HetznerFakeOptions {
+        response_delay: Duration::from_millis(700),
+        boot_delay_polls: 0,
+        ..HetznerFakeOptions::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    bundle_hetzner_only(d, &fake.url()).await;
+    let start = || {
+        let mut cmd = wasmprov(d);
+        cmd.env("HCLOUD_TOKEN", fake.token())
+            .env("WASMPROV_SERVE_TOKEN", TOKEN);
+        serve(
+            cmd,
+            &[
+                "--no-metrics",
+                "--state-dir",
+                "state",
+                "--reconcile-every",
+                "0",
+            ],
+            d,
+        )
+    };
+    let mut served = start().await;
+    wait_ready(&served).await;
+    let c = client(served.grpc).await;
+    let calls: Vec<_> = (0..12)
+        .map(|i| {
+            let mut c = c.clone();
+            tokio::spawn(async move {
+                c.provision(authed(
+                    TOKEN,
+                    pb::ProvisionRequest {
+                        plugin: "hetzner".into(),
+                        request_id: format!("drain-{i}"),
+                        shape: Some(shape()),
+                        ..Default::default()
+                    },
+                ))
+                .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    send_signal(&served.child, nix::sys::signal::Signal::SIGTERM);
+    let mut made = BTreeMap::new();
+    for (i, call) in calls.into_iter().enumerate() {
+        let node = call
+            .await
+            .unwrap()
+            .unwrap_or_else(|s| panic!("call {i} cut by the stop: {s:?}"))
+            .into_inner()
+            .node
+            .unwrap();
+        made.insert(format!("drain-{i}"), node.provider_id);
+    }
+    let status = bounded("the daemon exiting", STEP_LIMIT, served.child.wait())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let log = std::fs::read_to_string(&served.stderr).unwrap();
+    assert!(log.contains("draining calls in flight"), "{log}");
+    // A call after the stop is refused, not half done.
+    assert!(
+        ProvisionerClient::new(
+            tonic::transport::Endpoint::from_shared(format!("http://{}", served.grpc))
+                .unwrap()
+                .connect_lazy()
+        )
+        .provision(authed(
+            TOKEN,
+            pb::ProvisionRequest {
+                plugin: "hetzner".into(),
+                request_id: "late".into(),
+                shape: Some(shape()),
+                ..Default::default()
+            },
+        ))
+        .await
+        .is_err()
+    );
+    assert_eq!(fake.servers().len(), 12);
+
+    let served = start().await;
+    wait_ready(&served).await;
+    let mut c = client(served.grpc).await;
+    let report = rpc(
+        "Reconcile",
+        c.reconcile(authed(
+            TOKEN,
+            pb::ReconcileRequest {
+                terminate_leaks: true,
+                grace_seconds: Some(0),
+                ..Default::default()
+            },
+        )),
+    )
+    .await;
+    assert!(report.resumed.is_empty(), "{report:?}");
+    assert_eq!(fake.servers().len(), 12, "nothing made after the stop");
+    let intents = rpc(
+        "ListIntents",
+        c.list_intents(authed(TOKEN, pb::ListIntentsRequest::default())),
+    )
+    .await
+    .intents;
+    let journaled: BTreeMap<String, String> = intents
+        .into_iter()
+        .map(|i| (i.request_id, i.provider_id.unwrap_or_default()))
+        .collect();
+    assert_eq!(journaled, made);
+}
+
+/// A tmpfs of `bytes` on a new temporary directory (root only; `None`
+/// otherwise), unmounted on drop.
+struct SmallDisk(tempfile::TempDir);
+
+impl SmallDisk {
+    fn mount(bytes: u64) -> Option<Self> {
+        let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|ids| ids.split_whitespace().nth(1))
+                == Some("0")
+        });
+        if !root {
+            eprintln!("not root: no tmpfs can be mounted, so the full-disk case is not run");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mounting a tmpfs");
+        Some(Self(dir))
+    }
+
+    fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.0.path().join("filler"))
+            .unwrap();
+        let block = vec![1u8; 64 << 10];
+        while f.write(&block).is_ok_and(|n| n > 0) {}
+        while f.write(&[1]).is_ok_and(|n| n == 1) {}
+    }
+
+    fn free(&self) {
+        let _ = std::fs::remove_file(self.0.path().join("filler"));
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.0.path())
+            .status();
+    }
+}
+
+/// The journal's health is the daemon's: a state directory on a disk that
+/// fills up refuses the provisions it cannot journal, and turns gRPC health
+/// and /ready to NOT_SERVING at the first failed write, until the journal,
+/// reopened, takes a write as large as the largest intent again; once the
+/// disk has room, SERVING, and provisions work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_that_cannot_write_makes_the_daemon_not_serving() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    let Some(disk) = SmallDisk::mount(4 << 20) else {
+        return;
+    };
+    let fake = start_fake(HetznerFakeOptions {
+        boot_delay_polls: 0,
+        ..HetznerFakeOptions::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    bundle_hetzner_only(d, &fake.url()).await;
+    let mut cmd = wasmprov(d);
+    cmd.env("HCLOUD_TOKEN", fake.token())
+        .env("WASMPROV_SERVE_TOKEN", TOKEN);
+    let state = disk.0.path().join("state");
+    let served = serve(
+        cmd,
+        &[
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--reconcile-every",
+            "0",
+        ],
+        d,
+    )
+    .await;
+    wait_ready(&served).await;
+    let metrics = served.metrics.unwrap();
+    let mut c = client(served.grpc).await;
+    let provision = |id: &str| {
+        authed(
+            TOKEN,
+            pb::ProvisionRequest {
+                plugin: "hetzner".into(),
+                request_id: id.into(),
+                shape: Some(shape()),
+                ..Default::default()
+            },
+        )
+    };
+    rpc("Provision", c.provision(provision("ok-1"))).await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", served.grpc))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel);
+    let status = async |health: &mut HealthClient<tonic::transport::Channel>| {
+        health
+            .check(HealthCheckRequest {
+                service: String::new(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status
+    };
+    // Full: a provision whose intent cannot be written fails on the journal.
+    let mut refused = 0;
+    for i in 0..5 {
+        disk.fill();
+        if let Err(s) = c.provision(provision(&format!("full-{i}"))).await {
+            assert_eq!(kind(&s), "journal", "{s:?}");
+            refused += 1;
+            break;
+        }
+    }
+    assert!(refused > 0, "a full disk refused no journal write");
+    bounded("NOT_SERVING", STEP_LIMIT, async {
+        while status(&mut health).await != ServingStatus::NotServing as i32 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let ready = http_get(metrics, "/ready").await;
+    assert!(ready.starts_with("HTTP/1.1 503"), "{ready}");
+    // Room again: serving again, and provisions work.
+    disk.free();
+    bounded("SERVING again", STEP_LIMIT, async {
+        while status(&mut health).await != ServingStatus::Serving as i32 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let ready = http_get(metrics, "/ready").await;
+    assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+    rpc("Provision after", c.provision(provision("ok-2"))).await;
+    let log = std::fs::read_to_string(&served.stderr).unwrap();
+    assert!(log.contains("NOT_SERVING"), "{log}");
 }

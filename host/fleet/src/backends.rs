@@ -13,6 +13,7 @@ use wasmprov_api::{Backends, CloudProvisioner};
 pub struct BackendSet {
     native: BTreeMap<String, Arc<dyn CloudProvisioner>>,
     sources: Vec<Arc<dyn Backends>>,
+    owner: Option<String>,
 }
 
 impl std::fmt::Debug for BackendSet {
@@ -45,6 +46,15 @@ impl BackendSet {
         self
     }
 
+    /// The owner id of the set (default: the first source's that names
+    /// one): a fleet over the set asks every backend, native ones included,
+    /// to tag nodes with it, and believes only nodes that carry it.
+    #[must_use]
+    pub fn with_owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+
     fn source_of(&self, name: &str) -> Option<&Arc<dyn Backends>> {
         self.sources.iter().find(|s| s.backend(name).is_some())
     }
@@ -68,11 +78,25 @@ impl Backends for BackendSet {
         self.sources.iter().find_map(|s| s.backend(name))
     }
 
+    fn owner_id(&self) -> Option<String> {
+        self.owner
+            .clone()
+            .or_else(|| self.sources.iter().find_map(|s| s.owner_id()))
+    }
+
     fn nodes_listed(&self, name: &str, count: usize) {
         if !self.native.contains_key(name)
             && let Some(s) = self.source_of(name)
         {
             s.nodes_listed(name, count);
+        }
+    }
+
+    fn orphans_found(&self, name: &str, count: usize) {
+        if !self.native.contains_key(name)
+            && let Some(s) = self.source_of(name)
+        {
+            s.orphans_found(name, count);
         }
     }
 

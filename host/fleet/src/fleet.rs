@@ -13,27 +13,42 @@
 //! (transport, timeout, rate limit, plugin fault) the intent stays pending,
 //! marked with the error, until reconcile finds the node or the same request
 //! id succeeds.
+//!
+//! **Provenance.** Every request a fleet sends carries two labels on top of
+//! the caller's: this host's owner id and the intent's provenance (the
+//! journal's identity and the generation the intent was born under,
+//! `wasmprov_api::provenance`), so the cloud keeps, on the node itself,
+//! which journal made it and when. A caller's shape may not carry them.
+//!
+//! **A repeated request** whose intent is active is answered from the
+//! backend's `get` of the node it made, without asking it to provision
+//! again; one with another plugin, shape, boot data or lease is a conflict.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use serde::Serialize;
+use wasmprov_api::provenance::{self, Provenance};
 use wasmprov_api::{
     Backends, BootData, CloudProvisioner, NodeHandle, NodeShape, ProvisionRequest, ProvisionerError,
 };
 
-use crate::journal::{Intent, IntentState, Journal, deadline_ms, now_ms};
+use crate::drain::{CallGate, DrainReport};
+use crate::evidence::Lookup;
+use crate::journal::{
+    Event, EventKind, EventStatus, Intent, IntentState, Journal, deadline_ms, now_ms,
+};
 use crate::locks::{RequestGuard, RequestLocks};
 
 /// The label a plugin puts on a node with the request id it was made for.
-pub const REQUEST_LABEL: &str = "wasmprov-request";
+pub const REQUEST_LABEL: &str = provenance::REQUEST_LABEL;
 /// The label a fleet puts on the nodes of a capacity group.
 pub const GROUP_LABEL: &str = "wasmprov-group";
 
 /// Why a fleet operation failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FleetError {
     /// No plugin (backend) of that name is loaded.
     #[error("no plugin {0:?} is loaded")]
@@ -51,6 +66,26 @@ pub enum FleetError {
         /// The plugin it was used with.
         plugin: String,
     },
+    /// The request id is already journaled with another lease (renew a
+    /// lease with [`Fleet::renew`]).
+    #[error(
+        "request id {request_id:?} is already used with {}; asked with {}; renew a lease explicitly instead",
+        lease_words(*journaled), lease_words(*asked)
+    )]
+    LeaseConflict {
+        /// The request id.
+        request_id: String,
+        /// The lease it was journaled with, in milliseconds.
+        journaled: Option<u64>,
+        /// The lease asked for now, in milliseconds.
+        asked: Option<u64>,
+    },
+    /// No intent has that request id.
+    #[error("request id {0:?} is not in the journal")]
+    NotJournaled(String),
+    /// The fleet is stopping and takes no new calls.
+    #[error("the host is stopping and takes no new calls; retry against the next one")]
+    Closing,
     /// The plugin's answer.
     #[error(transparent)]
     Provisioner(#[from] ProvisionerError),
@@ -58,6 +93,13 @@ pub enum FleetError {
     /// after the failure.
     #[error("journal: {0:#}")]
     Journal(#[from] anyhow::Error),
+}
+
+fn lease_words(ms: Option<u64>) -> String {
+    match ms {
+        Some(ms) => format!("a lease of {} s", ms as f64 / 1000.0),
+        None => "no lease".into(),
+    }
 }
 
 /// Options of one [`Fleet::provision`].
@@ -76,153 +118,12 @@ pub struct ProvisionOptions {
     pub boot: BootData,
 }
 
-/// What reconcile does with a node this host owns that no intent wants.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LeakPolicy {
-    /// List it in the report and leave it.
-    #[default]
-    Report,
-    /// Terminate it.
-    Terminate,
-}
-
-/// How [`Fleet::reconcile`] acts.
-#[derive(Clone, Debug, Serialize)]
-pub struct ReconcilePolicy {
-    /// Leaked nodes: report or terminate.
-    pub leaks: LeakPolicy,
-    /// Provisions interrupted by a crash whose node is not found: ask again
-    /// under the same request id (`true`, the default) or forget them. A
-    /// provision whose caller was told it failed is never asked again.
-    pub resume_pending: bool,
-    /// How long a node may be missing from its cloud's list before
-    /// reconcile believes it for good: a journaled node missing for less is
-    /// kept (clouds list new nodes late), and a failed provision younger
-    /// than this is not forgotten yet. Default 60 s; 0 believes at once.
-    #[serde(serialize_with = "crate::secs::serialize")]
-    pub grace: Duration,
-}
-
-impl Default for ReconcilePolicy {
-    fn default() -> Self {
-        Self {
-            leaks: LeakPolicy::Report,
-            resume_pending: true,
-            grace: DEFAULT_GRACE,
-        }
-    }
-}
-
-/// The default [`ReconcilePolicy::grace`].
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(60);
-
-/// A node reconcile found that no intent wants.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Leak {
-    /// The plugin that lists it.
-    pub plugin: String,
-    /// The node.
-    pub node: NodeHandle,
-    /// Why it is a leak.
-    pub reason: String,
-    /// Whether reconcile terminated it.
-    pub terminated: bool,
-}
-
-/// What one reconcile found and did.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct ReconcileReport {
-    /// Interrupted provisions whose node was found: `(request id, provider id)`.
-    pub confirmed: Vec<(String, String)>,
-    /// Interrupted provisions asked again and now done: `(request id, provider id)`.
-    pub resumed: Vec<(String, String)>,
-    /// Provisions forgotten (not found after a failed call or with resume
-    /// off, lease run out, or the plugin refused for good): request ids.
-    pub abandoned: Vec<String>,
-    /// Interrupted terminations finished: `(request id, provider id)`.
-    pub terminated: Vec<(String, String)>,
-    /// Nodes terminated because their lease ran out: `(request id, provider id)`.
-    pub expired: Vec<(String, String)>,
-    /// Nodes the journal had but the cloud no longer lists: `(request id, provider id)`.
-    pub vanished: Vec<(String, String)>,
-    /// Owned nodes no intent wants.
-    pub leaks: Vec<Leak>,
-    /// What could not be done this time (the intent stays for the next reconcile).
-    pub errors: Vec<String>,
-}
-
-impl ReconcileReport {
-    /// Whether reconcile found everything as the journal says.
-    #[must_use]
-    pub fn is_clean(&self) -> bool {
-        *self == Self::default()
-    }
-}
-
-impl std::fmt::Display for ReconcileReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.is_clean() {
-            return f.write_str("in step: every node wanted, every wanted node present");
-        }
-        let pairs = |v: &[(String, String)]| {
-            v.iter()
-                .map(|(r, p)| format!("{r}→{p}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let mut parts = Vec::new();
-        for (what, v) in [
-            ("confirmed", &self.confirmed),
-            ("resumed", &self.resumed),
-            ("terminated", &self.terminated),
-            ("expired", &self.expired),
-            ("vanished", &self.vanished),
-        ] {
-            if !v.is_empty() {
-                parts.push(format!("{what} {}", pairs(v)));
-            }
-        }
-        if !self.abandoned.is_empty() {
-            parts.push(format!("abandoned {}", self.abandoned.join(", ")));
-        }
-        for l in &self.leaks {
-            parts.push(format!(
-                "leak {}/{} ({}){}",
-                l.plugin,
-                l.node.provider_id,
-                l.reason,
-                if l.terminated { ", terminated" } else { "" }
-            ));
-        }
-        for e in &self.errors {
-            parts.push(format!("error: {e}"));
-        }
-        f.write_str(&parts.join("; "))
-    }
-}
-
 /// Whether an error of a provision means the cloud made no node, so that
-/// the call that created the intent may remove it: the request was refused
-/// before any create (an id or shape the plugin cannot take, bad
-/// configuration, credentials), or the create itself was answered with a
-/// refusal for capacity or quota (the plugins do not retry a create inside
-/// one call, so a refusal is the cloud's whole answer), or the request id
-/// names a node made for another request (`conflict`: that node is not
-/// this call's). Transport errors,
-/// timeouts, rate limits, plugin faults and anything else may come after
-/// the cloud acted.
+/// the call that created the intent may remove it
+/// ([`ProvisionerError::made_nothing`]).
 #[must_use]
 pub fn made_nothing(e: &ProvisionerError) -> bool {
-    matches!(
-        e,
-        ProvisionerError::Unsupported(_)
-            | ProvisionerError::InvalidConfig(_)
-            | ProvisionerError::Auth(_)
-            | ProvisionerError::Capacity { .. }
-            | ProvisionerError::Quota(_)
-            | ProvisionerError::Conflict(_)
-    )
+    e.made_nothing()
 }
 
 /// A journal over any set of backends: provisions that survive crashes,
@@ -252,18 +153,26 @@ pub fn made_nothing(e: &ProvisionerError) -> bool {
 pub struct Fleet {
     backends: Arc<dyn Backends>,
     journal: Journal,
+    owner: Option<String>,
     pub(crate) reconciling: tokio::sync::Mutex<()>,
     pub(crate) scaling: tokio::sync::Mutex<()>,
     /// Calls on one request id run one at a time.
     pub(crate) requests: RequestLocks,
     /// Offerings that ran out of capacity recently; scaling skips them.
     pub(crate) unavailable: crate::Unavailable,
+    /// Calls in flight; none taken once closed.
+    pub(crate) calls: CallGate,
+    /// Every plugin's catalogue, read with a deadline and kept for a TTL.
+    pub(crate) catalogues: crate::Catalogues,
+    /// The largest `max` a capacity group may have.
+    pub(crate) max_group_size: u32,
 }
 
 impl std::fmt::Debug for Fleet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Fleet")
             .field("backends", &self.backends.backend_names())
+            .field("owner", &self.owner)
             .field("journal", &self.journal)
             .finish_non_exhaustive()
     }
@@ -272,9 +181,10 @@ impl std::fmt::Debug for Fleet {
 impl Fleet {
     /// A fleet over `backends` (a wasm [`Host`](https://docs.rs/wasmprov-host),
     /// a map of native backends, or a [`BackendSet`](crate::BackendSet) of
-    /// both) with its journal at `journal_path` (created if missing). Keep
-    /// one journal per owner id: reconcile treats every node of the owner
-    /// that the journal does not name as leaked.
+    /// both) with its journal at `journal_path` (created if missing), and the
+    /// backends' owner id ([`Backends::owner_id`]). Keep one journal per
+    /// owner id: a second journal's nodes are orphans to this one (never
+    /// terminated), and finding them holds every destructive action.
     ///
     /// # Errors
     /// When the journal cannot be opened (see [`Journal::open`]).
@@ -288,14 +198,72 @@ impl Fleet {
     /// A fleet over `backends` with a journal opened already.
     #[must_use]
     pub fn with_journal<B: Backends + 'static>(backends: Arc<B>, journal: Journal) -> Self {
+        let owner = backends.owner_id();
         Self {
             backends,
             journal,
+            owner,
             reconciling: tokio::sync::Mutex::new(()),
             scaling: tokio::sync::Mutex::new(()),
             requests: RequestLocks::default(),
             unavailable: crate::Unavailable::default(),
+            calls: CallGate::default(),
+            catalogues: crate::Catalogues::default(),
+            max_group_size: crate::DEFAULT_MAX_GROUP_SIZE,
         }
+    }
+
+    /// How catalogues are read for scaling (and for callers that rank
+    /// through [`catalogues`](Self::catalogues)): each kept for `ttl`, and
+    /// waited for at most `deadline` (default
+    /// [`DEFAULT_CATALOGUE_TTL`](crate::DEFAULT_CATALOGUE_TTL),
+    /// [`DEFAULT_CATALOGUE_DEADLINE`](crate::DEFAULT_CATALOGUE_DEADLINE)).
+    #[must_use]
+    pub fn catalogue_cache(mut self, ttl: Duration, deadline: Duration) -> Self {
+        self.catalogues = crate::Catalogues::new(ttl, deadline);
+        self
+    }
+
+    /// The catalogues this fleet ranks with.
+    #[must_use]
+    pub fn catalogues(&self) -> &crate::Catalogues {
+        &self.catalogues
+    }
+
+    /// The largest `max` a capacity group may have (default
+    /// [`DEFAULT_MAX_GROUP_SIZE`](crate::DEFAULT_MAX_GROUP_SIZE)); a group
+    /// above it is refused by [`scale`](Self::scale).
+    #[must_use]
+    pub fn max_group_size(mut self, max: u32) -> Self {
+        self.max_group_size = max;
+        self
+    }
+
+    /// The largest `max` a capacity group may have.
+    #[must_use]
+    pub fn group_size_limit(&self) -> u32 {
+        self.max_group_size
+    }
+
+    /// The owner id this fleet's nodes carry, instead of the backends' own.
+    /// Every request carries it as the `wasmprov-owner` label, and every
+    /// node a backend returns must carry it. Without any owner id (a set of
+    /// native backends that names none), answers are not filtered by owner
+    /// and only provenance tells this journal's nodes.
+    ///
+    /// # Errors
+    /// When `owner` is not a valid id (`wasmprov_api::ids`).
+    pub fn owner_id(mut self, owner: impl Into<String>) -> Result<Self> {
+        let owner = owner.into();
+        wasmprov_api::ids::check_owner_id(&owner)?;
+        self.owner = Some(owner);
+        Ok(self)
+    }
+
+    /// The owner id, when known.
+    #[must_use]
+    pub fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
     }
 
     /// How long an offering that ran out of capacity is skipped by
@@ -325,6 +293,22 @@ impl Fleet {
         &self.journal
     }
 
+    /// Whether the journal takes writes: false after a failed write until
+    /// it was reopened and written again ([`check_journal`](Self::check_journal)).
+    /// A fleet whose journal is unhealthy serves nothing it cannot journal.
+    #[must_use]
+    pub fn healthy(&self) -> bool {
+        self.journal.healthy()
+    }
+
+    /// Reopens the journal after a failed write and writes to it.
+    ///
+    /// # Errors
+    /// When it still cannot be written.
+    pub fn check_journal(&self) -> Result<()> {
+        self.journal.check()
+    }
+
     pub(crate) fn backend(
         &self,
         name: &str,
@@ -338,37 +322,77 @@ impl Fleet {
         self.requests.lock(request_id).await
     }
 
+    /// The request a backend is asked for `intent`: its shape with this
+    /// host's owner id and the intent's provenance as labels.
+    pub(crate) fn request_for(&self, intent: &Intent) -> ProvisionRequest {
+        let mut shape = intent.shape.clone();
+        let provenance: Option<Provenance> = self.journal.provenance_of(intent);
+        if let Some(owner) = &self.owner {
+            for (k, v) in provenance::request_labels(owner, provenance.as_ref()) {
+                shape.labels.insert(k, v);
+            }
+        } else if let Some(p) = &provenance {
+            shape
+                .labels
+                .insert(provenance::JOURNAL_LABEL.into(), p.label_value());
+        }
+        ProvisionRequest {
+            request_id: intent.request_id.clone(),
+            shape,
+            boot: intent.boot.clone(),
+        }
+    }
+
     /// Creates a node, journaling the intent first. Provisioning again with
-    /// the same request id returns the same node (the plugins are
-    /// idempotent per request id); calls with one request id run one after
+    /// the same request id returns the same node: while the intent is
+    /// active, from the backend's `get` of it without asking it to create
+    /// anything; while it is pending, by asking again (the plugins are
+    /// idempotent per request id). Calls with one request id run one after
     /// the other. When the cloud's answer is lost (a transport error, a
     /// timeout, a plugin fault, a crash), the intent stays pending and
-    /// [`reconcile`](Self::reconcile) settles it.
+    /// [`reconcile`](Self::reconcile) settles it; when nothing left the host
+    /// ([`ProvisionerError::made_nothing`]), it is forgotten at once.
     ///
     /// # Errors
-    /// [`FleetError::UnknownPlugin`]; an invalid request id or shape
+    /// [`FleetError::UnknownPlugin`]; an invalid request id, shape or label
     /// ([`ProvisionerError::Unsupported`], before anything is journaled);
     /// [`FleetError::Conflict`] when the request id is journaled for
-    /// another plugin or shape; [`FleetError::Terminating`]; the plugin's
-    /// error; or a journal failure.
+    /// another plugin or shape, [`FleetError::LeaseConflict`] for another
+    /// lease; [`FleetError::Terminating`]; `not-found` when the node an
+    /// active intent names no longer exists; the plugin's error;
+    /// [`FleetError::Closing`]; or a journal failure.
     pub async fn provision(
         &self,
         plugin: &str,
         shape: &NodeShape,
         options: ProvisionOptions,
     ) -> std::result::Result<NodeHandle, FleetError> {
+        let mut ticket = self.calls.enter().ok_or(FleetError::Closing)?;
         let request_id = options
             .request_id
             .clone()
             .unwrap_or_else(crate::random_request_id);
         wasmprov_api::ids::check_request_id(&request_id)?;
         shape.validate()?;
+        if let Some(key) = shape
+            .labels
+            .keys()
+            .find(|k| provenance::is_reserved_label(k))
+        {
+            return Err(ProvisionerError::Unsupported(format!(
+                "invalid shape: label {key:?} is set by the host and its plugins, not by a caller"
+            ))
+            .into());
+        }
         options.boot.validate()?;
         let backend = self.backend(plugin)?;
         let mut shape = shape.clone();
         if let Some(group) = &options.group {
             shape.labels.insert(GROUP_LABEL.into(), group.clone());
         }
+        let lease_ms = options
+            .lease
+            .map(|l| u64::try_from(l.as_millis()).unwrap_or(u64::MAX));
         let _turn = self.lock(&request_id).await;
         let new = Intent {
             request_id: request_id.clone(),
@@ -376,13 +400,12 @@ impl Fleet {
             shape: shape.clone(),
             created_ms: now_ms(),
             expires_ms: options.lease.map(deadline_ms),
+            lease_ms,
             group: options.group.clone(),
             hourly_usd: options.hourly_usd,
             boot: options.boot.clone(),
             state: IntentState::Pending,
-            generation: 0,
-            last_error: None,
-            missing_since_ms: None,
+            ..Intent::default()
         };
         let (intent, fresh) = match self.journal.insert_new(&new)? {
             Ok(written) => (written, true),
@@ -391,6 +414,13 @@ impl Fleet {
                     && existing.shape == shape
                     && existing.boot == options.boot =>
             {
+                if existing.lease() != lease_ms {
+                    return Err(FleetError::LeaseConflict {
+                        request_id,
+                        journaled: existing.lease(),
+                        asked: lease_ms,
+                    });
+                }
                 (existing, false)
             }
             Err(existing) => {
@@ -400,26 +430,44 @@ impl Fleet {
                 });
             }
         };
-        if matches!(intent.state, IntentState::Terminating { .. }) {
-            return Err(FleetError::Terminating(request_id));
+        match &intent.state {
+            IntentState::Terminating { .. } => return Err(FleetError::Terminating(request_id)),
+            IntentState::Active { provider_id } => {
+                // Made already: the node answers, the backend makes nothing.
+                return match self.look_up(plugin, &*backend, provider_id).await? {
+                    Lookup::Present(node) => Ok(*node),
+                    Lookup::Absent => Err(ProvisionerError::NotFound(format!(
+                        "the node {provider_id} made for request {request_id} no longer exists; \
+                         reconcile forgets it once confirmed, then the request id can be used again"
+                    ))
+                    .into()),
+                    Lookup::Foreign => Err(ProvisionerError::Plugin {
+                        plugin: plugin.to_string(),
+                        fault: wasmprov_api::PluginFault::Contract,
+                        message: format!(
+                            "its get of {provider_id} answered a node of another owner"
+                        ),
+                    }
+                    .into()),
+                };
+            }
+            IntentState::Pending => {}
         }
-        let request = ProvisionRequest {
-            request_id: request_id.clone(),
-            shape,
-            boot: options.boot,
-        };
+        ticket.provisioning(&request_id, intent.generation);
+        let request = self.request_for(&intent);
         match backend.provision_request(&request).await {
             Ok(node) => {
                 // The caller is told the node exists: the journal must say so
                 // too, whoever wrote the entry last (under this id's lock only
-                // this call can have).
+                // this call, or a drain marking it cut short, can have).
+                let current = self.journal.get(&request_id)?.unwrap_or(intent);
                 let active = Intent {
                     state: IntentState::Active {
                         provider_id: node.provider_id.clone(),
                     },
                     last_error: None,
                     missing_since_ms: None,
-                    ..intent
+                    ..current
                 };
                 if self
                     .journal
@@ -435,7 +483,7 @@ impl Fleet {
                 Ok(node)
             }
             Err(e) => {
-                if fresh && made_nothing(&e) {
+                if fresh && e.made_nothing() {
                     self.journal.remove_if(&request_id, intent.generation)?;
                 } else if intent.state == IntentState::Pending {
                     let marked = Intent {
@@ -450,17 +498,35 @@ impl Fleet {
     }
 
     /// Terminates a node, journaling the intent to terminate first so a
-    /// crash in between is finished by reconcile. A node already gone is
-    /// success.
+    /// crash in between is finished by reconcile, and writing the
+    /// termination to the history before the cloud is asked (completed
+    /// after). A node already gone is success.
     ///
     /// # Errors
     /// [`FleetError::UnknownPlugin`], the plugin's error (the intent then
-    /// stays `terminating`), or a journal failure.
+    /// stays `terminating`), [`FleetError::Closing`], or a journal failure.
     pub async fn terminate(
         &self,
         plugin: &str,
         provider_id: &str,
     ) -> std::result::Result<(), FleetError> {
+        self.terminate_as(
+            plugin,
+            provider_id,
+            EventKind::Terminated,
+            "a caller asked".into(),
+        )
+        .await
+    }
+
+    pub(crate) async fn terminate_as(
+        &self,
+        plugin: &str,
+        provider_id: &str,
+        kind: EventKind,
+        reason: String,
+    ) -> std::result::Result<(), FleetError> {
+        let _ticket = self.calls.enter().ok_or(FleetError::Closing)?;
         let backend = self.backend(plugin)?;
         let find = || -> Result<Option<Intent>> {
             Ok(self
@@ -482,7 +548,18 @@ impl Fleet {
             }
             None => (None, None),
         };
-        let intent = match intent {
+        let event = self.event(
+            kind,
+            plugin,
+            intent.as_ref().map(|i| i.request_id.as_str()),
+            Some(provider_id),
+            reason,
+        );
+        let started = Event {
+            status: EventStatus::Started,
+            ..event
+        };
+        let (intent, seq) = match intent {
             Some(i) => {
                 let terminating = Intent {
                     state: IntentState::Terminating {
@@ -490,24 +567,141 @@ impl Fleet {
                     },
                     ..i.clone()
                 };
-                Some(
-                    self.journal
-                        .replace_if(i.generation, &terminating)?
-                        .unwrap_or(terminating),
-                )
+                match self
+                    .journal
+                    .replace_with_event(i.generation, &terminating, &started)?
+                {
+                    Some((t, e)) => (Some(t), e.seq),
+                    None => (None, self.journal.record(&started)?.seq),
+                }
             }
-            None => None,
+            None => (None, self.journal.record(&started)?.seq),
         };
         match backend.terminate(&provider_id.to_string()).await {
             Ok(()) | Err(ProvisionerError::NotFound(_)) => {
-                if let Some(intent) = intent {
-                    self.journal
-                        .remove_if(&intent.request_id, intent.generation)?;
+                match intent {
+                    Some(intent) => {
+                        self.journal.remove_and_complete(
+                            &intent.request_id,
+                            intent.generation,
+                            Some(seq),
+                        )?;
+                    }
+                    None => self.journal.complete(seq, None)?,
                 }
                 Ok(())
             }
-            Err(e) => Err(e.into()),
+            Err(e) => {
+                self.journal.complete(seq, Some(e.to_string()))?;
+                Err(e.into())
+            }
         }
+    }
+
+    /// Moves the lease of `request_id` to `lease` from now, and keeps the
+    /// renewal in the history. The lease a repeated provision must match
+    /// stays the one first asked for.
+    ///
+    /// # Errors
+    /// [`FleetError::NotJournaled`], [`FleetError::Terminating`],
+    /// [`FleetError::Closing`], or a journal failure.
+    pub async fn renew(
+        &self,
+        request_id: &str,
+        lease: Duration,
+    ) -> std::result::Result<Intent, FleetError> {
+        let _ticket = self.calls.enter().ok_or(FleetError::Closing)?;
+        wasmprov_api::ids::check_request_id(request_id)?;
+        let _turn = self.lock(request_id).await;
+        let Some(intent) = self.journal.get(request_id)? else {
+            return Err(FleetError::NotJournaled(request_id.to_string()));
+        };
+        if matches!(intent.state, IntentState::Terminating { .. }) {
+            return Err(FleetError::Terminating(request_id.to_string()));
+        }
+        let expires = deadline_ms(lease);
+        let renewed = Intent {
+            expires_ms: Some(expires),
+            ..intent.clone()
+        };
+        let event = self.event(
+            EventKind::LeaseRenewed,
+            &intent.plugin,
+            Some(request_id),
+            intent.provider_id(),
+            format!(
+                "lease renewed for {} s (was {})",
+                lease.as_secs_f64(),
+                match intent.expires_ms {
+                    Some(e) => format!("ending at {e} ms"),
+                    None => "no lease".into(),
+                }
+            ),
+        );
+        // One transaction: the renewal and its history entry.
+        let Some((written, _)) =
+            self.journal
+                .replace_and_record(intent.generation, &renewed, &event)?
+        else {
+            return Err(FleetError::NotJournaled(request_id.to_string()));
+        };
+        Ok(written)
+    }
+
+    /// Takes no new calls from now on ([`FleetError::Closing`]); calls in
+    /// flight go on. Reconciles and lease sweeps are the caller's to stop.
+    pub fn close(&self) {
+        self.calls.close();
+    }
+
+    /// Whether the fleet was closed ([`close`](Self::close)).
+    #[must_use]
+    pub fn is_closed(&self) -> bool {
+        self.calls.is_closed()
+    }
+
+    /// Calls in flight now.
+    #[must_use]
+    pub fn calls_in_flight(&self) -> usize {
+        self.calls.running()
+    }
+
+    /// Closes the fleet and waits for the calls in flight, up to
+    /// `deadline`. A provision still running then has its intent marked as
+    /// cut short (as if its caller had been told it failed): reconcile
+    /// confirms its node if one shows up and forgets it otherwise, instead
+    /// of making one on the next start.
+    ///
+    /// # Errors
+    /// When the journal cannot be written.
+    pub async fn drain(&self, deadline: Duration) -> Result<DrainReport> {
+        self.close();
+        let drained = self.calls.wait_idle(deadline).await;
+        let mut report = DrainReport {
+            drained,
+            still_running: self.calls.running(),
+            cut_short: Vec::new(),
+        };
+        if drained {
+            return Ok(report);
+        }
+        for (request_id, _) in self.calls.provisions() {
+            if let Some(i) = self.journal.get(&request_id)?
+                && i.state == IntentState::Pending
+            {
+                let marked = Intent {
+                    last_error: Some(format!(
+                        "the host stopped before the call finished (after waiting {} s)",
+                        deadline.as_secs_f64()
+                    )),
+                    ..i.clone()
+                };
+                if self.journal.replace_if(i.generation, &marked)?.is_some() {
+                    report.cut_short.push(request_id);
+                }
+            }
+        }
+        Ok(report)
     }
 
     /// Every journaled intent.
@@ -518,13 +712,43 @@ impl Fleet {
         self.journal.all()
     }
 
-    /// The newest `limit` entries of the journal's history (lease
-    /// expiries, leak terminations, vanished nodes, abandoned provisions),
-    /// oldest first.
+    /// The newest `limit` entries of the journal's history (terminations,
+    /// lease expiries and renewals, leaks, orphans, adoptions, vanished
+    /// nodes, abandoned provisions), oldest first.
     ///
     /// # Errors
     /// When the journal cannot be read.
     pub fn history(&self, limit: usize) -> Result<Vec<crate::journal::Event>> {
         self.journal.history(limit)
+    }
+
+    /// The doubt holding every destructive action, if one stands (see
+    /// [`Fleet::reconcile`]).
+    ///
+    /// # Errors
+    /// When the journal cannot be read.
+    pub fn held(&self) -> Result<Option<crate::journal::Doubt>> {
+        self.journal.doubt()
+    }
+
+    /// A history entry of `kind` (counted in the backends' metrics).
+    pub(crate) fn event(
+        &self,
+        kind: EventKind,
+        plugin: &str,
+        request_id: Option<&str>,
+        provider_id: Option<&str>,
+        reason: String,
+    ) -> Event {
+        self.backends().fleet_event(plugin, kind.as_str());
+        Event {
+            at_ms: now_ms(),
+            kind,
+            plugin: plugin.to_string(),
+            request_id: request_id.map(str::to_string),
+            provider_id: provider_id.map(str::to_string),
+            reason,
+            ..Event::default()
+        }
     }
 }

@@ -8,8 +8,11 @@ use serde::{Deserialize, Serialize};
 use wasmprov_api::{NodeShape, ProvisionerError};
 
 use crate::fleet::{Fleet, FleetError, ProvisionOptions};
-use crate::journal::{Intent, IntentState};
-use crate::rank::rank_offerings_among;
+use crate::journal::{EventKind, Intent, IntentState};
+/// The largest `max` a capacity group may have unless the fleet says
+/// otherwise ([`Fleet::max_group_size`]): a group asked for more is refused,
+/// so a typo or a hostile caller cannot make thousands of nodes.
+pub const DEFAULT_MAX_GROUP_SIZE: u32 = 2000;
 
 /// A set of like nodes scaled as one, in the spirit of a cluster's node
 /// pool: an instance type or a machine profile (CPU, memory, GPUs) and the
@@ -212,6 +215,23 @@ fn try_next_offer(e: &FleetError) -> bool {
 }
 
 impl Fleet {
+    /// Refuses a group whose `max` is above this fleet's limit
+    /// ([`Fleet::max_group_size`]).
+    ///
+    /// # Errors
+    /// When it is.
+    pub fn check_group_size(&self, group: &CapacityGroup) -> Result<()> {
+        if group.max > self.max_group_size {
+            anyhow::bail!(
+                "group {}: max {} is above this host's largest group size, {} (raise it with the fleet's max_group_size, `--max-group-size`)",
+                group.name,
+                group.max,
+                self.max_group_size
+            );
+        }
+        Ok(())
+    }
+
     /// The journaled members of `group` (pending ones included).
     ///
     /// # Errors
@@ -245,6 +265,7 @@ impl Fleet {
     /// report (the group then falls short of its target).
     pub async fn scale(&self, group: &CapacityGroup, desired: u32) -> Result<ScaleReport> {
         group.validate()?;
+        self.check_group_size(group)?;
         // Two scales at once would both count the same members and overshoot.
         let _one = self.scaling.lock().await;
         let members = self.members(&group.name)?;
@@ -272,13 +293,15 @@ impl Fleet {
         count: u32,
         report: &mut ScaleReport,
     ) -> Result<()> {
-        let ranking = rank_offerings_among(
-            self.backends().as_ref(),
-            &group.shape,
-            Some(&self.unavailable),
-            |plugin| group.allows(plugin),
-        )
-        .await;
+        let ranking = self
+            .catalogues
+            .rank(
+                self.backends().as_ref(),
+                &group.shape,
+                Some(&self.unavailable),
+                |plugin| group.allows(plugin),
+            )
+            .await;
         let offers: Vec<_> = ranking.offers.iter().collect();
         if offers.is_empty() {
             let why: Vec<String> = ranking
@@ -382,6 +405,12 @@ impl Fleet {
         count: u32,
         report: &mut ScaleReport,
     ) -> Result<()> {
+        if let Some(doubt) = self.journal().doubt()? {
+            report
+                .errors
+                .push(format!("not shrinking group {}: {doubt}", group.name));
+            return Ok(());
+        }
         // Settled members only: a pending one may be a node being made.
         members.retain(|m| matches!(m.state, IntentState::Active { .. }));
         // Prices as the plugins quote them now (a plugin may have been
@@ -415,7 +444,11 @@ impl Fleet {
             let Some(provider_id) = m.provider_id().map(str::to_string) else {
                 continue;
             };
-            match self.terminate(&m.plugin, &provider_id).await {
+            let reason = format!("group {} scaled down", group.name);
+            match self
+                .terminate_as(&m.plugin, &provider_id, EventKind::ScaledDown, reason)
+                .await
+            {
                 Ok(()) => report.removed.push(Member {
                     plugin: m.plugin.clone(),
                     request_id: m.request_id.clone(),

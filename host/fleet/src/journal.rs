@@ -8,35 +8,83 @@
 //! interrupted provision (intent pending, node present or absent) from a
 //! leaked node (present, owned, but no intent wants it).
 //!
+//! **Provenance.** A journal draws an identity when it is created
+//! ([`Journal::identity`]), and every intent is recorded under a
+//! generation drawn from a journal-wide counter. The fleet tags every node
+//! with both (`wasmprov_api::provenance`), so the cloud itself says which
+//! journal made a node and when. Each time a process opens the journal and
+//! writes, its generations start a new *interval* at least the current
+//! time in microseconds (and above any generation seen on a node); the
+//! journal keeps the intervals it issued. So a copy of the journal knows
+//! exactly which generations it issued: a node whose generation it did not
+//! issue (made after the copy was taken, by the journal that was lost) is
+//! never taken for a leak of this one (see [`Journal::issued`]).
+//!
+//! **Health.** A write that fails for storage reasons (a full disk, an I/O
+//! error) marks the journal failed ([`Journal::healthy`]); the next use
+//! reopens the database before anything else, so the journal recovers by
+//! itself when the disk does, and a failed journal never lets a call go on
+//! as if it had written.
+//!
 //! The journal is an embedded [redb](https://docs.rs/redb) database, one
 //! file; one process at a time may hold it (a second gets an error naming
 //! the file).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
+use wasmprov_api::provenance::Provenance;
 use wasmprov_api::{BootData, NodeShape};
 
 const INTENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("intents");
 const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
 const HISTORY: TableDefinition<u64, &[u8]> = TableDefinition::new("history");
+/// The journal's identity and its standing (doubt).
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// The generations this journal issued: interval start → end (inclusive).
+const ISSUED: TableDefinition<u64, u64> = TableDefinition::new("issued");
+/// Nodes reconcile saw that no intent wants: `plugin \0 provider id` → [`Sighting`].
+const SIGHTINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("sightings");
+/// Orphans the operator confirmed as not this journal's: key as above → ms.
+const CONFIRMED: TableDefinition<&str, u64> = TableDefinition::new("confirmed");
 
 /// The counter every intent's generation is drawn from.
 const GENERATION: &str = "\u{0}generation";
 /// The counter history entries are numbered from.
 const HISTORY_SEQ: &str = "\u{0}history";
+/// The counter of reconcile passes (sightings name the pass that saw them).
+const PASS: &str = "\u{0}pass";
+/// The highest generation seen on a node carrying this journal's identity.
+const MAX_SEEN: &str = "\u{0}max-seen";
 /// History entries kept; older ones are dropped as new ones come.
 pub const HISTORY_KEEP: u64 = 10_000;
+/// Issued intervals kept; a generation of an interval dropped is treated as
+/// not issued (its nodes become orphans: never destroyed, only reported).
+pub const ISSUED_KEEP: u64 = 100_000;
+/// Confirmed orphans kept.
+const CONFIRMED_KEEP: u64 = 100_000;
+/// Where the identity is kept in [`META`].
+const IDENTITY_KEY: &str = "identity";
+/// Where the standing doubt is kept in [`META`].
+const DOUBT_KEY: &str = "doubt";
+/// Where [`Journal::check`] writes.
+const PROBE_KEY: &str = "\u{0}probe";
+/// What [`Journal::check`] writes: more than the largest intent (64 KiB of
+/// user data, in JSON, and the rest of the shape).
+const PROBE_BYTES: usize = 160 << 10;
 
 /// Where an intent is.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum IntentState {
     /// Recorded; the plugin was (or is being) asked to create the node, and
     /// its answer has not been recorded.
+    #[default]
     Pending,
     /// The node exists.
     Active {
@@ -51,7 +99,9 @@ pub enum IntentState {
 }
 
 /// One node this host wants (or wanted, until confirmed gone).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Fields are added over time; build one with `..Intent::default()`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Intent {
     /// The request id the node is (being) provisioned under; the key.
     pub request_id: String,
@@ -80,6 +130,16 @@ pub struct Intent {
     /// while the generation is the one it wrote.
     #[serde(default)]
     pub generation: u64,
+    /// The generation the intent was first recorded under, which the node
+    /// carries as its provenance (0: recorded before provenance existed, or
+    /// adopted).
+    #[serde(default)]
+    pub born: u64,
+    /// The lease asked for, in milliseconds (a repeated request with another
+    /// lease is a conflict; a renewal moves [`expires_ms`](Self::expires_ms)
+    /// only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
     /// The error the last call for this pending intent returned to its
     /// caller, when it failed in a way that may have left a node (a
     /// transport error, a timeout, a rate limit, a plugin fault). Reconcile
@@ -87,11 +147,21 @@ pub struct Intent {
     /// (the caller was told it failed) instead of asking again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
-    /// Since when (ms since the epoch) an active node has been missing
-    /// from its cloud's list; it is forgotten only once that lasted the
-    /// reconcile policy's grace.
+    /// Since when (ms since the epoch) the node has been missing from its
+    /// cloud's list (an active node, or a pending one's): it is believed
+    /// gone only when a later list, at least the reconcile policy's grace
+    /// after this one, misses it too (and, for an active node, `get` says
+    /// it does not exist).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missing_since_ms: Option<u64>,
+    /// The history entry of the termination under way (written before the
+    /// cloud was asked; completed when it answered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_seq: Option<u64>,
+    /// Whether the intent records a node adopted by `reconcile --adopt`
+    /// rather than one this journal asked for.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopted: bool,
 }
 
 impl Intent {
@@ -111,22 +181,52 @@ impl Intent {
     pub fn expired(&self, now_ms: u64) -> bool {
         self.expires_ms.is_some_and(|t| t <= now_ms)
     }
+
+    /// The lease asked for, in milliseconds: [`lease_ms`](Self::lease_ms),
+    /// or for an intent recorded before it was kept, its first deadline
+    /// minus its creation.
+    #[must_use]
+    pub fn lease(&self) -> Option<u64> {
+        self.lease_ms
+            .or_else(|| self.expires_ms.map(|e| e.saturating_sub(self.created_ms)))
+    }
 }
 
 /// What happened to a node or an intent, kept in the journal's history.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum EventKind {
     /// A node was terminated because its lease ran out.
+    #[default]
     LeaseExpired,
     /// A node no intent wanted was terminated.
     LeakTerminated,
-    /// A journaled node was no longer listed by its cloud (for longer than
-    /// the grace), and its intent was forgotten.
+    /// A journaled node was confirmed gone from its cloud, and its intent
+    /// was forgotten.
     Vanished,
     /// A pending provision was given up (not found after a failed call,
     /// refused for good, lease run out, or resume turned off).
     Abandoned,
+    /// A node was terminated because a caller asked (terminate).
+    Terminated,
+    /// A node was terminated to shrink its capacity group.
+    ScaledDown,
+    /// A node of this owner that this journal cannot prove it made was
+    /// found (first sighting); it is left alone.
+    Orphaned,
+    /// An orphan was recorded as an intent (`reconcile --adopt`).
+    Adopted,
+    /// The operator confirmed orphans as not this journal's, lifting the
+    /// hold on destructive actions.
+    OrphansConfirmed,
+    /// A lease was renewed.
+    LeaseRenewed,
+    /// This journal found nodes it did not make under its own identity
+    /// (stale) or nodes of its owner made by another journal (foreign),
+    /// and holds every destructive action until the operator adopts or
+    /// confirms them.
+    Held,
 }
 
 impl EventKind {
@@ -138,6 +238,13 @@ impl EventKind {
             Self::LeakTerminated => "leak_terminated",
             Self::Vanished => "vanished",
             Self::Abandoned => "abandoned",
+            Self::Terminated => "terminated",
+            Self::ScaledDown => "scaled_down",
+            Self::Orphaned => "orphaned",
+            Self::Adopted => "adopted",
+            Self::OrphansConfirmed => "orphans_confirmed",
+            Self::LeaseRenewed => "lease_renewed",
+            Self::Held => "held",
         }
     }
 }
@@ -148,8 +255,37 @@ impl std::fmt::Display for EventKind {
     }
 }
 
+/// Where an entry of the history stands: a termination is written before
+/// the cloud is asked (`started`) and completed after (`done` or `failed`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EventStatus {
+    /// What it records has happened.
+    #[default]
+    Done,
+    /// Under way: the cloud was (or is being) asked.
+    Started,
+    /// The cloud refused or could not be reached (see `error`).
+    Failed,
+}
+
+impl EventStatus {
+    /// The name used in JSON and tables.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Done => "done",
+            Self::Started => "started",
+            Self::Failed => "failed",
+        }
+    }
+}
+
 /// One entry of the journal's history: what, when, why.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Fields are added over time; build one with `..Event::default()`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     /// Its number (1, 2, ...; never reused).
     #[serde(default)]
@@ -166,6 +302,90 @@ pub struct Event {
     pub provider_id: Option<String>,
     /// Why.
     pub reason: String,
+    /// Where it stands.
+    #[serde(default)]
+    pub status: EventStatus,
+    /// When it was completed (ms since the epoch), for an entry written
+    /// before the cloud was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_ms: Option<u64>,
+    /// Why it failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Why a journal holds every destructive action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum DoubtKind {
+    /// A node carries this journal's identity under a generation this copy
+    /// of the journal never issued: the journal is older than the one that
+    /// made it (restored from a backup, or one of two copies in use).
+    Stale,
+    /// A node of this owner carries another journal's identity: the journal
+    /// was lost or replaced, or another host uses the same owner id.
+    Foreign,
+}
+
+impl DoubtKind {
+    /// The name used in JSON and messages.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stale => "stale",
+            Self::Foreign => "foreign",
+        }
+    }
+}
+
+/// The evidence a journal found that it does not know the whole fleet of
+/// its owner; while it stands, reconcile, the lease sweep and scale-down
+/// terminate nothing and forget nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Doubt {
+    /// Stale or foreign.
+    pub kind: DoubtKind,
+    /// When it was first found, ms since the epoch.
+    pub since_ms: u64,
+    /// The plugin listing the first node found.
+    pub plugin: String,
+    /// The first node found.
+    pub provider_id: String,
+    /// What the node carries, in words.
+    pub detail: String,
+}
+
+impl std::fmt::Display for Doubt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            DoubtKind::Stale => write!(
+                f,
+                "stale journal: {}/{} {}; this journal is older than the one that made it (restored from a backup?)",
+                self.plugin, self.provider_id, self.detail
+            ),
+            DoubtKind::Foreign => write!(
+                f,
+                "foreign journal: {}/{} {}; the journal that made it was lost or replaced, or another host uses this owner id",
+                self.plugin, self.provider_id, self.detail
+            ),
+        }?;
+        f.write_str(
+            ". Destructive actions are held until the operator adopts the orphans (reconcile --adopt) or confirms them (reconcile --confirm-orphans)",
+        )
+    }
+}
+
+/// What reconcile remembers of a node no intent wants, between passes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Sighting {
+    /// When it was first seen, ms since the epoch.
+    pub(crate) first_ms: u64,
+    /// The pass that first saw it.
+    pub(crate) first_pass: u64,
+    /// Whether the orphan was written to the history.
+    #[serde(default)]
+    pub(crate) reported: bool,
 }
 
 /// Milliseconds since the Unix epoch, now.
@@ -174,6 +394,12 @@ pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 /// `now + ttl` in milliseconds since the epoch.
@@ -190,21 +416,16 @@ pub fn deadline_ms(ttl: Duration) -> u64 {
 ///
 /// let dir = tempfile::tempdir()?;
 /// let journal = Journal::open(dir.path().join("journal.redb"))?;
-/// journal.put(&Intent {
+/// let written = journal.put(&Intent {
 ///     request_id: "web-1".into(),
 ///     plugin: "hetzner".into(),
 ///     shape: NodeShape::new(2.0, 4 << 30),
 ///     created_ms: wasmprov_fleet::journal::now_ms(),
-///     expires_ms: None,
 ///     group: Some("web".into()),
-///     hourly_usd: None,
-///     boot: Default::default(),
-///     state: IntentState::Pending,
-///     generation: 0,
-///     last_error: None,
-///     missing_since_ms: None,
+///     ..Intent::default()
 /// })?;
 /// assert_eq!(journal.get("web-1")?.unwrap().state, IntentState::Pending);
+/// assert!(journal.issued(written.generation)?);
 /// assert_eq!(journal.next_seq("web")?, 1);
 /// assert_eq!(journal.next_seq("web")?, 2);
 /// journal.remove("web-1")?;
@@ -212,9 +433,17 @@ pub fn deadline_ms(ttl: Duration) -> u64 {
 /// # Ok::<(), anyhow::Error>(())
 /// ```
 pub struct Journal {
-    db: redb::Database,
+    db: RwLock<Option<redb::Database>>,
     path: PathBuf,
+    identity: String,
     history_keep: u64,
+    /// Set by a write that failed for storage reasons; the next use reopens.
+    failed: AtomicBool,
+    /// Writes that failed for storage reasons, ever.
+    failures: std::sync::atomic::AtomicU64,
+    /// The start of the interval this process issues generations in, once
+    /// it wrote one.
+    session: Mutex<Option<u64>>,
     _lock: nix::fcntl::Flock<std::fs::File>,
 }
 
@@ -222,6 +451,7 @@ impl std::fmt::Debug for Journal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Journal")
             .field("path", &self.path)
+            .field("identity", &self.identity)
             .finish_non_exhaustive()
     }
 }
@@ -229,6 +459,7 @@ impl std::fmt::Debug for Journal {
 impl Journal {
     /// Opens (creating if needed) the journal at `path`, with a lock file
     /// beside it (`<path>.lock`) held for as long as the journal is open.
+    /// A new journal draws its identity here.
     ///
     /// # Errors
     /// When another process holds the journal, or the file cannot be
@@ -257,19 +488,39 @@ impl Journal {
                     return Err(e).with_context(|| format!("locking {}", lock_path.display()));
                 }
             };
-        let db = redb::Database::create(&path)
-            .with_context(|| format!("opening the journal {}", path.display()))?;
-        let txn = db.begin_write()?;
-        {
-            txn.open_table(INTENTS)?;
-            txn.open_table(COUNTERS)?;
-            txn.open_table(HISTORY)?;
-        }
-        txn.commit()?;
+        let db = open_db(&path)?;
+        let identity = {
+            let txn = db.begin_write()?;
+            let identity = {
+                let mut meta = txn.open_table(META)?;
+                let existing = meta
+                    .get(IDENTITY_KEY)?
+                    .map(|v| String::from_utf8_lossy(v.value()).into_owned());
+                match existing {
+                    Some(id) if wasmprov_api::provenance::is_journal_id(&id) => id,
+                    Some(id) => bail!(
+                        "the journal {} has a malformed identity {id:?}",
+                        path.display()
+                    ),
+                    None => {
+                        let id = wasmprov_api::provenance::journal_id_from(rand::random());
+                        meta.insert(IDENTITY_KEY, id.as_bytes())?;
+                        id
+                    }
+                }
+            };
+            txn.commit()
+                .with_context(|| format!("initialising the journal {}", path.display()))?;
+            identity
+        };
         Ok(Self {
-            db,
+            db: RwLock::new(Some(db)),
             path,
+            identity,
             history_keep: HISTORY_KEEP,
+            failed: AtomicBool::new(false),
+            failures: std::sync::atomic::AtomicU64::new(0),
+            session: Mutex::new(None),
             _lock: lock,
         })
     }
@@ -287,6 +538,326 @@ impl Journal {
         &self.path
     }
 
+    /// The journal's identity: drawn once, when the journal was created,
+    /// and put on every node made for one of its intents.
+    #[must_use]
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// The provenance a node made for `intent` carries.
+    #[must_use]
+    pub fn provenance_of(&self, intent: &Intent) -> Option<Provenance> {
+        (intent.born > 0).then(|| Provenance {
+            journal: self.identity.clone(),
+            generation: intent.born,
+        })
+    }
+
+    /// Whether the last write succeeded (or the journal was reopened
+    /// since a failed one and written again).
+    #[must_use]
+    pub fn healthy(&self) -> bool {
+        !self.failed.load(Ordering::SeqCst)
+    }
+
+    /// How many writes failed for storage reasons since the journal was
+    /// opened (a watcher that saw this grow knows a write failed, even if
+    /// the journal took writes again since).
+    #[must_use]
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::SeqCst)
+    }
+
+    /// Reopens the database if a write failed, and writes to it as much as
+    /// the largest intent takes (then takes it back, in the same
+    /// transaction): `Ok` when the journal takes such writes again.
+    ///
+    /// # Errors
+    /// When it still cannot be written.
+    pub fn check(&self) -> Result<()> {
+        self.write(|txn| {
+            let mut meta = txn.open_table(META)?;
+            meta.insert(PROBE_KEY, vec![0x5a_u8; PROBE_BYTES].as_slice())?;
+            meta.remove(PROBE_KEY)?;
+            Ok(())
+        })
+    }
+
+    fn db(&self) -> Result<std::sync::RwLockReadGuard<'_, Option<redb::Database>>> {
+        if self.failed.load(Ordering::SeqCst) {
+            let mut slot = self
+                .db
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if self.failed.load(Ordering::SeqCst) {
+                // redb refuses every use after an I/O error: drop the
+                // database and open the file again.
+                *slot = None;
+                *slot = Some(open_db(&self.path).with_context(|| {
+                    format!(
+                        "reopening the journal {} after a failed write",
+                        self.path.display()
+                    )
+                })?);
+                self.failed.store(false, Ordering::SeqCst);
+                tracing::info!(journal = %self.path.display(), "journal reopened after a failed write");
+            }
+        }
+        Ok(self
+            .db
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// Runs `f` in a write transaction and commits it; a storage failure
+    /// marks the journal failed.
+    fn write<T>(&self, f: impl FnOnce(&redb::WriteTransaction) -> Result<T>) -> Result<T> {
+        let result = (|| {
+            let guard = self.db()?;
+            let db = guard.as_ref().context("the journal is closed")?;
+            let txn = db.begin_write()?;
+            let out = f(&txn)?;
+            txn.commit().context("committing to the journal")?;
+            Ok(out)
+        })();
+        if let Err(e) = &result
+            && storage_failure(e)
+        {
+            self.failures.fetch_add(1, Ordering::SeqCst);
+            let first = !self.failed.swap(true, Ordering::SeqCst);
+            if first {
+                tracing::error!(journal = %self.path.display(), "journal write failed: {e:#}");
+            }
+        }
+        result
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&redb::ReadTransaction) -> Result<T>) -> Result<T> {
+        let guard = self.db()?;
+        let db = guard.as_ref().context("the journal is closed")?;
+        let txn = db.begin_read()?;
+        f(&txn)
+    }
+
+    /// Writes `intent` under a new generation; the session's interval
+    /// grows (or starts) with it. A `new` intent is born under it.
+    fn write_intent(
+        &self,
+        txn: &redb::WriteTransaction,
+        intent: &Intent,
+        new: bool,
+    ) -> Result<Intent> {
+        let mut counters = txn.open_table(COUNTERS)?;
+        let mut issued = txn.open_table(ISSUED)?;
+        let mut session = self
+            .session
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let last = counters.get(GENERATION)?.map_or(0, |v| v.value());
+        let (start, generation) = match *session {
+            // This process issued the last generation: go on with its interval.
+            Some(start) if issued.get(start)?.map(|v| v.value()) == Some(last) => (start, last + 1),
+            _ => {
+                let seen = counters.get(MAX_SEEN)?.map_or(0, |v| v.value());
+                let start = (last + 1).max(now_us()).max(seen + 1);
+                (start, start)
+            }
+        };
+        issued.insert(start, generation)?;
+        counters.insert(GENERATION, generation)?;
+        if issued.len()? > ISSUED_KEEP {
+            issued.pop_first()?;
+        }
+        // Taken as this session's only once the transaction commits: the
+        // caller commits right after, and a failed commit leaves the next
+        // write to start a new interval (the check above sees the mismatch).
+        *session = Some(start);
+        let written = Intent {
+            generation,
+            born: if new { generation } else { intent.born },
+            ..intent.clone()
+        };
+        let bytes = serde_json::to_vec(&written)?;
+        let mut table = txn.open_table(INTENTS)?;
+        table.insert(written.request_id.as_str(), bytes.as_slice())?;
+        Ok(written)
+    }
+
+    /// Whether this journal issued `generation` (the interval it falls in
+    /// is one of this journal's, and it is not past that interval's end).
+    ///
+    /// # Errors
+    /// When the database cannot be read.
+    pub fn issued(&self, generation: u64) -> Result<bool> {
+        self.read(|txn| {
+            let issued = txn.open_table(ISSUED)?;
+            let Some(row) = issued.range(..=generation)?.next_back() else {
+                return Ok(false);
+            };
+            let (_, end) = row?;
+            Ok(generation <= end.value())
+        })
+    }
+
+    /// The last generation this journal issued (its high-water mark).
+    ///
+    /// # Errors
+    /// When the database cannot be read.
+    pub fn high_water(&self) -> Result<u64> {
+        self.read(|txn| {
+            let counters = txn.open_table(COUNTERS)?;
+            Ok(counters.get(GENERATION)?.map_or(0, |v| v.value()))
+        })
+    }
+
+    /// Notes a generation seen on a node carrying this journal's identity,
+    /// so that generations issued from now on are above it.
+    ///
+    /// # Errors
+    /// When the database cannot be written.
+    pub fn saw_generation(&self, generation: u64) -> Result<()> {
+        self.write(|txn| {
+            let mut counters = txn.open_table(COUNTERS)?;
+            let seen = counters.get(MAX_SEEN)?.map_or(0, |v| v.value());
+            if generation > seen {
+                counters.insert(MAX_SEEN, generation)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The standing doubt, if any.
+    ///
+    /// # Errors
+    /// When the database cannot be read or holds a malformed record.
+    pub fn doubt(&self) -> Result<Option<Doubt>> {
+        self.read(|txn| {
+            let meta = txn.open_table(META)?;
+            match meta.get(DOUBT_KEY)? {
+                Some(v) => Ok(Some(
+                    serde_json::from_slice(v.value()).context("a malformed doubt record")?,
+                )),
+                None => Ok(None),
+            }
+        })
+    }
+
+    /// Records `doubt` (keeping an earlier one) and its history entry;
+    /// whether it is new.
+    ///
+    /// # Errors
+    /// When the database cannot be written.
+    pub fn raise_doubt(&self, doubt: &Doubt, event: &Event) -> Result<bool> {
+        self.write(|txn| {
+            let mut meta = txn.open_table(META)?;
+            if meta.get(DOUBT_KEY)?.is_some() {
+                return Ok(false);
+            }
+            meta.insert(DOUBT_KEY, serde_json::to_vec(doubt)?.as_slice())?;
+            let mut counters = txn.open_table(COUNTERS)?;
+            let mut history = txn.open_table(HISTORY)?;
+            append_event(&mut history, &mut counters, event, self.history_keep)?;
+            Ok(true)
+        })
+    }
+
+    /// Lifts the standing doubt, confirming the orphans `keys` (as
+    /// [`sighting_key`]) as not this journal's, with a history entry.
+    ///
+    /// # Errors
+    /// When the database cannot be written.
+    pub(crate) fn confirm_orphans(&self, keys: &[String], event: &Event) -> Result<()> {
+        self.write(|txn| {
+            let mut meta = txn.open_table(META)?;
+            meta.remove(DOUBT_KEY)?;
+            let mut confirmed = txn.open_table(CONFIRMED)?;
+            let now = now_ms();
+            for k in keys {
+                confirmed.insert(k.as_str(), now)?;
+            }
+            while confirmed.len()? > CONFIRMED_KEEP {
+                let oldest = confirmed
+                    .iter()?
+                    .filter_map(std::result::Result::ok)
+                    .min_by_key(|(_, v)| v.value())
+                    .map(|(k, _)| k.value().to_string());
+                match oldest {
+                    Some(k) => {
+                        confirmed.remove(k.as_str())?;
+                    }
+                    None => break,
+                }
+            }
+            let mut counters = txn.open_table(COUNTERS)?;
+            let mut history = txn.open_table(HISTORY)?;
+            append_event(&mut history, &mut counters, event, self.history_keep)?;
+            Ok(())
+        })
+    }
+
+    /// Lifts the standing doubt without confirming anything (every orphan
+    /// behind it was adopted).
+    ///
+    /// # Errors
+    /// When the database cannot be written.
+    pub(crate) fn clear_doubt(&self) -> Result<()> {
+        self.write(|txn| {
+            txn.open_table(META)?.remove(DOUBT_KEY)?;
+            Ok(())
+        })
+    }
+
+    /// Whether the operator confirmed the orphan `key` as not this journal's.
+    ///
+    /// # Errors
+    /// When the database cannot be read.
+    pub(crate) fn confirmed(&self, key: &str) -> Result<bool> {
+        self.read(|txn| Ok(txn.open_table(CONFIRMED)?.get(key)?.is_some()))
+    }
+
+    /// The next reconcile pass's number.
+    pub(crate) fn next_pass(&self) -> Result<u64> {
+        self.next_seq(PASS)
+    }
+
+    /// What reconcile remembers of the node `key`.
+    pub(crate) fn sighting(&self, key: &str) -> Result<Option<Sighting>> {
+        self.read(|txn| {
+            let table = txn.open_table(SIGHTINGS)?;
+            match table.get(key)? {
+                Some(v) => Ok(Some(
+                    serde_json::from_slice(v.value()).context("a malformed sighting")?,
+                )),
+                None => Ok(None),
+            }
+        })
+    }
+
+    /// Remembers `sighting` of `key`.
+    pub(crate) fn put_sighting(&self, key: &str, sighting: &Sighting) -> Result<()> {
+        self.write(|txn| {
+            let mut table = txn.open_table(SIGHTINGS)?;
+            table.insert(key, serde_json::to_vec(sighting)?.as_slice())?;
+            Ok(())
+        })
+    }
+
+    /// Forgets the sightings of `plugin`'s nodes that are not in `seen`
+    /// (keys as [`sighting_key`]): a node must be seen in consecutive lists.
+    pub(crate) fn keep_sightings(
+        &self,
+        plugin: &str,
+        seen: &std::collections::BTreeSet<String>,
+    ) -> Result<()> {
+        let prefix = format!("{plugin}\u{0}");
+        self.write(|txn| {
+            let mut table = txn.open_table(SIGHTINGS)?;
+            table.retain(|k, _| !k.starts_with(&prefix) || seen.contains(k))?;
+            Ok(())
+        })
+    }
+
     /// Records `intent` (replacing one with the same request id) under a new
     /// generation, durably: when this returns, the intent survives a crash.
     /// Returns the intent as written.
@@ -294,37 +865,29 @@ impl Journal {
     /// # Errors
     /// When the database cannot be written.
     pub fn put(&self, intent: &Intent) -> Result<Intent> {
-        let txn = self.db.begin_write()?;
-        let written = {
-            let mut counters = txn.open_table(COUNTERS)?;
-            let mut table = txn.open_table(INTENTS)?;
-            write_intent(&mut table, &mut counters, intent)?
-        };
-        txn.commit().context("committing to the journal")?;
-        Ok(written)
+        self.write(|txn| self.write_intent(txn, intent, false))
     }
 
     /// Records `intent` only if no intent has its request id yet:
-    /// `Ok(Ok(written))` with its new generation, or `Ok(Err(existing))`.
+    /// `Ok(Ok(written))` with its new generation (which is also the one it
+    /// was born under), or `Ok(Err(existing))`.
     ///
     /// # Errors
     /// When the database cannot be read or written.
     pub fn insert_new(&self, intent: &Intent) -> Result<std::result::Result<Intent, Intent>> {
-        let txn = self.db.begin_write()?;
-        let outcome = {
-            let mut counters = txn.open_table(COUNTERS)?;
-            let mut table = txn.open_table(INTENTS)?;
-            let existing = match table.get(intent.request_id.as_str())? {
-                Some(v) => Some(decode(v.value())?),
-                None => None,
+        self.write(|txn| {
+            let existing = {
+                let table = txn.open_table(INTENTS)?;
+                match table.get(intent.request_id.as_str())? {
+                    Some(v) => Some(decode(v.value())?),
+                    None => None,
+                }
             };
-            match existing {
+            Ok(match existing {
                 Some(e) => Err(e),
-                None => Ok(write_intent(&mut table, &mut counters, intent)?),
-            }
-        };
-        txn.commit().context("committing to the journal")?;
-        Ok(outcome)
+                None => Ok(self.write_intent(txn, intent, !intent.adopted)?),
+            })
+        })
     }
 
     /// Replaces the intent of `new.request_id` with `new` (under a new
@@ -335,18 +898,74 @@ impl Journal {
     /// # Errors
     /// When the database cannot be read or written.
     pub fn replace_if(&self, generation: u64, new: &Intent) -> Result<Option<Intent>> {
-        let txn = self.db.begin_write()?;
-        let outcome = {
-            let mut counters = txn.open_table(COUNTERS)?;
-            let mut table = txn.open_table(INTENTS)?;
-            if holds(&table, new.request_id.as_str(), generation)? {
-                Some(write_intent(&mut table, &mut counters, new)?)
+        self.write(|txn| {
+            if holds(txn, new.request_id.as_str(), generation)? {
+                Ok(Some(self.write_intent(txn, new, false)?))
             } else {
-                None
+                Ok(None)
             }
-        };
-        txn.commit().context("committing to the journal")?;
-        Ok(outcome)
+        })
+    }
+
+    /// Replaces the intent like [`replace_if`](Self::replace_if) and, in the
+    /// same transaction, records `event` (started: the cloud is about to be
+    /// asked); the written intent names the entry in `event_seq`.
+    ///
+    /// # Errors
+    /// When the database cannot be read or written.
+    pub fn replace_with_event(
+        &self,
+        generation: u64,
+        new: &Intent,
+        event: &Event,
+    ) -> Result<Option<(Intent, Event)>> {
+        self.replace_recording(generation, new, event, true)
+    }
+
+    /// Replaces the intent like [`replace_if`](Self::replace_if) and records
+    /// `event` in the same transaction (a renewal: the intent does not name
+    /// the entry).
+    ///
+    /// # Errors
+    /// When the database cannot be read or written.
+    pub fn replace_and_record(
+        &self,
+        generation: u64,
+        new: &Intent,
+        event: &Event,
+    ) -> Result<Option<(Intent, Event)>> {
+        self.replace_recording(generation, new, event, false)
+    }
+
+    fn replace_recording(
+        &self,
+        generation: u64,
+        new: &Intent,
+        event: &Event,
+        name_it: bool,
+    ) -> Result<Option<(Intent, Event)>> {
+        self.write(|txn| {
+            if !holds(txn, new.request_id.as_str(), generation)? {
+                return Ok(None);
+            }
+            let mut counters = txn.open_table(COUNTERS)?;
+            let mut history = txn.open_table(HISTORY)?;
+            let event = append_event(&mut history, &mut counters, event, self.history_keep)?;
+            drop((counters, history));
+            let intent = self.write_intent(
+                txn,
+                &Intent {
+                    event_seq: if name_it {
+                        Some(event.seq)
+                    } else {
+                        new.event_seq
+                    },
+                    ..new.clone()
+                },
+                false,
+            )?;
+            Ok(Some((intent, event)))
+        })
     }
 
     /// Forgets `request_id` only while its generation is `generation`;
@@ -355,18 +974,14 @@ impl Journal {
     /// # Errors
     /// When the database cannot be read or written.
     pub fn remove_if(&self, request_id: &str, generation: u64) -> Result<bool> {
-        let txn = self.db.begin_write()?;
-        let removed = {
-            let mut table = txn.open_table(INTENTS)?;
-            if holds(&table, request_id, generation)? {
-                table.remove(request_id)?;
-                true
+        self.write(|txn| {
+            if holds(txn, request_id, generation)? {
+                txn.open_table(INTENTS)?.remove(request_id)?;
+                Ok(true)
             } else {
-                false
+                Ok(false)
             }
-        };
-        txn.commit().context("committing to the journal")?;
-        Ok(removed)
+        })
     }
 
     /// Forgets `request_id` only while its generation is `generation`, and
@@ -380,21 +995,40 @@ impl Journal {
         generation: u64,
         event: &Event,
     ) -> Result<bool> {
-        let txn = self.db.begin_write()?;
-        let removed = {
-            let mut table = txn.open_table(INTENTS)?;
-            if holds(&table, request_id, generation)? {
-                table.remove(request_id)?;
-                let mut counters = txn.open_table(COUNTERS)?;
-                let mut history = txn.open_table(HISTORY)?;
-                append_event(&mut history, &mut counters, event, self.history_keep)?;
-                true
-            } else {
-                false
+        self.write(|txn| {
+            if !holds(txn, request_id, generation)? {
+                return Ok(false);
             }
-        };
-        txn.commit().context("committing to the journal")?;
-        Ok(removed)
+            txn.open_table(INTENTS)?.remove(request_id)?;
+            let mut counters = txn.open_table(COUNTERS)?;
+            let mut history = txn.open_table(HISTORY)?;
+            append_event(&mut history, &mut counters, event, self.history_keep)?;
+            Ok(true)
+        })
+    }
+
+    /// Forgets `request_id` only while its generation is `generation`, and
+    /// completes the history entry `seq` in the same transaction; whether
+    /// it did. (The entry is completed either way.)
+    ///
+    /// # Errors
+    /// When the database cannot be read or written.
+    pub fn remove_and_complete(
+        &self,
+        request_id: &str,
+        generation: u64,
+        seq: Option<u64>,
+    ) -> Result<bool> {
+        self.write(|txn| {
+            if let Some(seq) = seq {
+                complete_event(txn, seq, EventStatus::Done, None)?;
+            }
+            if !holds(txn, request_id, generation)? {
+                return Ok(false);
+            }
+            txn.open_table(INTENTS)?.remove(request_id)?;
+            Ok(true)
+        })
     }
 
     /// Records `event` in the history (the oldest entries beyond
@@ -404,14 +1038,25 @@ impl Journal {
     /// # Errors
     /// When the database cannot be written.
     pub fn record(&self, event: &Event) -> Result<Event> {
-        let txn = self.db.begin_write()?;
-        let written = {
+        self.write(|txn| {
             let mut counters = txn.open_table(COUNTERS)?;
             let mut history = txn.open_table(HISTORY)?;
-            append_event(&mut history, &mut counters, event, self.history_keep)?
+            append_event(&mut history, &mut counters, event, self.history_keep)
+        })
+    }
+
+    /// Completes the history entry `seq` (written as started): done, or
+    /// failed with `error`.
+    ///
+    /// # Errors
+    /// When the database cannot be written.
+    pub fn complete(&self, seq: u64, error: Option<String>) -> Result<()> {
+        let status = if error.is_some() {
+            EventStatus::Failed
+        } else {
+            EventStatus::Done
         };
-        txn.commit().context("committing to the journal")?;
-        Ok(written)
+        self.write(|txn| complete_event(txn, seq, status, error))
     }
 
     /// The newest `limit` history entries, oldest first.
@@ -419,15 +1064,16 @@ impl Journal {
     /// # Errors
     /// When the database cannot be read or holds a malformed record.
     pub fn history(&self, limit: usize) -> Result<Vec<Event>> {
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(HISTORY)?;
-        let mut out = Vec::new();
-        for row in table.iter()?.rev().take(limit) {
-            let (_, v) = row?;
-            out.push(serde_json::from_slice(v.value()).context("a malformed history entry")?);
-        }
-        out.reverse();
-        Ok(out)
+        self.read(|txn| {
+            let table = txn.open_table(HISTORY)?;
+            let mut out = Vec::new();
+            for row in table.iter()?.rev().take(limit) {
+                let (_, v) = row?;
+                out.push(serde_json::from_slice(v.value()).context("a malformed history entry")?);
+            }
+            out.reverse();
+            Ok(out)
+        })
     }
 
     /// The intent of `request_id`.
@@ -435,12 +1081,13 @@ impl Journal {
     /// # Errors
     /// When the database cannot be read or holds a malformed record.
     pub fn get(&self, request_id: &str) -> Result<Option<Intent>> {
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(INTENTS)?;
-        match table.get(request_id)? {
-            Some(v) => Ok(Some(decode(v.value())?)),
-            None => Ok(None),
-        }
+        self.read(|txn| {
+            let table = txn.open_table(INTENTS)?;
+            match table.get(request_id)? {
+                Some(v) => Ok(Some(decode(v.value())?)),
+                None => Ok(None),
+            }
+        })
     }
 
     /// Forgets `request_id` (its node is gone, or was never made), durably.
@@ -448,13 +1095,10 @@ impl Journal {
     /// # Errors
     /// When the database cannot be written.
     pub fn remove(&self, request_id: &str) -> Result<()> {
-        let txn = self.db.begin_write()?;
-        {
-            let mut table = txn.open_table(INTENTS)?;
-            table.remove(request_id)?;
-        }
-        txn.commit().context("committing to the journal")?;
-        Ok(())
+        self.write(|txn| {
+            txn.open_table(INTENTS)?.remove(request_id)?;
+            Ok(())
+        })
     }
 
     /// Every intent, by request id.
@@ -462,14 +1106,15 @@ impl Journal {
     /// # Errors
     /// When the database cannot be read or holds a malformed record.
     pub fn all(&self) -> Result<Vec<Intent>> {
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(INTENTS)?;
-        let mut out = Vec::new();
-        for row in table.iter()? {
-            let (_, v) = row?;
-            out.push(decode(v.value())?);
-        }
-        Ok(out)
+        self.read(|txn| {
+            let table = txn.open_table(INTENTS)?;
+            let mut out = Vec::new();
+            for row in table.iter()? {
+                let (_, v) = row?;
+                out.push(decode(v.value())?);
+            }
+            Ok(out)
+        })
     }
 
     /// The next number of the counter `name` (1, 2, ...), durably: a number
@@ -478,18 +1123,53 @@ impl Journal {
     /// # Errors
     /// When the database cannot be written.
     pub fn next_seq(&self, name: &str) -> Result<u64> {
-        let txn = self.db.begin_write()?;
-        let next = {
+        self.write(|txn| {
             let mut table = txn.open_table(COUNTERS)?;
-            bump(&mut table, name)?
-        };
-        txn.commit().context("committing to the journal")?;
-        Ok(next)
+            bump(&mut table, name)
+        })
     }
 }
 
+/// The key of a node in reconcile's memory: plugin and provider id.
+pub(crate) fn sighting_key(plugin: &str, provider_id: &str) -> String {
+    format!("{plugin}\u{0}{provider_id}")
+}
+
+fn open_db(path: &Path) -> Result<redb::Database> {
+    let db = redb::Database::create(path)
+        .with_context(|| format!("opening the journal {}", path.display()))?;
+    let txn = db.begin_write()?;
+    {
+        txn.open_table(INTENTS)?;
+        txn.open_table(COUNTERS)?;
+        txn.open_table(HISTORY)?;
+        txn.open_table(META)?;
+        txn.open_table(ISSUED)?;
+        txn.open_table(SIGHTINGS)?;
+        txn.open_table(CONFIRMED)?;
+    }
+    txn.commit()
+        .with_context(|| format!("opening the journal {}", path.display()))?;
+    Ok(db)
+}
+
+/// Whether `e` says the database could not be written or read (as opposed
+/// to a record it holds being malformed).
+fn storage_failure(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.is::<redb::StorageError>()
+            || c.is::<redb::CommitError>()
+            || c.is::<redb::TransactionError>()
+            || c.is::<redb::TableError>()
+            || c.is::<redb::DatabaseError>()
+            || c.is::<redb::Error>()
+            || c.is::<std::io::Error>()
+    })
+}
+
 /// Whether the intent of `request_id` is stored under `generation`.
-fn holds(table: &redb::Table<&str, &[u8]>, request_id: &str, generation: u64) -> Result<bool> {
+fn holds(txn: &redb::WriteTransaction, request_id: &str, generation: u64) -> Result<bool> {
+    let table = txn.open_table(INTENTS)?;
     Ok(match table.get(request_id)? {
         Some(v) => decode(v.value())?.generation == generation,
         None => false,
@@ -500,20 +1180,6 @@ fn bump(counters: &mut redb::Table<&str, u64>, name: &str) -> Result<u64> {
     let next = counters.get(name)?.map_or(0, |v| v.value()) + 1;
     counters.insert(name, next)?;
     Ok(next)
-}
-
-fn write_intent(
-    table: &mut redb::Table<&str, &[u8]>,
-    counters: &mut redb::Table<&str, u64>,
-    intent: &Intent,
-) -> Result<Intent> {
-    let written = Intent {
-        generation: bump(counters, GENERATION)?,
-        ..intent.clone()
-    };
-    let bytes = serde_json::to_vec(&written)?;
-    table.insert(written.request_id.as_str(), bytes.as_slice())?;
-    Ok(written)
 }
 
 fn append_event(
@@ -536,6 +1202,32 @@ fn append_event(
     Ok(written)
 }
 
+fn complete_event(
+    txn: &redb::WriteTransaction,
+    seq: u64,
+    status: EventStatus,
+    error: Option<String>,
+) -> Result<()> {
+    let mut history = txn.open_table(HISTORY)?;
+    let existing = match history.get(seq)? {
+        Some(v) => {
+            Some(serde_json::from_slice::<Event>(v.value()).context("a malformed history entry")?)
+        }
+        None => None,
+    };
+    // An entry already dropped from a full history stays dropped.
+    if let Some(e) = existing {
+        let done = Event {
+            status,
+            completed_ms: Some(now_ms()),
+            error,
+            ..e
+        };
+        history.insert(seq, serde_json::to_vec(&done)?.as_slice())?;
+    }
+    Ok(())
+}
+
 fn decode(bytes: &[u8]) -> Result<Intent> {
     serde_json::from_slice(bytes).context("a malformed record in the journal")
 }
@@ -551,15 +1243,11 @@ mod tests {
             shape: NodeShape::new(1.0, 1 << 30),
             created_ms: 1,
             expires_ms: Some(10),
-            group: None,
             hourly_usd: Some(0.5),
-            boot: BootData::default(),
             state: IntentState::Active {
                 provider_id: "n-1".into(),
             },
-            generation: 0,
-            last_error: None,
-            missing_since_ms: None,
+            ..Intent::default()
         }
     }
 
@@ -567,19 +1255,29 @@ mod tests {
     fn survives_reopening_and_refuses_a_second_holder() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j.redb");
-        let written = {
+        let (written, identity) = {
             let j = Journal::open(&path).unwrap();
             let written = j.put(&intent("a")).unwrap();
             assert_eq!(j.next_seq("g").unwrap(), 1);
             let err = Journal::open(&path).unwrap_err().to_string();
             assert!(err.contains("in use by another process"), "{err}");
-            written
+            (written, j.identity().to_string())
         };
         let j = Journal::open(&path).unwrap();
+        assert_eq!(j.identity(), identity, "the identity is drawn once");
         assert_eq!(j.all().unwrap(), vec![written]);
         assert_eq!(j.next_seq("g").unwrap(), 2);
         assert!(j.get("a").unwrap().unwrap().expired(10));
         assert!(!j.get("a").unwrap().unwrap().expired(9));
+    }
+
+    #[test]
+    fn a_new_file_is_a_new_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Journal::open(dir.path().join("a.redb")).unwrap();
+        let b = Journal::open(dir.path().join("b.redb")).unwrap();
+        assert_ne!(a.identity(), b.identity());
+        assert!(wasmprov_api::provenance::is_journal_id(a.identity()));
     }
 
     #[test]
@@ -588,10 +1286,15 @@ mod tests {
         let j = Journal::open(dir.path().join("j.redb")).unwrap();
         let first = j.insert_new(&intent("a")).unwrap().unwrap();
         assert!(first.generation > 0);
+        assert_eq!(first.born, first.generation);
         let mut other = intent("a");
         other.plugin = "q".into();
         assert_eq!(j.insert_new(&other).unwrap().unwrap_err(), first);
         assert_eq!(j.get("a").unwrap().unwrap().plugin, "p");
+        // Later writes keep the generation it was born under.
+        let again = j.put(&first).unwrap();
+        assert!(again.generation > first.generation);
+        assert_eq!(again.born, first.born);
     }
 
     #[test]
@@ -615,6 +1318,49 @@ mod tests {
         assert!(!j.remove_if("a", again.generation).unwrap());
     }
 
+    /// A copy of the journal taken earlier knows exactly the generations it
+    /// issued: not those the original issued after the copy, and its own
+    /// new ones never collide with those.
+    #[test]
+    fn a_restored_copy_knows_what_it_did_not_issue() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.redb");
+        let copy = dir.path().join("copy.redb");
+        let before = {
+            let j = Journal::open(&path).unwrap();
+            let a = j.insert_new(&intent("a")).unwrap().unwrap();
+            std::fs::copy(&path, &copy).unwrap();
+            let b = j.insert_new(&intent("b")).unwrap().unwrap();
+            let c = j.insert_new(&intent("c")).unwrap().unwrap();
+            assert_eq!(c.generation, b.generation + 1, "one session, one interval");
+            (a, b, c)
+        };
+        // The original is lost; the copy comes back.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::rename(&copy, &path).unwrap();
+        let j = Journal::open(&path).unwrap();
+        assert!(j.issued(before.0.generation).unwrap());
+        assert!(!j.issued(before.1.generation).unwrap());
+        assert!(!j.issued(before.2.generation).unwrap());
+        assert!(j.high_water().unwrap() < before.1.generation);
+        // Its next generations are above anything the lost one issued.
+        let d = j.insert_new(&intent("d")).unwrap().unwrap();
+        assert!(d.generation > before.2.generation, "{d:?} {before:?}");
+        assert!(j.issued(d.generation).unwrap());
+        assert!(!j.issued(d.generation + 1).unwrap());
+        assert!(!j.issued(0).unwrap());
+    }
+
+    #[test]
+    fn generations_start_above_what_nodes_showed() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(dir.path().join("j.redb")).unwrap();
+        let far = now_us() + 3_600_000_000;
+        j.saw_generation(far).unwrap();
+        let a = j.insert_new(&intent("a")).unwrap().unwrap();
+        assert!(a.generation > far);
+    }
+
     #[test]
     fn history_is_numbered_kept_and_bounded() {
         let dir = tempfile::tempdir().unwrap();
@@ -622,13 +1368,13 @@ mod tests {
             .unwrap()
             .keep_history(5);
         let event = |n: u64| Event {
-            seq: 0,
             at_ms: n,
             kind: EventKind::LeaseExpired,
             plugin: "p".into(),
             request_id: Some(format!("r-{n}")),
             provider_id: Some(format!("n-{n}")),
             reason: "lease ran out".into(),
+            ..Event::default()
         };
         let a = j.put(&intent("a")).unwrap();
         assert!(j.remove_with_event("a", a.generation, &event(1)).unwrap());
@@ -646,5 +1392,47 @@ mod tests {
         let all = j.history(usize::MAX).unwrap();
         assert_eq!(all.len(), 5);
         assert_eq!(all[0].seq, 3);
+    }
+
+    #[test]
+    fn a_termination_is_written_before_and_completed_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(dir.path().join("j.redb")).unwrap();
+        let a = j.insert_new(&intent("a")).unwrap().unwrap();
+        let started = Event {
+            kind: EventKind::Terminated,
+            plugin: "p".into(),
+            request_id: Some("a".into()),
+            status: EventStatus::Started,
+            ..Event::default()
+        };
+        let (t, e) = j
+            .replace_with_event(a.generation, &a, &started)
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.event_seq, Some(e.seq));
+        assert_eq!(j.history(10).unwrap()[0].status, EventStatus::Started);
+        assert!(
+            j.remove_and_complete("a", t.generation, t.event_seq)
+                .unwrap()
+        );
+        let h = j.history(10).unwrap();
+        assert_eq!(h[0].status, EventStatus::Done);
+        assert!(h[0].completed_ms.is_some());
+        j.complete(e.seq, Some("refused".into())).unwrap();
+        assert_eq!(j.history(10).unwrap()[0].status, EventStatus::Failed);
+    }
+
+    #[test]
+    fn records_of_older_versions_read_with_defaults() {
+        let old = r#"{"request_id":"a","plugin":"p","shape":{"cpu":1.0,"memory_bytes":1},"created_ms":5,"expires_ms":65,"group":null,"hourly_usd":null,"state":"active","provider_id":"n","generation":3}"#;
+        let i = decode(old.as_bytes()).unwrap();
+        assert_eq!(i.born, 0);
+        assert_eq!(i.lease(), Some(60));
+        let e: Event = serde_json::from_str(
+            r#"{"seq":1,"at_ms":2,"kind":"vanished","plugin":"p","request_id":null,"provider_id":null,"reason":"x"}"#,
+        )
+        .unwrap();
+        assert_eq!(e.status, EventStatus::Done);
     }
 }

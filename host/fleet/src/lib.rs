@@ -32,22 +32,30 @@
 
 #![warn(missing_docs)]
 
+mod adopt;
 mod backends;
+mod drain;
+mod evidence;
 mod fleet;
 mod group;
 pub mod journal;
 mod locks;
 mod rank;
 mod reconcile;
+mod report;
 mod unavailable;
 
 pub use backends::BackendSet;
-pub use fleet::{
-    DEFAULT_GRACE, Fleet, FleetError, GROUP_LABEL, Leak, LeakPolicy, ProvisionOptions,
-    REQUEST_LABEL, ReconcilePolicy, ReconcileReport, made_nothing,
+pub use drain::DrainReport;
+pub use fleet::{Fleet, FleetError, GROUP_LABEL, ProvisionOptions, REQUEST_LABEL, made_nothing};
+pub use group::{CapacityGroup, DEFAULT_MAX_GROUP_SIZE, Member, ScaleReport};
+pub use rank::{
+    Catalogues, DEFAULT_CATALOGUE_DEADLINE, DEFAULT_CATALOGUE_TTL, NoOffer, Offer, Ranking, rank,
+    rank_offerings, rank_offerings_among,
 };
-pub use group::{CapacityGroup, Member, ScaleReport};
-pub use rank::{NoOffer, Offer, Ranking, rank, rank_offerings, rank_offerings_among};
+pub use report::{
+    DEFAULT_GRACE, Leak, LeakPolicy, Orphan, OrphanKind, ReconcilePolicy, ReconcileReport,
+};
 pub use unavailable::{DEFAULT_UNAVAILABLE_FOR, Unavailable};
 pub use wasmprov_api::Backends;
 

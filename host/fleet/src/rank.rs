@@ -5,11 +5,204 @@
 //! and disk bind, and a plugin's second-cheapest type is a candidate when
 //! its cheapest runs out. [`rank`] asks each plugin's price hint only: one
 //! offer per plugin, no I/O.
+//!
+//! Catalogues are read through [`Catalogues`]: each plugin's within a
+//! deadline of its own, and kept for a TTL, so that one plugin's slow or
+//! failing catalogue never holds up a ranking beyond that deadline, and,
+//! once read, never again (an expired catalogue answers at once while a
+//! fresh one is read behind it).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use wasmprov_api::{Backends, CloudProvisioner, NodeShape, PriceHint, ProvisionerError};
+use wasmprov_api::{Backends, CloudProvisioner, NodeShape, Offering, PriceHint, ProvisionerError};
 
 use crate::unavailable::Unavailable;
+
+/// How long a catalogue read is waited for (default of [`Catalogues`]).
+pub const DEFAULT_CATALOGUE_DEADLINE: Duration = Duration::from_secs(10);
+/// How long a catalogue is used before it is read again (default of
+/// [`Catalogues`]).
+pub const DEFAULT_CATALOGUE_TTL: Duration = Duration::from_secs(300);
+
+type Answer = Result<Arc<Vec<Offering>>, ProvisionerError>;
+
+#[derive(Debug)]
+struct Entry {
+    /// The last answer and when it came; `None` before the first.
+    answer: Option<(Instant, Answer)>,
+    /// A read under way: its answer comes on this channel.
+    reading: Option<tokio::sync::watch::Receiver<Option<Answer>>>,
+}
+
+/// Every plugin's catalogue (`offerings`), each read with a deadline and
+/// kept for a TTL.
+///
+/// - A catalogue younger than the TTL is used as it is.
+/// - An older one is used as it is too, and read again behind it.
+/// - None yet: it is read, and waited for up to the deadline; past it the
+///   plugin is ranked by its price hint this time, and the read goes on
+///   (its answer serves the next ranking).
+///
+/// Failed reads are kept for a tenth of the TTL (at least a second), so a
+/// broken catalogue is not asked on every ranking. One read per plugin is
+/// under way at a time.
+#[derive(Debug)]
+pub struct Catalogues {
+    ttl: Duration,
+    deadline: Duration,
+    entries: Arc<Mutex<HashMap<String, Entry>>>,
+}
+
+impl Default for Catalogues {
+    fn default() -> Self {
+        Self::new(DEFAULT_CATALOGUE_TTL, DEFAULT_CATALOGUE_DEADLINE)
+    }
+}
+
+impl Catalogues {
+    /// Catalogues kept for `ttl` and each read waited for `deadline`.
+    #[must_use]
+    pub fn new(ttl: Duration, deadline: Duration) -> Self {
+        Self {
+            ttl,
+            deadline,
+            entries: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// The catalogue of `name` (see the type's rules).
+    async fn get(&self, name: &str, backend: &Arc<dyn CloudProvisioner>) -> Answer {
+        let mut waiting = {
+            let mut entries = self
+                .entries
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let entry = entries.entry(name.to_string()).or_insert(Entry {
+                answer: None,
+                reading: None,
+            });
+            let fresh_for = |answer: &Answer| match answer {
+                Ok(_) => self.ttl,
+                Err(_) => (self.ttl / 10).max(Duration::from_secs(1)),
+            };
+            if let Some((at, answer)) = &entry.answer {
+                let answer = answer.clone();
+                if at.elapsed() >= fresh_for(&answer) && entry.reading.is_none() {
+                    entry.reading = Some(self.read(name, backend));
+                }
+                return answer;
+            }
+            match &entry.reading {
+                Some(r) => r.clone(),
+                None => {
+                    let r = self.read(name, backend);
+                    entry.reading = Some(r.clone());
+                    r
+                }
+            }
+        };
+        let answer = tokio::time::timeout(self.deadline, async {
+            loop {
+                if let Some(a) = waiting.borrow_and_update().clone() {
+                    return a;
+                }
+                if waiting.changed().await.is_err() {
+                    return Err(ProvisionerError::Transport(
+                        "the offerings call did not finish".into(),
+                    ));
+                }
+            }
+        })
+        .await;
+        answer.unwrap_or_else(|_| {
+            Err(ProvisionerError::Transport(format!(
+                "the catalogue was not read within {} s (it is still being read, for the next ranking)",
+                self.deadline.as_secs_f64()
+            )))
+        })
+    }
+
+    /// Starts a read of `name`'s catalogue (the caller holds the entries'
+    /// lock and records the read); its answer is kept when it comes,
+    /// whoever is still waiting.
+    fn read(
+        &self,
+        name: &str,
+        backend: &Arc<dyn CloudProvisioner>,
+    ) -> tokio::sync::watch::Receiver<Option<Answer>> {
+        let (tx, rx) = tokio::sync::watch::channel(None);
+        let b = backend.clone();
+        let name = name.to_string();
+        let entries = self.entries.clone();
+        tokio::spawn(async move {
+            let answer = b.offerings().await.map(Arc::new);
+            if let Some(entry) = entries
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get_mut(&name)
+            {
+                entry.answer = Some((Instant::now(), answer.clone()));
+                entry.reading = None;
+            }
+            let _ = tx.send(Some(answer));
+        });
+        rx
+    }
+
+    /// [`rank_offerings_among`] with these catalogues.
+    pub async fn rank(
+        &self,
+        backends: &dyn Backends,
+        shape: &NodeShape,
+        unavailable: Option<&Unavailable>,
+        include: impl Fn(&str) -> bool,
+    ) -> Ranking {
+        let mut names = Vec::new();
+        for name in backends.backend_names() {
+            if !include(&name) {
+                continue;
+            }
+            if let Some(backend) = backends.backend(&name) {
+                names.push((name, backend));
+            }
+        }
+        // Every plugin's catalogue at once: the ranking waits for the
+        // slowest, and for none longer than the deadline.
+        let answers =
+            futures::future::join_all(names.iter().map(|(name, backend)| self.get(name, backend)))
+                .await;
+        let mut ranking = Ranking::default();
+        for ((name, backend), answer) in names.into_iter().zip(answers) {
+            match answer {
+                Ok(list) => {
+                    offerings_of(
+                        &name,
+                        backend.as_ref(),
+                        &list,
+                        shape,
+                        unavailable,
+                        &mut ranking,
+                    );
+                }
+                Err(ProvisionerError::Unsupported(_)) => {
+                    hint_offer(&name, backend.as_ref(), shape, unavailable, &mut ranking);
+                }
+                // The catalogue could not be read (a cloud's API down, no
+                // credentials, too slow): the plugin's I/O-free price hint
+                // still stands.
+                Err(e) => {
+                    tracing::debug!(plugin = %name, error = %e, "offerings failed; ranking by the price hint");
+                    hint_offer(&name, backend.as_ref(), shape, unavailable, &mut ranking);
+                }
+            }
+        }
+        ranking.sort();
+        ranking
+    }
+}
 
 /// A plugin's offer for a shape.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -66,7 +259,11 @@ impl Ranking {
 ///
 /// Offerings may do I/O (a cloud's catalogue), so this is async; the
 /// backends are asked at once, so the slowest one, not their sum, is what
-/// a ranking waits for.
+/// a ranking waits for, and none for longer than
+/// [`DEFAULT_CATALOGUE_DEADLINE`] (past it, that plugin is ranked by its
+/// price hint). Nothing is kept between calls: keep a [`Catalogues`] (a
+/// fleet has one, [`Fleet::catalogues`](crate::Fleet::catalogues)) to read
+/// each catalogue once per TTL.
 pub async fn rank_offerings(
     backends: &dyn Backends,
     shape: &NodeShape,
@@ -85,52 +282,9 @@ pub async fn rank_offerings_among(
     unavailable: Option<&Unavailable>,
     include: impl Fn(&str) -> bool,
 ) -> Ranking {
-    let mut asked = Vec::new();
-    for name in backends.backend_names() {
-        if !include(&name) {
-            continue;
-        }
-        let Some(backend) = backends.backend(&name) else {
-            continue;
-        };
-        let b = backend.clone();
-        asked.push((
-            name,
-            backend,
-            tokio::spawn(async move { b.offerings().await }),
-        ));
-    }
-    let mut ranking = Ranking::default();
-    for (name, backend, answer) in asked {
-        let answer = answer.await.unwrap_or_else(|e| {
-            Err(ProvisionerError::Transport(format!(
-                "the offerings call did not finish: {e}"
-            )))
-        });
-        match answer {
-            Ok(list) => {
-                offerings_of(
-                    &name,
-                    backend.as_ref(),
-                    &list,
-                    shape,
-                    unavailable,
-                    &mut ranking,
-                );
-            }
-            Err(ProvisionerError::Unsupported(_)) => {
-                hint_offer(&name, backend.as_ref(), shape, unavailable, &mut ranking);
-            }
-            // The catalogue could not be read (a cloud's API down, no
-            // credentials): the plugin's I/O-free price hint still stands.
-            Err(e) => {
-                tracing::debug!(plugin = %name, error = %e, "offerings failed; ranking by the price hint");
-                hint_offer(&name, backend.as_ref(), shape, unavailable, &mut ranking);
-            }
-        }
-    }
-    ranking.sort();
-    ranking
+    Catalogues::default()
+        .rank(backends, shape, unavailable, include)
+        .await
 }
 
 fn offerings_of(

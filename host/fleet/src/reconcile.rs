@@ -1,196 +1,344 @@
 //! Reconcile: the journal against what each backend lists, and the lease
-//! sweep. Where a node is terminated, an intent forgotten or a leak found,
-//! and what is kept in the journal's history about it.
+//! sweep. Where a node is terminated, an intent forgotten, a leak proven or
+//! an orphan found, and what is kept in the journal's history about it.
 //!
-//! Never destroy what may be acknowledged: a node is terminated as a leak
-//! only when its request id is neither journaled (for this node, or still
-//! pending) nor in flight in this process, and a journaled node that a
-//! cloud stops listing is forgotten only after the policy's grace.
+//! Never destroy what may be acknowledged:
+//! - a node is terminated as a leak only when this journal can prove it
+//!   made it (`evidence.rs`: this owner, this journal's identity, a
+//!   generation it issued), no intent wants it, no call on its request id is
+//!   running, and two lists at least the grace apart both showed it;
+//! - a node of this owner that the journal cannot prove it made is an
+//!   orphan: reported, never terminated; one made by another journal, or
+//!   under a generation this copy of the journal never issued, *holds*
+//!   every destructive action (leak terminations, lease expiries,
+//!   forgetting intents, scale-down) until the operator adopts or confirms
+//!   the orphans;
+//! - a journaled node is forgotten only when two lists the grace apart both
+//!   missed it and the backend's `get` says it does not exist; a pending
+//!   provision is given up only when two lists the grace apart missed it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use wasmprov_api::{CloudProvisioner, NodeHandle, ProvisionRequest, ProvisionerError};
+use wasmprov_api::{CloudProvisioner, NodeHandle, ProvisionerError};
 
-use crate::fleet::{
-    Fleet, Leak, LeakPolicy, REQUEST_LABEL, ReconcilePolicy, ReconcileReport, made_nothing,
+use crate::evidence::{Listing, Lookup, Standing};
+use crate::fleet::{Fleet, REQUEST_LABEL};
+use crate::journal::{
+    Doubt, DoubtKind, Event, EventKind, EventStatus, Intent, IntentState, Sighting, now_ms,
+    sighting_key,
 };
-use crate::journal::{Event, EventKind, Intent, IntentState, now_ms};
+use crate::report::{Leak, LeakPolicy, Orphan, OrphanKind, ReconcilePolicy, ReconcileReport};
 
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// A node no intent wants that this journal can prove it made.
+struct Candidate {
+    plugin: String,
+    node: NodeHandle,
+    reason: String,
+    sighting: Sighting,
+}
+
 impl Fleet {
     /// Compares the journal with what each plugin describes, and settles the
     /// difference:
+    /// - every backend is listed first, and every node of this owner that no
+    ///   intent wants is weighed: a *leak candidate* when the journal can
+    ///   prove it made it, else an *orphan* ([`Orphan`]); an orphan made by
+    ///   another journal, or by this one under a generation this copy never
+    ///   issued, raises a hold ([`Fleet::held`]) before anything is done;
+    /// - with [`ReconcilePolicy::adopt`] every orphan is recorded as an
+    ///   intent; with [`ReconcilePolicy::confirm_orphans`] every orphan is
+    ///   confirmed as not this journal's; either lifts the hold;
     /// - a pending provision whose node is listed (by its request-id label)
     ///   is confirmed; one whose node is not is asked again under the same
     ///   request id when a crash interrupted it (the plugin looks the node
     ///   up before creating one), or forgotten when its caller was told it
-    ///   failed (or resume is off), once it is older than the grace;
+    ///   failed (or resume is off) once two lists the grace apart missed it;
     /// - an interrupted termination is finished;
     /// - a node whose lease ran out is terminated;
-    /// - a node the journal has but the cloud has not listed for longer than
-    ///   the grace is forgotten (reported as vanished);
-    /// - an owned node that no intent wants (unknown request id, a second
-    ///   node for one request, no request label) is a leak: reported, or
-    ///   terminated per policy.
+    /// - a journaled node missed by two lists the grace apart is looked up
+    ///   with `get`, and forgotten (vanished) only when it does not exist;
+    /// - a leak candidate seen by two lists the grace apart is a leak:
+    ///   reported, or terminated per policy.
     ///
-    /// Lease expiries, leak terminations, vanished nodes and abandoned
-    /// provisions are kept in the journal's [history](Fleet::history).
-    /// A plugin whose describe fails is skipped (its intents stay as they
+    /// While a hold stands, nothing is terminated or forgotten (what was
+    /// held back is in the report); interrupted terminations are still
+    /// finished and interrupted provisions confirmed or resumed.
+    /// Terminations, orphans, adoptions, vanished nodes and abandoned
+    /// provisions are kept in the journal's [history](Fleet::history). A
+    /// plugin whose describe fails is skipped (its intents stay as they
     /// are); so is an intent whose plugin is not loaded, and a request id a
     /// call of this fleet is working on right now. One reconcile runs at a
-    /// time; provisions and terminations of other request ids go on beside it.
+    /// time; provisions and terminations of other request ids go on beside
+    /// it.
     ///
     /// # Errors
     /// When the journal cannot be read or written.
     pub async fn reconcile(&self, policy: &ReconcilePolicy) -> Result<ReconcileReport> {
         let _one = self.reconciling.lock().await;
+        let pass = self.journal().next_pass()?;
         let mut report = ReconcileReport::default();
-        let plugins: BTreeSet<String> = self
+        let names: BTreeSet<String> = self
             .backends()
             .backend_names()
             .into_iter()
             .chain(self.journal().all()?.into_iter().map(|i| i.plugin))
             .collect();
-        for name in plugins {
-            self.reconcile_plugin(&name, policy, &mut report).await?;
+        // 1. Every list first, so that a hold found on any backend stands
+        //    before anything is destroyed on any.
+        let mut lists: BTreeMap<String, (Arc<dyn CloudProvisioner>, Listing)> = BTreeMap::new();
+        for name in names {
+            let Some(backend) = self.backends().backend(&name) else {
+                let n = self
+                    .journal()
+                    .all()?
+                    .iter()
+                    .filter(|i| i.plugin == name)
+                    .count();
+                report.errors.push(format!(
+                    "plugin {name:?} is not loaded; its {n} intent(s) are left as they are"
+                ));
+                continue;
+            };
+            match self.list(&name, &*backend).await {
+                Ok(listing) => {
+                    self.backends().nodes_listed(&name, listing.nodes.len());
+                    if listing.foreign > 0 {
+                        report.foreign_answers.push((name.clone(), listing.foreign));
+                    }
+                    lists.insert(name, (backend, listing));
+                }
+                Err(e) => report.errors.push(format!("{name}: describe failed: {e}")),
+            }
         }
+        // 2. Nodes no intent wants (the journal read after the lists: a
+        //    node listed had its intent written before it was created).
+        let now = now_ms();
+        let mut candidates = Vec::new();
+        let mut orphans = Vec::new();
+        for (name, (_, listing)) in &lists {
+            self.weigh(
+                name,
+                &listing.nodes,
+                pass,
+                now,
+                &mut candidates,
+                &mut orphans,
+            )?;
+        }
+        if policy.adopt {
+            orphans = self.adopt(orphans, &mut report)?;
+        }
+        if policy.confirm_orphans {
+            self.confirm(&orphans)?;
+            orphans.clear();
+        }
+        for name in lists.keys() {
+            let n = orphans.iter().filter(|o| &o.plugin == name).count();
+            self.backends().orphans_found(name, n);
+        }
+        if !orphans.is_empty() {
+            tracing::warn!(
+                orphans = orphans.len(),
+                "nodes of this owner that this journal cannot prove it made: left alone; adopt them (reconcile --adopt) or confirm them (reconcile --confirm-orphans)"
+            );
+        }
+        report.orphans = orphans;
+        let held = self.journal().doubt()?;
+        // 3. The intents, plugin by plugin.
+        for (name, (backend, listing)) in &lists {
+            self.settle(
+                name,
+                &**backend,
+                listing,
+                policy,
+                held.is_some(),
+                &mut report,
+            )
+            .await?;
+        }
+        // 4. The leaks.
+        self.leaks(candidates, policy, pass, held.is_some(), &mut report)
+            .await?;
+        report.held = self.journal().doubt()?;
         Ok(report)
     }
 
-    /// The lease step of reconcile alone: terminates every journaled node
-    /// whose lease ran out, and keeps each expiry in the history. Needs no
-    /// listing of the clouds, so a daemon runs it often.
-    ///
-    /// # Errors
-    /// When the journal cannot be read or written.
-    pub async fn expire_leases(&self) -> Result<ReconcileReport> {
-        let mut report = ReconcileReport::default();
-        let now = now_ms();
-        for snap in self.journal().all()? {
-            if !snap.expired(now) || !matches!(snap.state, IntentState::Active { .. }) {
+    /// Weighs the nodes of `name` that no intent wants: proven leak
+    /// candidates, or orphans (reported once in the history; a foreign or
+    /// stale one raises the hold). Sightings of nodes no longer listed are
+    /// forgotten: a leak must show in consecutive lists.
+    fn weigh(
+        &self,
+        name: &str,
+        nodes: &[NodeHandle],
+        pass: u64,
+        now: u64,
+        candidates: &mut Vec<Candidate>,
+        orphans: &mut Vec<Orphan>,
+    ) -> Result<()> {
+        let journal = self.journal();
+        let intents: BTreeMap<String, Intent> = journal
+            .all()?
+            .into_iter()
+            .map(|i| (i.request_id.clone(), i))
+            .collect();
+        let named: BTreeSet<&str> = intents
+            .values()
+            .filter(|i| i.plugin == name)
+            .filter_map(Intent::provider_id)
+            .collect();
+        let mut seen = BTreeSet::new();
+        for node in nodes {
+            if named.contains(node.provider_id.as_str()) {
                 continue;
             }
-            let Some(_turn) = self.requests.try_lock(&snap.request_id) else {
-                continue;
+            let reason = match node.labels.get(REQUEST_LABEL) {
+                None => "no request id label".to_string(),
+                Some(r) => {
+                    // A call on this id in flight, or a pending intent: it
+                    // may be acknowledged any moment. Not unwanted.
+                    if self.requests.is_busy(r) {
+                        continue;
+                    }
+                    match intents.get(r) {
+                        Some(i) if i.plugin == name && i.state == IntentState::Pending => continue,
+                        Some(i) if i.plugin == name => format!("a second node for request {r}"),
+                        _ => format!("request {r} is not in the journal"),
+                    }
+                }
             };
-            let Some(intent) = self.journal().get(&snap.request_id)? else {
-                continue;
-            };
-            let (IntentState::Active { provider_id }, true) = (&intent.state, intent.expired(now))
-            else {
-                continue;
-            };
-            let Some(backend) = self.backends().backend(&intent.plugin) else {
-                continue;
-            };
-            let provider_id = provider_id.clone();
-            self.expire(&*backend, &intent, &provider_id, &mut report)
-                .await?;
+            let key = sighting_key(name, &node.provider_id);
+            seen.insert(key.clone());
+            let known = journal.sighting(&key)?;
+            let mut sighting = known.clone().unwrap_or(Sighting {
+                first_ms: now,
+                first_pass: pass,
+                reported: false,
+            });
+            match self.standing(node)? {
+                Standing::Proven => candidates.push(Candidate {
+                    plugin: name.to_string(),
+                    node: node.clone(),
+                    reason,
+                    sighting: sighting.clone(),
+                }),
+                Standing::Orphan(kind, why) => {
+                    if !journal.confirmed(&key)? {
+                        let reason = format!("{why}; {reason}");
+                        if !sighting.reported {
+                            let event = self.event(
+                                EventKind::Orphaned,
+                                name,
+                                node.labels.get(REQUEST_LABEL).map(String::as_str),
+                                Some(&node.provider_id),
+                                format!("{}: {reason}", kind.as_str()),
+                            );
+                            journal.record(&event)?;
+                            sighting.reported = true;
+                            tracing::warn!(
+                                plugin = name,
+                                node = %node.provider_id,
+                                kind = kind.as_str(),
+                                "orphan: {reason}; left alone"
+                            );
+                        }
+                        if kind != OrphanKind::Unproven {
+                            self.hold(name, node, kind, &reason)?;
+                        }
+                        orphans.push(Orphan {
+                            plugin: name.to_string(),
+                            node: node.clone(),
+                            kind,
+                            reason,
+                        });
+                    }
+                }
+            }
+            if known.as_ref() != Some(&sighting) {
+                journal.put_sighting(&key, &sighting)?;
+            }
         }
-        Ok(report)
+        journal.keep_sightings(name, &seen)
     }
 
-    fn event(
-        &self,
-        kind: EventKind,
-        plugin: &str,
-        request_id: Option<&str>,
-        provider_id: Option<&str>,
-        reason: String,
-    ) -> Event {
-        self.backends().fleet_event(plugin, kind.as_str());
-        Event {
-            seq: 0,
-            at_ms: now_ms(),
+    /// Raises the hold for a foreign or stale orphan, unless one stands.
+    fn hold(&self, name: &str, node: &NodeHandle, kind: OrphanKind, reason: &str) -> Result<()> {
+        let kind = match kind {
+            OrphanKind::Stale => DoubtKind::Stale,
+            _ => DoubtKind::Foreign,
+        };
+        let doubt = Doubt {
             kind,
-            plugin: plugin.to_string(),
-            request_id: request_id.map(str::to_string),
-            provider_id: provider_id.map(str::to_string),
-            reason,
+            since_ms: now_ms(),
+            plugin: name.to_string(),
+            provider_id: node.provider_id.clone(),
+            detail: reason.to_string(),
+        };
+        let event = self.event(
+            EventKind::Held,
+            name,
+            node.labels.get(REQUEST_LABEL).map(String::as_str),
+            Some(&node.provider_id),
+            doubt.to_string(),
+        );
+        if self.journal().raise_doubt(&doubt, &event)? {
+            tracing::error!("{doubt}");
         }
+        Ok(())
     }
 
+    /// Settles the intents of one listed plugin.
     #[allow(
         clippy::too_many_lines,
         reason = "one pass over one plugin's intents, case by case"
     )]
-    async fn reconcile_plugin(
+    async fn settle(
         &self,
         name: &str,
+        backend: &dyn CloudProvisioner,
+        listing: &Listing,
         policy: &ReconcilePolicy,
+        held: bool,
         report: &mut ReconcileReport,
     ) -> Result<()> {
-        let Some(backend) = self.backends().backend(name) else {
-            let n = self
-                .journal()
-                .all()?
-                .iter()
-                .filter(|i| i.plugin == name)
-                .count();
-            report.errors.push(format!(
-                "plugin {name:?} is not loaded; its {n} intent(s) are left as they are"
-            ));
-            return Ok(());
-        };
-        // Describe first, then read the journal: a node visible here had its
-        // intent written before it was created, so it is in the snapshot.
-        let nodes = match backend.describe().await {
-            Ok(n) => n,
-            Err(e) => {
-                report.errors.push(format!("{name}: describe failed: {e}"));
-                return Ok(());
+        let mut by_id: BTreeSet<&str> = BTreeSet::new();
+        let mut by_request: BTreeMap<&str, Vec<&NodeHandle>> = BTreeMap::new();
+        for n in &listing.nodes {
+            by_id.insert(&n.provider_id);
+            if let Some(r) = n.labels.get(REQUEST_LABEL) {
+                by_request.entry(r).or_default().push(n);
             }
-        };
-        self.backends().nodes_listed(name, nodes.len());
+        }
         let snapshot: Vec<Intent> = self
             .journal()
             .all()?
             .into_iter()
             .filter(|i| i.plugin == name)
             .collect();
-        let mut by_id: BTreeMap<&str, &NodeHandle> = BTreeMap::new();
-        let mut by_request: BTreeMap<&str, Vec<&NodeHandle>> = BTreeMap::new();
-        for n in &nodes {
-            by_id.insert(&n.provider_id, n);
-            if let Some(r) = n.labels.get(REQUEST_LABEL) {
-                by_request.entry(r).or_default().push(n);
-            }
-        }
         let now = now_ms();
         let grace = ms(policy.grace);
-        let mut wanted: BTreeSet<String> = BTreeSet::new();
-        let want_request = |wanted: &mut BTreeSet<String>, rid: &str| {
-            for node in by_request.get(rid).into_iter().flatten() {
-                wanted.insert(node.provider_id.clone());
-            }
-        };
         for snap in &snapshot {
             let rid = snap.request_id.as_str();
-            if let Some(p) = snap.provider_id() {
-                wanted.insert(p.to_string());
-            }
-            // A call on this id is running: its nodes are its business.
+            // A call on this id is running: its intent is its business.
             let Some(_turn) = self.requests.try_lock(rid) else {
-                want_request(&mut wanted, rid);
                 continue;
             };
             // Read again under the lock: a call may have ended meanwhile.
             let Some(intent) = self.journal().get(rid)? else {
-                want_request(&mut wanted, rid);
                 continue;
             };
             if intent.plugin != name {
-                want_request(&mut wanted, rid);
                 continue;
             }
             match intent.state.clone() {
                 IntentState::Pending => {
-                    want_request(&mut wanted, rid);
                     let found = by_request
                         .get(rid)
                         .and_then(|v| v.iter().min_by_key(|n| n.provider_id.clone()).copied());
@@ -211,7 +359,7 @@ impl Fleet {
                             .confirmed
                             .push((rid.to_string(), node.provider_id.clone()));
                         if active.expired(now) {
-                            self.expire(&*backend, &active, &node.provider_id, report)
+                            self.expire_or_hold(backend, &active, &node.provider_id, held, report)
                                 .await?;
                         }
                         continue;
@@ -227,26 +375,36 @@ impl Fleet {
                     };
                     if let Some(reason) = give_up {
                         // Forgetting is for good (a node that shows up later
-                        // is a leak): believe the cloud only after the grace.
-                        if now.saturating_sub(intent.created_ms) >= grace {
-                            self.abandon(&intent, reason, report)?;
+                        // is a leak): believe the cloud only when two lists
+                        // the grace apart both miss it.
+                        let Some(since) = intent.missing_since_ms else {
+                            self.mark_missing(&intent, now)?;
+                            continue;
+                        };
+                        if now.saturating_sub(since) < grace
+                            || now.saturating_sub(intent.created_ms) < grace
+                        {
+                            continue;
                         }
+                        if held {
+                            report
+                                .held_back
+                                .push(format!("forgetting pending {name}/{rid} ({reason})"));
+                            continue;
+                        }
+                        self.abandon(&intent, reason, report)?;
                         continue;
                     }
                     // Interrupted by a crash: ask again under the same id;
                     // the plugin looks the node up before it creates one.
-                    let request = ProvisionRequest {
-                        request_id: rid.to_string(),
-                        shape: intent.shape.clone(),
-                        boot: intent.boot.clone(),
-                    };
+                    let request = self.request_for(&intent);
                     match backend.provision_request(&request).await {
                         Ok(node) => {
-                            wanted.insert(node.provider_id.clone());
                             let active = Intent {
                                 state: IntentState::Active {
                                     provider_id: node.provider_id.clone(),
                                 },
+                                missing_since_ms: None,
                                 ..intent.clone()
                             };
                             if self
@@ -258,7 +416,13 @@ impl Fleet {
                             }
                             report.resumed.push((rid.to_string(), node.provider_id));
                         }
-                        Err(e) if made_nothing(&e) => {
+                        Err(e @ ProvisionerError::NotSent(_)) => {
+                            // Nothing left the host: try again next time.
+                            report
+                                .errors
+                                .push(format!("{name}: resuming {rid} failed: {e}"));
+                        }
+                        Err(e) if e.made_nothing() && !held => {
                             report
                                 .errors
                                 .push(format!("{name}: resuming {rid} refused: {e}"));
@@ -277,54 +441,68 @@ impl Fleet {
                     }
                 }
                 IntentState::Active { provider_id } => {
-                    if by_id.contains_key(provider_id.as_str()) {
-                        let intent = if intent.missing_since_ms.is_some() {
-                            let seen = Intent {
-                                missing_since_ms: None,
-                                ..intent.clone()
-                            };
-                            self.journal()
-                                .replace_if(intent.generation, &seen)?
-                                .unwrap_or(seen)
-                        } else {
-                            intent
-                        };
+                    if by_id.contains(provider_id.as_str()) {
+                        let intent = self.seen(intent)?;
                         if intent.expired(now) {
-                            self.expire(&*backend, &intent, &provider_id, report)
+                            self.expire_or_hold(backend, &intent, &provider_id, held, report)
                                 .await?;
                         }
                         continue;
                     }
-                    let since = intent.missing_since_ms.unwrap_or(now);
-                    if now.saturating_sub(since) >= grace {
-                        let event = self.event(
-                            EventKind::Vanished,
-                            name,
-                            Some(rid),
-                            Some(&provider_id),
-                            format!(
-                                "not listed by the cloud for {} ms",
-                                now.saturating_sub(since)
-                            ),
-                        );
-                        if self
-                            .journal()
-                            .remove_with_event(rid, intent.generation, &event)?
-                        {
-                            report.vanished.push((rid.to_string(), provider_id));
+                    let Some(since) = intent.missing_since_ms else {
+                        self.mark_missing(&intent, now)?;
+                        continue;
+                    };
+                    if now.saturating_sub(since) < grace {
+                        continue;
+                    }
+                    // Two lists missed it: the backend's word on the one node.
+                    match self.look_up(name, backend, &provider_id).await {
+                        Ok(Lookup::Present(_)) => {
+                            // The lists were partial; it is there.
+                            let intent = self.seen(intent)?;
+                            if intent.expired(now) {
+                                self.expire_or_hold(backend, &intent, &provider_id, held, report)
+                                    .await?;
+                            }
                         }
-                    } else if intent.missing_since_ms.is_none() {
-                        let missing = Intent {
-                            missing_since_ms: Some(now),
-                            ..intent.clone()
-                        };
-                        self.journal().replace_if(intent.generation, &missing)?;
+                        Ok(Lookup::Absent) if held => report.held_back.push(format!(
+                            "forgetting {name}/{provider_id} ({rid}), which is gone"
+                        )),
+                        Ok(Lookup::Absent) => {
+                            let event = self.event(
+                                EventKind::Vanished,
+                                name,
+                                Some(rid),
+                                Some(&provider_id),
+                                format!(
+                                    "missed by the lists for {} ms, and get says it does not exist",
+                                    now.saturating_sub(since)
+                                ),
+                            );
+                            if self
+                                .journal()
+                                .remove_with_event(rid, intent.generation, &event)?
+                            {
+                                report.vanished.push((rid.to_string(), provider_id));
+                            }
+                        }
+                        Ok(Lookup::Foreign) => report.errors.push(format!(
+                            "{name}: {provider_id} ({rid}) is missing from the lists and get answered a node of another owner; kept"
+                        )),
+                        Err(e) => report.errors.push(format!(
+                            "{name}: {provider_id} ({rid}) is missing from the lists and get failed ({e}); kept"
+                        )),
                     }
                 }
                 IntentState::Terminating { provider_id } => {
                     match backend.terminate(&provider_id).await {
                         Ok(()) | Err(ProvisionerError::NotFound(_)) => {
-                            if self.journal().remove_if(rid, intent.generation)? {
+                            if self.journal().remove_and_complete(
+                                rid,
+                                intent.generation,
+                                intent.event_seq,
+                            )? {
                                 report.terminated.push((rid.to_string(), provider_id));
                             }
                         }
@@ -335,63 +513,165 @@ impl Fleet {
                 }
             }
         }
-        for node in &nodes {
-            if wanted.contains(&node.provider_id) {
+        Ok(())
+    }
+
+    /// `intent` seen in a list: no longer missing.
+    fn seen(&self, intent: Intent) -> Result<Intent> {
+        if intent.missing_since_ms.is_none() {
+            return Ok(intent);
+        }
+        let seen = Intent {
+            missing_since_ms: None,
+            ..intent.clone()
+        };
+        Ok(self
+            .journal()
+            .replace_if(intent.generation, &seen)?
+            .unwrap_or(seen))
+    }
+
+    /// `intent`'s node missed by a list for the first time.
+    fn mark_missing(&self, intent: &Intent, now: u64) -> Result<()> {
+        let missing = Intent {
+            missing_since_ms: Some(now),
+            ..intent.clone()
+        };
+        self.journal().replace_if(intent.generation, &missing)?;
+        Ok(())
+    }
+
+    /// Terminates the proven leaks seen by two lists the grace apart (per
+    /// policy, unless held); the others are suspected.
+    async fn leaks(
+        &self,
+        candidates: Vec<Candidate>,
+        policy: &ReconcilePolicy,
+        pass: u64,
+        held: bool,
+        report: &mut ReconcileReport,
+    ) -> Result<()> {
+        let now = now_ms();
+        let grace = ms(policy.grace);
+        for c in candidates {
+            let mut leak = Leak {
+                plugin: c.plugin.clone(),
+                node: c.node.clone(),
+                reason: c.reason.clone(),
+                terminated: false,
+            };
+            let proven =
+                c.sighting.first_pass < pass && now.saturating_sub(c.sighting.first_ms) >= grace;
+            if !proven {
+                report.suspected.push(leak);
                 continue;
             }
-            let reason = match node.labels.get(REQUEST_LABEL) {
-                None => "no request id label".to_string(),
-                Some(r) => {
-                    // Whatever happened since the snapshot: a call on this id
-                    // in flight, or an intent that is pending or names this
-                    // node, means it may be acknowledged. Not a leak.
-                    if self.requests.is_busy(r) {
-                        continue;
-                    }
-                    match self.journal().get(r)? {
-                        Some(i)
-                            if i.plugin == name
-                                && (i.state == IntentState::Pending
-                                    || i.provider_id() == Some(node.provider_id.as_str())) =>
-                        {
-                            continue;
-                        }
-                        Some(i) if i.plugin == name => format!("a second node for request {r}"),
-                        _ => format!("request {r} is not in the journal"),
-                    }
+            if policy.leaks == LeakPolicy::Terminate {
+                if held {
+                    report.held_back.push(format!(
+                        "terminating leak {}/{}",
+                        c.plugin, c.node.provider_id
+                    ));
+                } else {
+                    leak.terminated = self.terminate_leak(&c, report).await?;
                 }
-            };
-            let terminated = match policy.leaks {
-                LeakPolicy::Report => false,
-                LeakPolicy::Terminate => match backend.terminate(&node.provider_id).await {
-                    Ok(()) | Err(ProvisionerError::NotFound(_)) => {
-                        let event = self.event(
-                            EventKind::LeakTerminated,
-                            name,
-                            node.labels.get(REQUEST_LABEL).map(String::as_str),
-                            Some(&node.provider_id),
-                            reason.clone(),
-                        );
-                        self.journal().record(&event)?;
-                        true
-                    }
-                    Err(e) => {
-                        report.errors.push(format!(
-                            "{name}: terminating leaked {} failed: {e}",
-                            node.provider_id
-                        ));
-                        false
-                    }
-                },
-            };
-            report.leaks.push(Leak {
-                plugin: name.to_string(),
-                node: node.clone(),
-                reason,
-                terminated,
-            });
+            }
+            report.leaks.push(leak);
         }
         Ok(())
+    }
+
+    /// Terminates a proven leak, unless it became wanted since it was
+    /// weighed; whether it did.
+    async fn terminate_leak(&self, c: &Candidate, report: &mut ReconcileReport) -> Result<bool> {
+        let request = c.node.labels.get(REQUEST_LABEL);
+        let _turn = match request {
+            Some(r) => match self.requests.try_lock(r) {
+                Some(turn) => Some(turn),
+                None => return Ok(false),
+            },
+            None => None,
+        };
+        // Whatever happened since the lists: an intent that is pending for
+        // its request, or that names it, means it may be acknowledged.
+        let wanted = self.journal().all()?.iter().any(|i| {
+            i.plugin == c.plugin
+                && (i.provider_id() == Some(c.node.provider_id.as_str())
+                    || (request == Some(&i.request_id) && i.state == IntentState::Pending))
+        });
+        if wanted {
+            return Ok(false);
+        }
+        let Some(backend) = self.backends().backend(&c.plugin) else {
+            return Ok(false);
+        };
+        let event = self.event(
+            EventKind::LeakTerminated,
+            &c.plugin,
+            request.map(String::as_str),
+            Some(&c.node.provider_id),
+            c.reason.clone(),
+        );
+        let started = self.journal().record(&Event {
+            status: EventStatus::Started,
+            ..event
+        })?;
+        match backend.terminate(&c.node.provider_id).await {
+            Ok(()) | Err(ProvisionerError::NotFound(_)) => {
+                self.journal().complete(started.seq, None)?;
+                Ok(true)
+            }
+            Err(e) => {
+                self.journal().complete(started.seq, Some(e.to_string()))?;
+                report.errors.push(format!(
+                    "{}: terminating leaked {} failed: {e}",
+                    c.plugin, c.node.provider_id
+                ));
+                Ok(false)
+            }
+        }
+    }
+
+    /// The lease step of reconcile alone: terminates every journaled node
+    /// whose lease ran out, and keeps each expiry in the history. Needs no
+    /// listing of the clouds, so a daemon runs it often. While a hold stands
+    /// it terminates nothing (what it held back is in the report).
+    ///
+    /// # Errors
+    /// When the journal cannot be read or written.
+    pub async fn expire_leases(&self) -> Result<ReconcileReport> {
+        let mut report = ReconcileReport::default();
+        let now = now_ms();
+        let held = self.journal().doubt()?;
+        for snap in self.journal().all()? {
+            if !snap.expired(now) || !matches!(snap.state, IntentState::Active { .. }) {
+                continue;
+            }
+            let Some(_turn) = self.requests.try_lock(&snap.request_id) else {
+                continue;
+            };
+            let Some(intent) = self.journal().get(&snap.request_id)? else {
+                continue;
+            };
+            let (IntentState::Active { provider_id }, true) = (&intent.state, intent.expired(now))
+            else {
+                continue;
+            };
+            let Some(backend) = self.backends().backend(&intent.plugin) else {
+                continue;
+            };
+            let provider_id = provider_id.clone();
+            self.expire_or_hold(
+                &*backend,
+                &intent,
+                &provider_id,
+                held.is_some(),
+                &mut report,
+            )
+            .await?;
+        }
+        report.held = held;
+        Ok(report)
     }
 
     /// Forgets a pending provision, kept in the history.
@@ -412,8 +692,27 @@ impl Fleet {
         Ok(())
     }
 
+    async fn expire_or_hold(
+        &self,
+        backend: &dyn CloudProvisioner,
+        intent: &Intent,
+        provider_id: &str,
+        held: bool,
+        report: &mut ReconcileReport,
+    ) -> Result<()> {
+        if held {
+            report.held_back.push(format!(
+                "ending the lease of {}/{provider_id} ({})",
+                intent.plugin, intent.request_id
+            ));
+            return Ok(());
+        }
+        self.expire(backend, intent, provider_id, report).await
+    }
+
     /// Terminates a node whose lease ran out (the caller holds its request
-    /// id's lock), kept in the history.
+    /// id's lock): the expiry is in the history before the cloud is asked,
+    /// and completed when it answered.
     async fn expire(
         &self,
         backend: &dyn CloudProvisioner,
@@ -427,35 +726,43 @@ impl Fleet {
             },
             ..intent.clone()
         };
-        let Some(terminating) = self.journal().replace_if(intent.generation, &terminating)? else {
+        let lease_s = intent.lease().unwrap_or(0) / 1000;
+        let event = self.event(
+            EventKind::LeaseExpired,
+            &intent.plugin,
+            Some(&intent.request_id),
+            Some(provider_id),
+            format!("its lease of {lease_s} s ran out"),
+        );
+        let started = Event {
+            status: EventStatus::Started,
+            ..event
+        };
+        let Some((terminating, event)) =
+            self.journal()
+                .replace_with_event(intent.generation, &terminating, &started)?
+        else {
             return Ok(());
         };
         match backend.terminate(&provider_id.to_string()).await {
             Ok(()) | Err(ProvisionerError::NotFound(_)) => {
-                let lease_ms = terminating
-                    .expires_ms
-                    .map_or(0, |e| e.saturating_sub(terminating.created_ms));
-                let event = self.event(
-                    EventKind::LeaseExpired,
-                    &terminating.plugin,
-                    Some(&terminating.request_id),
-                    Some(provider_id),
-                    format!("its lease of {} s ran out", lease_ms / 1000),
-                );
-                if self.journal().remove_with_event(
+                if self.journal().remove_and_complete(
                     &terminating.request_id,
                     terminating.generation,
-                    &event,
+                    Some(event.seq),
                 )? {
                     report
                         .expired
                         .push((terminating.request_id.clone(), provider_id.to_string()));
                 }
             }
-            Err(e) => report.errors.push(format!(
-                "{}: terminating expired {provider_id} failed: {e}",
-                terminating.plugin
-            )),
+            Err(e) => {
+                self.journal().complete(event.seq, Some(e.to_string()))?;
+                report.errors.push(format!(
+                    "{}: terminating expired {provider_id} failed: {e}",
+                    terminating.plugin
+                ));
+            }
         }
         Ok(())
     }

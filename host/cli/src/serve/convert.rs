@@ -7,7 +7,7 @@ use std::time::Duration;
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Code, Status};
 use wasmprov_api::{PluginFault, ProvisionerError};
-use wasmprov_fleet::journal::{Event, EventKind, Intent, IntentState};
+use wasmprov_fleet::journal::{Event, EventKind, EventStatus, Intent, IntentState};
 use wasmprov_fleet::{CapacityGroup, FleetError, ReconcileReport};
 
 use super::{KIND_KEY, pb};
@@ -30,11 +30,17 @@ pub(super) fn fleet_status(err: &FleetError) -> Status {
             with_kind(Code::NotFound, err.to_string(), "unknown_plugin")
         }
         FleetError::Conflict { .. } => with_kind(Code::AlreadyExists, err.to_string(), "conflict"),
+        FleetError::LeaseConflict { .. } => {
+            with_kind(Code::AlreadyExists, err.to_string(), "conflict")
+        }
         FleetError::Terminating(_) => {
             with_kind(Code::FailedPrecondition, err.to_string(), "terminating")
         }
+        FleetError::NotJournaled(_) => with_kind(Code::NotFound, err.to_string(), "not_found"),
+        FleetError::Closing => with_kind(Code::Unavailable, err.to_string(), "closing"),
         FleetError::Provisioner(e) => status_of(e),
         FleetError::Journal(e) => journal_status(e),
+        other => with_kind(Code::Unknown, other.to_string(), "other"),
     }
 }
 
@@ -51,6 +57,7 @@ pub(super) fn journal_status(err: &anyhow::Error) -> Status {
 /// | `not_found` | `NOT_FOUND` | |
 /// | `rate_limited`, `quota`, `capacity` | `RESOURCE_EXHAUSTED` | something ran out; the kind says whether waiting (`rate_limited`), another type or zone (`capacity`) or a person (`quota`) helps |
 /// | `transport` | `UNAVAILABLE` | the cloud could not be reached: retry |
+/// | `not_sent` | `UNAVAILABLE` | nothing left the host (refused, no such name, TLS): nothing was made; retry |
 /// | `auth` | `FAILED_PRECONDITION` | the *cloud's* credentials are wrong; not the caller's token, so not `UNAUTHENTICATED`/`PERMISSION_DENIED` |
 /// | `invalid_config` | `FAILED_PRECONDITION` | the plugin's configuration needs fixing |
 /// | `unsupported` | `INVALID_ARGUMENT` | the shape is not something this backend can do |
@@ -79,7 +86,7 @@ pub(super) fn status_of(err: &ProvisionerError) -> Status {
             Code::ResourceExhausted
         }
         ProvisionerError::Quota(_) => Code::ResourceExhausted,
-        ProvisionerError::Transport(_) => Code::Unavailable,
+        ProvisionerError::Transport(_) | ProvisionerError::NotSent(_) => Code::Unavailable,
         ProvisionerError::Auth(_) | ProvisionerError::InvalidConfig(_) => Code::FailedPrecondition,
         ProvisionerError::Unsupported(_) => Code::InvalidArgument,
         ProvisionerError::Conflict(_) => Code::AlreadyExists,
@@ -310,17 +317,39 @@ pub(super) fn reconcile_to_pb(r: ReconcileReport) -> pb::ReconcileResponse {
         terminated: pairs_to_pb(r.terminated),
         expired: pairs_to_pb(r.expired),
         vanished: pairs_to_pb(r.vanished),
-        leaks: r
-            .leaks
+        leaks: r.leaks.into_iter().map(leak_to_pb).collect(),
+        errors: r.errors,
+        suspected: r.suspected.into_iter().map(leak_to_pb).collect(),
+        orphans: r
+            .orphans
             .into_iter()
-            .map(|l| pb::Leak {
-                plugin: l.plugin,
-                node: Some(node_to_pb(l.node)),
-                reason: l.reason,
-                terminated: l.terminated,
+            .map(|o| pb::Orphan {
+                plugin: o.plugin,
+                node: Some(node_to_pb(o.node)),
+                kind: o.kind.as_str().to_string(),
+                reason: o.reason,
             })
             .collect(),
-        errors: r.errors,
+        adopted: pairs_to_pb(r.adopted),
+        foreign_answers: r
+            .foreign_answers
+            .into_iter()
+            .map(|(plugin, count)| pb::ForeignAnswer {
+                plugin,
+                count: count as u64,
+            })
+            .collect(),
+        held: r.held.map(|d| d.to_string()),
+        held_back: r.held_back,
+    }
+}
+
+fn leak_to_pb(l: wasmprov_fleet::Leak) -> pb::Leak {
+    pb::Leak {
+        plugin: l.plugin,
+        node: Some(node_to_pb(l.node)),
+        reason: l.reason,
+        terminated: l.terminated,
     }
 }
 
@@ -333,7 +362,15 @@ pub(super) fn member_to_pb(m: wasmprov_fleet::Member) -> pb::Member {
     }
 }
 
-pub(super) fn intent_to_pb(i: Intent) -> pb::Intent {
+pub(super) fn intent_to_pb(i: Intent, journal: &str) -> pb::Intent {
+    let provenance = (i.born > 0).then(|| {
+        wasmprov_api::provenance::Provenance {
+            journal: journal.to_string(),
+            generation: i.born,
+        }
+        .label_value()
+    });
+    let lease_seconds = i.lease().map(|ms| ms as f64 / 1000.0);
     let (state, provider_id) = match i.state {
         IntentState::Pending => (pb::IntentState::Pending, None),
         IntentState::Active { provider_id } => (pb::IntentState::Active, Some(provider_id)),
@@ -352,6 +389,9 @@ pub(super) fn intent_to_pb(i: Intent) -> pb::Intent {
         provider_id,
         hourly_usd: i.hourly_usd,
         last_error: i.last_error,
+        lease_seconds,
+        provenance,
+        adopted: i.adopted,
     }
 }
 
@@ -361,6 +401,20 @@ pub(super) fn event_to_pb(e: Event) -> pb::Event {
         EventKind::LeakTerminated => pb::EventKind::LeakTerminated,
         EventKind::Vanished => pb::EventKind::Vanished,
         EventKind::Abandoned => pb::EventKind::Abandoned,
+        EventKind::Terminated => pb::EventKind::Terminated,
+        EventKind::ScaledDown => pb::EventKind::ScaledDown,
+        EventKind::Orphaned => pb::EventKind::Orphaned,
+        EventKind::Adopted => pb::EventKind::Adopted,
+        EventKind::OrphansConfirmed => pb::EventKind::OrphansConfirmed,
+        EventKind::LeaseRenewed => pb::EventKind::LeaseRenewed,
+        EventKind::Held => pb::EventKind::Held,
+        _ => pb::EventKind::Unspecified,
+    };
+    let status = match e.status {
+        EventStatus::Done => pb::EventStatus::Done,
+        EventStatus::Started => pb::EventStatus::Started,
+        EventStatus::Failed => pb::EventStatus::Failed,
+        _ => pb::EventStatus::Unspecified,
     };
     pb::Event {
         seq: e.seq,
@@ -370,6 +424,9 @@ pub(super) fn event_to_pb(e: Event) -> pb::Event {
         request_id: e.request_id,
         provider_id: e.provider_id,
         reason: e.reason,
+        status: status.into(),
+        completed_ms: e.completed_ms,
+        error: e.error,
     }
 }
 

@@ -37,8 +37,10 @@
 //! `$WASMPROV_STATE_DIR`, else `./wasmprov-state`). One process at a time
 //! may hold it: a second `serve` (or `scale`, `reconcile`, ...) on the same
 //! state directory refuses to start with a one-line error saying it is in
-//! use by another process. Keep one journal per owner id: reconcile takes
-//! every node of the owner that the journal does not name for a leak.
+//! use by another process. Keep one journal per owner id: a second
+//! journal's nodes are orphans to this one, never terminated, and finding
+//! them holds every destructive action until the operator adopts or
+//! confirms them (`docs/JOURNAL.md`).
 //!
 //! The server listens at once. Behind the listeners it runs one reconcile,
 //! so a daemon restarted after a crash settles what it left half done, and
@@ -53,12 +55,18 @@
 //! of the last; 0 turns it off), and a lease sweep every `--lease-every`
 //! seconds (default 10; 0 turns it off), which terminates the journaled
 //! nodes whose lease ran out without listing any cloud. A node missing from
-//! its cloud's list is believed gone only after `--grace` seconds (default
-//! 60). Leaks are listed only, unless `--terminate-leaks` is given (which
-//! the `Reconcile` RPC decides for itself with `terminate_leaks`). Every
-//! lease expiry, leak termination, vanished node and abandoned provision is
-//! kept in the journal's history (`History` RPC, `wasmprov history`, and
-//! `wasmprov_fleet_events_total` on /metrics). The outcome is logged with
+//! its cloud's list is believed gone only when a second list `--grace`
+//! seconds (default 60) later misses it too and the plugin's `get` says it
+//! does not exist; a leak (a node this journal provably made that no
+//! intent wants) only when two lists that far apart show it. Leaks are
+//! listed only, unless `--terminate-leaks` is given (which the `Reconcile`
+//! RPC decides for itself with `terminate_leaks`). Every termination
+//! (written before the cloud is asked), lease renewal, orphan, hold,
+//! adoption, vanished node and abandoned provision is kept in the
+//! journal's history (`History` RPC, `wasmprov history`, and
+//! `wasmprov_fleet_events_total` on /metrics). The daemon's health is its
+//! journal's: a failed journal write turns it NOT_SERVING (health and
+//! `/ready`) until the journal can be written again. The outcome is logged with
 //! `tracing` (target `wasmprov::serve`; `serve` logs at info by default,
 //! `WASMPROV_LOG` overrides): the startup reconcile always, a periodic
 //! one or a sweep when it found something to settle; a report with errors
@@ -103,10 +111,13 @@
 //! answers the host's per-plugin metrics in the OpenMetrics text format
 //! (see `wasmprov_host::metrics`). `--no-metrics` turns it off.
 //!
-//! SIGINT or SIGTERM stops both listeners and the background reconciles,
-//! lets calls (and a reconcile) in flight finish for up to [`GRACE`], and
-//! exits 0. A signal during the startup reconcile stops it there (the
-//! journal is made for being stopped at any point).
+//! SIGINT or SIGTERM turns health NOT_SERVING, stops both listeners and
+//! the background reconciles, lets the calls in flight finish for up to
+//! `--drain-timeout` seconds (default: the longest call deadline of the
+//! loaded plugins plus 5), marks a provision still running then as cut
+//! short (the next start confirms or forgets it, never makes it), and exits
+//! 0. A signal during the startup reconcile stops it there (the journal is
+//! made for being stopped at any point).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -140,7 +151,7 @@ use pb::provisioner_server::{Provisioner, ProvisionerServer};
 
 /// The environment variable a token can come from.
 const TOKEN_ENV: &str = "WASMPROV_SERVE_TOKEN";
-/// How long calls in flight may run on after a shutdown signal.
+/// The least time calls in flight may run on after a shutdown signal.
 const GRACE: Duration = Duration::from_secs(10);
 /// Metadata naming the contract's error variant of a failed call.
 const KIND_KEY: &str = "wasmprov-error-kind";
@@ -182,6 +193,25 @@ pub(crate) struct ServeArgs {
     /// Seconds a node may be missing from its cloud's list before a reconcile believes it (clouds list new nodes late); 0 believes at once.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     grace: u64,
+    /// Seconds a start or a Reload waits for plugins to compile; what is still compiling
+    /// then loads as soon as its compile ends (reported in Reload's `compiling`).
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    compile_wait: u64,
+    /// The largest `max` a capacity group may have; Scale refuses a larger one.
+    #[arg(long, value_name = "N", default_value_t = wasmprov_fleet::DEFAULT_MAX_GROUP_SIZE)]
+    max_group_size: u32,
+    /// Seconds a plugin's catalogue (offerings) is used by Rank and Scale before it is read
+    /// again (an older one answers at once while a new one is read).
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    catalogue_ttl: u64,
+    /// Seconds Rank and Scale wait for a plugin's catalogue read; past it the plugin is
+    /// ranked by its price hint, and the read goes on for the next time.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    catalogue_deadline: u64,
+    /// Seconds calls in flight may run on after SIGTERM or SIGINT before the daemon exits
+    /// anyway [default: the longest call deadline of the loaded plugins, plus 5].
+    #[arg(long, value_name = "SECS")]
+    drain_timeout: Option<u64>,
     /// Seconds a plugin's instance type (or zone, or whole plugin, as the error says) that
     /// ran out of capacity is skipped by Scale and Rank; 0 never skips.
     #[arg(long, value_name = "SECS", default_value_t = 180)]
@@ -196,13 +226,19 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
     }
     let configured = configured_token(args)?;
 
-    let host = Arc::new(crate::load(cli).await?);
+    let host =
+        Arc::new(crate::load_waiting(cli, Some(Duration::from_secs(args.compile_wait))).await?);
     // The journal is this process's alone from here on; a second server on
     // the same state directory stops here, before it writes anything.
     let journal = crate::state_dir(cli).join(crate::fleet::JOURNAL_FILE);
     let fleet = Arc::new(
         Fleet::open(host.clone(), &journal)?
-            .unavailable_for(Duration::from_secs(args.unavailable_for)),
+            .unavailable_for(Duration::from_secs(args.unavailable_for))
+            .max_group_size(args.max_group_size)
+            .catalogue_cache(
+                Duration::from_secs(args.catalogue_ttl),
+                Duration::from_secs(args.catalogue_deadline),
+            ),
     );
     for err in host.errors() {
         eprintln!("wasmprov serve: not loaded: {err}");
@@ -245,6 +281,21 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
         },
         resume_pending: true,
         grace: Duration::from_secs(args.grace),
+        ..ReconcilePolicy::default()
+    };
+    // How long calls in flight may run on after a stop signal: the longest
+    // call deadline of any plugin (a call cannot outlive it), plus a margin.
+    let drain_for = match args.drain_timeout {
+        Some(secs) => Duration::from_secs(secs),
+        None => {
+            host.plugins()
+                .iter()
+                .map(|p| Duration::from_millis(p.info().limits.call_timeout_ms))
+                .max()
+                .unwrap_or(GRACE)
+                .max(GRACE)
+                + Duration::from_secs(5)
+        }
     };
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -266,6 +317,7 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
         Service {
             host: host.clone(),
             fleet: fleet.clone(),
+            compile_wait: Duration::from_secs(args.compile_wait),
         },
         bearer_check(token.into_bytes()),
     );
@@ -326,18 +378,40 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
 
     let early = tokio::select! {
         signal = signals.recv() => {
-            eprintln!("wasmprov serve: {signal}, shutting down");
+            eprintln!(
+                "wasmprov serve: {signal}, draining calls in flight (up to {} s), then stopping",
+                drain_for.as_secs()
+            );
             None
         }
         r = &mut grpc => Some(flatten(r.map(|r| r.context("serving gRPC")))),
         r = &mut metrics => Some(flatten(r)),
     };
+    // No new calls from here on: the listeners close (calls in flight go
+    // on), health turns NOT_SERVING, the fleet refuses new work.
+    fleet.close();
     let _ = stop_tx.send(true);
     if let Some(result) = early {
         result?;
         bail!("a listener stopped by itself");
     }
-    let drained = tokio::time::timeout(GRACE, async {
+    let started = tokio::time::Instant::now();
+    let drained = fleet.drain(drain_for).await;
+    match &drained {
+        Ok(r) if !r.drained => eprintln!(
+            "wasmprov serve: {} call(s) still running after {} s; {} provision(s) marked as cut short ({}), which reconcile settles without asking the cloud again",
+            r.still_running,
+            drain_for.as_secs(),
+            r.cut_short.len(),
+            r.cut_short.join(", ")
+        ),
+        Ok(_) => {}
+        Err(e) => eprintln!("wasmprov serve: marking calls cut short failed: {e:#}"),
+    }
+    let left = drain_for
+        .saturating_sub(started.elapsed())
+        .max(Duration::from_secs(1));
+    let stopped = tokio::time::timeout(left, async {
         let grpc = flatten(grpc.await.map(|r| r.context("serving gRPC")));
         let metrics = flatten(metrics.await);
         // It only ends once told to; a panic in it is worth saying.
@@ -347,10 +421,10 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
         grpc.and(metrics)
     })
     .await;
-    match drained {
+    match stopped {
         Ok(result) => result,
         Err(_) => {
-            eprintln!("wasmprov serve: calls still running after {GRACE:?}; exiting anyway");
+            eprintln!("wasmprov serve: calls still running after {drain_for:?}; exiting anyway");
             Ok(())
         }
     }
@@ -388,13 +462,8 @@ async fn background_work(
             }
         }
     }
-    let _ = ready.send(true);
-    for name in ["", SERVICE_NAME] {
-        health
-            .set_service_status(name, tonic_health::ServingStatus::Serving)
-            .await;
-    }
     tracing::info!(target: LOG_TARGET, "ready");
+    tokio::spawn(health_watch(fleet.clone(), ready, health, stop.clone()));
     let far = Duration::from_secs(u64::from(u32::MAX));
     let every = if every.is_zero() { far } else { every };
     let leases = if leases.is_zero() { far } else { leases };
@@ -421,6 +490,57 @@ async fn background_work(
                 }
                 next_reconcile = tokio::time::Instant::now() + every;
             }
+        }
+    }
+}
+
+/// Once the startup reconcile is done: the daemon serves exactly while its
+/// journal takes writes and it is not stopping. A failed journal write turns
+/// health (`grpc.health.v1`, both names) and `GET /ready` to NOT_SERVING at
+/// once; the journal is reopened and written again every half second, and
+/// serving resumes when that works. A stop turns it NOT_SERVING for good.
+async fn health_watch(
+    fleet: Arc<Fleet>,
+    ready: tokio::sync::watch::Sender<bool>,
+    health: tonic_health::server::HealthReporter,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut serving: Option<bool> = None;
+    let mut failures = fleet.journal().failures();
+    loop {
+        let stopping = *stop.borrow() || fleet.is_closed();
+        // A write failed since the last look: not serving for at least one
+        // round, whatever the journal says now.
+        let failed_since = fleet.journal().failures() != failures;
+        failures = fleet.journal().failures();
+        let ok = !stopping && !failed_since && (fleet.healthy() || fleet.check_journal().is_ok());
+        if serving != Some(ok) {
+            if ok {
+                tracing::info!(target: LOG_TARGET, "serving");
+            } else if !stopping {
+                tracing::error!(
+                    target: LOG_TARGET,
+                    "NOT_SERVING: the journal cannot be written ({}); no call that needs it is taken until it can",
+                    fleet.journal().path().display()
+                );
+            }
+            let _ = ready.send(ok);
+            let status = if ok {
+                tonic_health::ServingStatus::Serving
+            } else {
+                tonic_health::ServingStatus::NotServing
+            };
+            for name in ["", SERVICE_NAME] {
+                health.set_service_status(name, status).await;
+            }
+            serving = Some(ok);
+        }
+        if stopping {
+            return;
+        }
+        tokio::select! {
+            () = wait_stop(&mut stop) => {}
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
     }
 }
@@ -610,6 +730,8 @@ async fn metrics_text(
 struct Service {
     host: Arc<Host>,
     fleet: Arc<Fleet>,
+    /// How long a Reload waits for compiles before answering.
+    compile_wait: Duration,
 }
 
 impl Service {
@@ -690,12 +812,18 @@ impl Provisioner for Service {
 
     async fn rank(&self, req: Request<pb::RankRequest>) -> RpcResult<pb::RankResponse> {
         let shape = shape_from_pb(req.into_inner().shape)?;
-        let ranking = wasmprov_fleet::rank_offerings(
-            self.fleet.backends().as_ref(),
-            &shape,
-            Some(self.fleet.unavailable()),
-        )
-        .await;
+        // Through the fleet's catalogues: each plugin's read within its
+        // deadline and kept for a TTL, so no plugin holds the others up.
+        let ranking = self
+            .fleet
+            .catalogues()
+            .rank(
+                self.fleet.backends().as_ref(),
+                &shape,
+                Some(self.fleet.unavailable()),
+                |_| true,
+            )
+            .await;
         Ok(Response::new(pb::RankResponse {
             offers: ranking
                 .offers
@@ -822,7 +950,7 @@ impl Provisioner for Service {
     async fn reload(&self, _req: Request<pb::ReloadRequest>) -> RpcResult<pb::ReloadResponse> {
         let report = self
             .host
-            .reload()
+            .reload_within(self.compile_wait)
             .await
             .map_err(|e| Status::failed_precondition(format!("reloading plugins: {e:#}")))?;
         Ok(Response::new(pb::ReloadResponse {
@@ -831,6 +959,7 @@ impl Provisioner for Service {
             removed: report.removed,
             kept_old: report.kept_old,
             failed: report.failed,
+            compiling: report.compiling,
         }))
     }
 
@@ -849,6 +978,8 @@ impl Provisioner for Service {
             grace: req
                 .grace_seconds
                 .map_or(wasmprov_fleet::DEFAULT_GRACE, Duration::from_secs),
+            adopt: req.adopt,
+            confirm_orphans: req.confirm_orphans,
         };
         let report = self
             .fleet
@@ -862,6 +993,9 @@ impl Provisioner for Service {
     async fn scale(&self, req: Request<pb::ScaleRequest>) -> RpcResult<pb::ScaleResponse> {
         let req = req.into_inner();
         let group = group_from_pb(req.group)?;
+        self.fleet
+            .check_group_size(&group)
+            .map_err(|e| Status::invalid_argument(format!("{e:#}")))?;
         // The group was validated: what is left to fail is the journal.
         let report = self
             .fleet
@@ -899,8 +1033,30 @@ impl Provisioner for Service {
             None => self.fleet.intents(),
         }
         .map_err(|e| journal_status(&e))?;
+        let journal = self.fleet.journal().identity();
         Ok(Response::new(pb::ListIntentsResponse {
-            intents: intents.into_iter().map(intent_to_pb).collect(),
+            intents: intents
+                .into_iter()
+                .map(|i| intent_to_pb(i, journal))
+                .collect(),
+        }))
+    }
+
+    async fn renew_lease(
+        &self,
+        req: Request<pb::RenewLeaseRequest>,
+    ) -> RpcResult<pb::RenewLeaseResponse> {
+        let req = req.into_inner();
+        if req.lease_seconds == 0 {
+            return Err(Status::invalid_argument("lease_seconds must be at least 1"));
+        }
+        let intent = self
+            .fleet
+            .renew(&req.request_id, Duration::from_secs(req.lease_seconds))
+            .await
+            .map_err(|e| self.fleet_status(&e))?;
+        Ok(Response::new(pb::RenewLeaseResponse {
+            intent: Some(intent_to_pb(intent, self.fleet.journal().identity())),
         }))
     }
 }

@@ -1,0 +1,159 @@
+//! What a fleet believes of a backend's answers: where a node's ownership
+//! and provenance are checked before anything is terminated or forgotten.
+//!
+//! - Every node a backend returns from `describe` or `get`, wasm plugin or
+//!   native backend alike, must carry this host's owner id
+//!   ([`wasmprov_api::provenance::owned_by`]); others are dropped from the
+//!   answer and counted, never returned or reconciled. A `get` that answers
+//!   a node of another owner is no answer ([`Lookup::Foreign`]), never "not
+//!   found".
+//! - A node no intent wants is this journal's to terminate only if its
+//!   provenance proves it: this journal's identity and a generation this
+//!   journal issued ([`Standing::Proven`]). Anything else is an orphan
+//!   ([`OrphanKind`]).
+
+use std::collections::BTreeSet;
+
+use anyhow::Result;
+use wasmprov_api::provenance::{OWNER_LABEL, Provenance, owned_by};
+use wasmprov_api::{CloudProvisioner, NodeHandle, ProvisionerError};
+
+use crate::fleet::Fleet;
+use crate::report::OrphanKind;
+
+/// A backend's list of nodes, as the fleet believes it.
+#[derive(Debug)]
+pub(crate) struct Listing {
+    /// The nodes of this owner, each provider id once.
+    pub(crate) nodes: Vec<NodeHandle>,
+    /// Nodes dropped because they do not carry this owner id.
+    pub(crate) foreign: usize,
+}
+
+/// A backend's answer to `get`, as the fleet believes it.
+#[derive(Debug)]
+pub(crate) enum Lookup {
+    /// The node exists and is this owner's.
+    Present(Box<NodeHandle>),
+    /// The backend says it does not exist.
+    Absent,
+    /// The backend answered a node of another owner: no answer.
+    Foreign,
+}
+
+/// Whether this journal can prove it made a node.
+#[derive(Debug)]
+pub(crate) enum Standing {
+    /// This journal's identity, a generation it issued.
+    Proven,
+    /// Not provably this journal's.
+    Orphan(OrphanKind, String),
+}
+
+impl Fleet {
+    fn owns(&self, node: &NodeHandle) -> bool {
+        self.owner().is_none_or(|owner| owned_by(node, owner))
+    }
+
+    /// `backend`'s nodes of this owner (the fleet's one `describe`).
+    pub(crate) async fn list(
+        &self,
+        name: &str,
+        backend: &dyn CloudProvisioner,
+    ) -> Result<Listing, ProvisionerError> {
+        let all = backend.describe().await?;
+        let listed = all.len();
+        let mut seen = BTreeSet::new();
+        let mut nodes = Vec::with_capacity(listed);
+        let mut foreign = 0;
+        for n in all {
+            if !self.owns(&n) {
+                foreign += 1;
+                continue;
+            }
+            // A list read while nodes move between pages may name one twice.
+            if seen.insert(n.provider_id.clone()) {
+                nodes.push(n);
+            }
+        }
+        if foreign > 0 {
+            tracing::warn!(
+                plugin = name,
+                foreign,
+                listed,
+                "describe answered nodes that do not carry this host's owner id; they were dropped"
+            );
+            self.backends().fleet_event(name, "foreign_answer");
+        }
+        Ok(Listing { nodes, foreign })
+    }
+
+    /// `backend`'s node `id` (the fleet's one `get`).
+    pub(crate) async fn look_up(
+        &self,
+        name: &str,
+        backend: &dyn CloudProvisioner,
+        id: &str,
+    ) -> Result<Lookup, ProvisionerError> {
+        match backend.get(&id.to_string()).await? {
+            None => Ok(Lookup::Absent),
+            Some(n) if n.provider_id != id => {
+                tracing::warn!(plugin = name, asked = id, got = %n.provider_id, "get answered another node");
+                Ok(Lookup::Foreign)
+            }
+            Some(n) if !self.owns(&n) => {
+                tracing::warn!(
+                    plugin = name,
+                    id,
+                    owner = ?n.labels.get(OWNER_LABEL),
+                    "get answered a node that does not carry this host's owner id"
+                );
+                self.backends().fleet_event(name, "foreign_answer");
+                Ok(Lookup::Foreign)
+            }
+            Some(n) => Ok(Lookup::Present(Box::new(n))),
+        }
+    }
+
+    /// Whether this journal can prove it made `node` (which no intent
+    /// wants): only its identity under a generation it issued does. A
+    /// generation of its own that it did not issue is also noted, so that
+    /// the generations it issues from now on are above it.
+    pub(crate) fn standing(&self, node: &NodeHandle) -> Result<Standing> {
+        let Some(p) = Provenance::of(node) else {
+            return Ok(Standing::Orphan(
+                OrphanKind::Unproven,
+                "it carries no provenance label".into(),
+            ));
+        };
+        let journal = self.journal();
+        if p.journal != journal.identity() {
+            return Ok(Standing::Orphan(
+                OrphanKind::Foreign,
+                format!(
+                    "made by journal {} (generation {})",
+                    p.journal, p.generation
+                ),
+            ));
+        }
+        if !journal.issued(p.generation)? {
+            journal.saw_generation(p.generation)?;
+            let hw = journal.high_water()?;
+            return Ok(Standing::Orphan(
+                OrphanKind::Stale,
+                if p.generation > hw {
+                    format!(
+                        "made by this journal under generation {}, above its high-water mark {hw}",
+                        p.generation
+                    )
+                } else {
+                    format!(
+                        "made by this journal under generation {}, which this copy of it never issued",
+                        p.generation
+                    )
+                },
+            ));
+        }
+        Ok(Standing::Proven)
+    }
+}

@@ -145,6 +145,8 @@ struct Spoiled {
     foreign_get: Mutex<BTreeSet<String>>,
     /// Provider ids left out of every list.
     hidden: Mutex<BTreeSet<String>>,
+    /// Provider ids whose `get` says they do not exist.
+    absent: Mutex<BTreeSet<String>>,
     provisions: AtomicUsize,
 }
 
@@ -155,6 +157,7 @@ impl Spoiled {
             extra: Mutex::default(),
             foreign_get: Mutex::default(),
             hidden: Mutex::default(),
+            absent: Mutex::default(),
             provisions: AtomicUsize::new(0),
         })
     }
@@ -195,6 +198,9 @@ impl CloudProvisioner for Spoiled {
     async fn get(&self, id: &String) -> wasmprov_api::Result<Option<NodeHandle>> {
         if self.foreign_get.lock().unwrap().contains(id) {
             return Ok(Some(node_of(Some("someone-else"), id)));
+        }
+        if self.absent.lock().unwrap().contains(id) {
+            return Ok(None);
         }
         self.inner.get(id).await
     }
@@ -462,6 +468,15 @@ mod why {
             assert_eq!(orphan_ids(&ra), of_b, "{ra}");
         }
         assert_eq!(rig.alive(), &of_a | &of_b);
+        // One request id in both journals: b is never answered with a's
+        // node (which b could then end), and keeps no intent for it.
+        let err = b
+            .provision("hetzner", &shape(), opts("a0"))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("made by another journal"), "{err}");
+        assert!(b.journal().get("a0").unwrap().is_none());
+        assert_eq!(rig.alive(), &of_a | &of_b);
         // The operator of b confirms a's nodes as not b's: no longer
         // reported, still never touched, the hold lifted ...
         let rb = b
@@ -573,6 +588,102 @@ mod why {
             .unwrap_err();
         assert!(err.to_string().contains("another owner"), "{err}");
         assert_eq!(spoiled.provisions.load(SeqCst), before);
+    }
+
+    /// Lists and `get` that say an acknowledged node is gone when it is not
+    /// (a wrong endpoint or token, an outage, a relabelled node): the
+    /// intent is forgotten, but the node listed again is an orphan that
+    /// holds the journal, never a leak; adopting it brings it back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_node_forgotten_on_wrong_answers_is_never_a_leak_when_it_returns() {
+        let rig = rig(quick()).await;
+        let spoiled = Spoiled::new(rig.host.plugin("hetzner").unwrap());
+        let set = BackendSet::new()
+            .with_owner(OWNER)
+            .with("hetzner", spoiled.clone());
+        let state = tempfile::tempdir().unwrap();
+        let fleet = Fleet::open(Arc::new(set), state.path().join("journal.redb")).unwrap();
+        let node = fleet
+            .provision("hetzner", &shape(), opts("back-1"))
+            .await
+            .unwrap();
+        let id = node.provider_id.clone();
+        spoiled.hidden.lock().unwrap().insert(id.clone());
+        spoiled.absent.lock().unwrap().insert(id.clone());
+        fleet.reconcile(&ruthless()).await.unwrap();
+        let report = fleet.reconcile(&ruthless()).await.unwrap();
+        assert_eq!(report.vanished.len(), 1, "{report}");
+        assert!(fleet.intents().unwrap().is_empty());
+        // The answers are right again: the node is back.
+        spoiled.hidden.lock().unwrap().clear();
+        spoiled.absent.lock().unwrap().clear();
+        for _ in 0..3 {
+            let report = fleet.reconcile(&ruthless()).await.unwrap();
+            destroyed_nothing(&report);
+            assert!(
+                report.leaks.is_empty() && report.suspected.is_empty(),
+                "{report}"
+            );
+            assert_eq!(
+                orphan_ids(&report),
+                BTreeSet::from([id.clone()]),
+                "{report}"
+            );
+            assert_eq!(report.orphans[0].kind, OrphanKind::Returned);
+            let held = report.held.as_ref().expect("held");
+            assert!(held.to_string().contains("node returned"), "{held}");
+        }
+        assert!(rig.alive().contains(&id));
+        let report = fleet
+            .reconcile(&ReconcilePolicy {
+                adopt: true,
+                ..ruthless()
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            report.adopted,
+            [("back-1".to_string(), id.clone())],
+            "{report}"
+        );
+        let report = fleet.reconcile(&ruthless()).await.unwrap();
+        assert!(report.is_clean(), "{report}");
+    }
+
+    /// A journal serves the owner id it was first used with: a host run
+    /// under another one (a changed host name, a forgotten --owner) is
+    /// refused instead of finding every node gone.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_journal_refuses_another_owner_id() {
+        let rig = rig(quick()).await;
+        let state = tempfile::tempdir().unwrap();
+        let path = state.path().join("journal.redb");
+        {
+            let fleet = rig.fleet(&path);
+            fleet
+                .provision("hetzner", &shape(), opts("own-1"))
+                .await
+                .unwrap();
+        }
+        let other = HostBuilder::new(rig._dir.path())
+            .owner_id("someone-else")
+            .cache_dir(cache())
+            .secret_source(|name| {
+                (name == "HCLOUD_TOKEN").then(|| "fake-hetzner-token".to_string())
+            })
+            .build()
+            .await
+            .unwrap();
+        let err = Fleet::open(Arc::new(other), &path).unwrap_err();
+        assert!(
+            err.to_string().contains("serves owner id \"proof-owner\""),
+            "{err:#}"
+        );
+        // The journal and the node are as they were.
+        let fleet = rig.fleet(&path);
+        let report = fleet.reconcile(&ruthless()).await.unwrap();
+        assert!(report.is_clean(), "{report}");
+        assert_eq!(rig.alive().len(), 1);
     }
 
     /// A wasm plugin whose describe lists every node of the account and
@@ -1139,6 +1250,8 @@ mod damage {
         second_host: bool,
         full_disk: bool,
         real_leak: bool,
+        /// Lists and `get` say an acknowledged node is gone, for two passes.
+        lying: bool,
     }
 
     impl Case {
@@ -1157,6 +1270,7 @@ mod damage {
                 second_host: rng.random_bool(0.25),
                 full_disk: disk && rng.random_bool(0.15),
                 real_leak: rng.random_bool(0.3),
+                lying: rng.random_bool(0.25),
             }
         }
     }
@@ -1306,7 +1420,7 @@ mod damage {
                         .reconcile(&ruthless())
                         .await
                         .map_err(|e| format!("{e:#}"))?;
-                    no_acked_destroyed(&r, &acked)?;
+                    no_acked_destroyed(&r, &acked, &BTreeSet::new())?;
                 }
             }
         }
@@ -1364,6 +1478,16 @@ mod damage {
                 }
             }
         }
+        let liar_victim = if case.lying {
+            let v = by_a.last().cloned();
+            if let Some(v) = &v {
+                spoiled.hidden.lock().unwrap().insert(v.clone());
+                spoiled.absent.lock().unwrap().insert(v.clone());
+            }
+            v
+        } else {
+            None
+        };
         let hidden = spoiled.hidden.lock().unwrap().clone();
         // The orphans the first reconcile must report: every node of this
         // owner the journal does not know and that the list shows, but a
@@ -1387,6 +1511,12 @@ mod damage {
         }
 
         for pass in 0..5 {
+            if pass == 2
+                && let Some(v) = &liar_victim
+            {
+                spoiled.hidden.lock().unwrap().remove(v);
+                spoiled.absent.lock().unwrap().remove(v);
+            }
             // (The first list is whole, so every orphan shows in it.)
             if case.shifted && pass > 0 {
                 rig.fake.shift_pages(rng.random_range(0..3));
@@ -1425,7 +1555,10 @@ mod damage {
                 }
                 Err(e) => return Err(format!("reconcile: {e:#}")),
             };
-            no_acked_destroyed(&report, &acked)?;
+            // The node the lists and get lied about may be forgotten (the
+            // evidence said gone), never terminated.
+            let may_forget: BTreeSet<String> = liar_victim.iter().cloned().collect();
+            no_acked_destroyed(&report, &acked, &may_forget)?;
             if pass == 0 && !case.full_disk {
                 let reported = orphan_ids(&report);
                 let missing: Vec<_> = expected.difference(&reported).collect();
@@ -1437,7 +1570,7 @@ mod damage {
                 seen.orphans_expected += expected.len();
             }
             match a.expire_leases().await {
-                Ok(r) => no_acked_destroyed(&r, &acked)?,
+                Ok(r) => no_acked_destroyed(&r, &acked, &BTreeSet::new())?,
                 Err(_) if case.full_disk => seen.journal_failures += 1,
                 Err(e) => return Err(format!("lease sweep: {e:#}")),
             }
@@ -1456,6 +1589,7 @@ mod damage {
             && !case.second_host
             && !case.full_disk
             && !case.shifted
+            && !case.lying
             && a.held().unwrap().is_none()
         {
             if rig.alive().contains(l) {
@@ -1471,17 +1605,24 @@ mod damage {
         Ok(seen)
     }
 
-    /// Nothing acknowledged was terminated or forgotten by this report.
+    /// Nothing acknowledged was terminated or forgotten by this report (but
+    /// the nodes in `may_forget` may be forgotten).
     fn no_acked_destroyed(
         r: &wasmprov_fleet::ReconcileReport,
         acked: &BTreeSet<String>,
+        may_forget: &BTreeSet<String>,
     ) -> Result<(), String> {
         let hit = r
             .leaks
             .iter()
             .filter(|l| l.terminated)
             .map(|l| &l.node.provider_id)
-            .chain(r.vanished.iter().map(|(_, p)| p))
+            .chain(
+                r.vanished
+                    .iter()
+                    .map(|(_, p)| p)
+                    .filter(|p| !may_forget.contains(*p)),
+            )
             .chain(r.expired.iter().map(|(_, p)| p))
             .find(|p| acked.contains(*p));
         match hit {

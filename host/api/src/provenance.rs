@@ -139,14 +139,18 @@ pub const REQUEST_LABEL: &str = "wasmprov-request";
 /// of what it was requested as.
 pub const REQUEST_DIGEST_LABEL: &str = "wasmprov-request-digest";
 
+/// The label a fleet puts on the nodes of a capacity group.
+pub const GROUP_LABEL: &str = "wasmprov-group";
+
 /// Whether `key` is a label a caller's shape may not carry: the ones the
-/// host and the plugins set to say who made a node ([`OWNER_LABEL`],
-/// [`JOURNAL_LABEL`], [`REQUEST_LABEL`], [`REQUEST_DIGEST_LABEL`]). A
-/// caller who could set them could make a node look like another
-/// journal's, or like this one's.
+/// host and the plugins set to say who made a node and what for
+/// ([`OWNER_LABEL`], [`JOURNAL_LABEL`], [`REQUEST_LABEL`],
+/// [`REQUEST_DIGEST_LABEL`], [`GROUP_LABEL`]). A caller who could set them
+/// could make a node look like another journal's, like this one's, or like
+/// a member of a group it was not made for.
 #[must_use]
 pub fn is_reserved_label(key: &str) -> bool {
-    is_host_label(key) || key == REQUEST_LABEL || key == REQUEST_DIGEST_LABEL
+    is_host_label(key) || key == REQUEST_LABEL || key == REQUEST_DIGEST_LABEL || key == GROUP_LABEL
 }
 
 /// Whether `key` is a label the host itself sets ([`OWNER_LABEL`],

@@ -164,17 +164,32 @@ pub async fn renew(
     if json {
         print_json(&intent)?;
     } else {
+        let ends = intent.expires_ms.unwrap_or_default();
         println!(
-            "{request_id}: lease renewed, ends at {} ms since the epoch",
-            intent.expires_ms.unwrap_or_default()
+            "{request_id}: lease renewed for {} s, ends {}",
+            lease.as_secs(),
+            httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ends))
         );
     }
     Ok(())
 }
 
+/// A fleet's error as the CLI reports it: with the contract's kind where
+/// one fits (a conflict is `conflict`, an unknown request id `not_found`),
+/// as gRPC does.
 fn fleet_error(e: wasmprov_fleet::FleetError) -> anyhow::Error {
+    use wasmprov_api::ProvisionerError;
+    use wasmprov_fleet::FleetError;
     match e {
-        wasmprov_fleet::FleetError::Provisioner(p) => crate::CallFailed(p).into(),
+        FleetError::Provisioner(p) => crate::CallFailed(p).into(),
+        e @ (FleetError::Conflict { .. }
+        | FleetError::LeaseConflict { .. }
+        | FleetError::Terminating(_)) => {
+            crate::CallFailed(ProvisionerError::Conflict(e.to_string())).into()
+        }
+        e @ FleetError::NotJournaled(_) => {
+            crate::CallFailed(ProvisionerError::NotFound(e.to_string())).into()
+        }
         other => other.into(),
     }
 }

@@ -490,6 +490,11 @@ fn parse_label(s: &str) -> Result<(String, String), String> {
     if k.is_empty() {
         return Err(format!("label {s:?} has an empty key"));
     }
+    if wasmprov_api::provenance::is_reserved_label(k) {
+        return Err(format!(
+            "label {k:?} is set by the host and its plugins (owner, journal, request, group), not by a caller"
+        ));
+    }
     Ok((k.to_string(), v.to_string()))
 }
 

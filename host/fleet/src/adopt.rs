@@ -44,6 +44,7 @@ impl Fleet {
             };
             match self.journal().insert_new(&intent)? {
                 Ok(_) => {
+                    self.journal().unforget(&o.plugin, &o.node.provider_id)?;
                     let event = self.event(
                         EventKind::Adopted,
                         &o.plugin,

@@ -115,6 +115,25 @@ impl Fleet {
         }
     }
 
+    /// Whether `node` may be this journal's: it carries no provenance (a
+    /// backend that keeps no labels, a version before provenance) or this
+    /// journal's identity. A node of another journal is never taken as the
+    /// answer to one of this journal's requests, even under the same
+    /// request id (two hosts with one owner id, a lost journal).
+    pub(crate) fn made_here(&self, node: &NodeHandle) -> bool {
+        Provenance::of(node).is_none_or(|p| p.journal == self.journal().identity())
+    }
+
+    /// The conflict for a node of another journal answered for `request_id`.
+    pub(crate) fn foreign_conflict(&self, request_id: &str, node: &NodeHandle) -> ProvisionerError {
+        let other = Provenance::of(node).map_or_else(String::new, |p| p.journal);
+        ProvisionerError::Conflict(format!(
+            "the node {} answered for request {request_id:?} was made by another journal ({other}; this one is {}): another host uses this owner id, or this journal was lost or replaced; adopt it (reconcile --adopt) or use another request id",
+            node.provider_id,
+            self.journal().identity()
+        ))
+    }
+
     /// Whether this journal can prove it made `node` (which no intent
     /// wants): only its identity under a generation it issued does. A
     /// generation of its own that it did not issue is also noted, so that

@@ -44,7 +44,7 @@ use crate::locks::{RequestGuard, RequestLocks};
 /// The label a plugin puts on a node with the request id it was made for.
 pub const REQUEST_LABEL: &str = provenance::REQUEST_LABEL;
 /// The label a fleet puts on the nodes of a capacity group.
-pub const GROUP_LABEL: &str = "wasmprov-group";
+pub const GROUP_LABEL: &str = provenance::GROUP_LABEL;
 
 /// Why a fleet operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -166,6 +166,8 @@ pub struct Fleet {
     pub(crate) catalogues: crate::Catalogues,
     /// The largest `max` a capacity group may have.
     pub(crate) max_group_size: u32,
+    /// Why this fleet may not use its journal: it serves another owner id.
+    owner_conflict: Option<String>,
 }
 
 impl std::fmt::Debug for Fleet {
@@ -192,13 +194,25 @@ impl Fleet {
         backends: Arc<B>,
         journal_path: impl AsRef<Path>,
     ) -> Result<Self> {
-        Ok(Self::with_journal(backends, Journal::open(journal_path)?))
+        let fleet = Self::with_journal(backends, Journal::open(journal_path)?);
+        if let Some(why) = &fleet.owner_conflict {
+            anyhow::bail!("{why}");
+        }
+        Ok(fleet)
     }
 
-    /// A fleet over `backends` with a journal opened already.
+    /// A fleet over `backends` with a journal opened already. The journal
+    /// is bound to the backends' owner id ([`Journal::bind_owner`]): a
+    /// journal of another owner id makes every call of this fleet fail (and
+    /// [`open`](Self::open) fail at once), since to it every node the
+    /// journal names would look gone.
     #[must_use]
     pub fn with_journal<B: Backends + 'static>(backends: Arc<B>, journal: Journal) -> Self {
         let owner = backends.owner_id();
+        let owner_conflict = owner
+            .as_deref()
+            .and_then(|o| journal.bind_owner(o).err())
+            .map(|e| format!("{e:#}"));
         Self {
             backends,
             journal,
@@ -210,6 +224,15 @@ impl Fleet {
             calls: CallGate::default(),
             catalogues: crate::Catalogues::default(),
             max_group_size: crate::DEFAULT_MAX_GROUP_SIZE,
+            owner_conflict,
+        }
+    }
+
+    /// Fails when the journal serves another owner id.
+    pub(crate) fn usable(&self) -> Result<()> {
+        match &self.owner_conflict {
+            Some(why) => anyhow::bail!("{why}"),
+            None => Ok(()),
         }
     }
 
@@ -256,6 +279,8 @@ impl Fleet {
     pub fn owner_id(mut self, owner: impl Into<String>) -> Result<Self> {
         let owner = owner.into();
         wasmprov_api::ids::check_owner_id(&owner)?;
+        self.journal.bind_owner(&owner)?;
+        self.owner_conflict = None;
         self.owner = Some(owner);
         Ok(self)
     }
@@ -368,6 +393,7 @@ impl Fleet {
         options: ProvisionOptions,
     ) -> std::result::Result<NodeHandle, FleetError> {
         let mut ticket = self.calls.enter().ok_or(FleetError::Closing)?;
+        self.usable()?;
         let request_id = options
             .request_id
             .clone()
@@ -455,7 +481,11 @@ impl Fleet {
         }
         ticket.provisioning(&request_id, intent.generation);
         let request = self.request_for(&intent);
-        match backend.provision_request(&request).await {
+        let answer = match backend.provision_request(&request).await {
+            Ok(node) if !self.made_here(&node) => Err(self.foreign_conflict(&request_id, &node)),
+            other => other,
+        };
+        match answer {
             Ok(node) => {
                 // The caller is told the node exists: the journal must say so
                 // too, whoever wrote the entry last (under this id's lock only
@@ -469,16 +499,23 @@ impl Fleet {
                     missing_since_ms: None,
                     ..current
                 };
+                let made = |e: anyhow::Error| {
+                    FleetError::Journal(e.context(format!(
+                        "the node {} was made for request {request_id}, but the journal could not record it: its intent, written before the cloud was asked, names the request, reconcile confirms the node, and repeating the request returns it",
+                        node.provider_id
+                    )))
+                };
                 if self
                     .journal
-                    .replace_if(active.generation, &active)?
+                    .replace_if(active.generation, &active)
+                    .map_err(made)?
                     .is_none()
                 {
                     tracing::warn!(
                         request_id,
                         "intent changed during its provision; recording the node"
                     );
-                    self.journal.put(&active)?;
+                    self.journal.put(&active).map_err(made)?;
                 }
                 Ok(node)
             }
@@ -527,6 +564,7 @@ impl Fleet {
         reason: String,
     ) -> std::result::Result<(), FleetError> {
         let _ticket = self.calls.enter().ok_or(FleetError::Closing)?;
+        self.usable()?;
         let backend = self.backend(plugin)?;
         let find = || -> Result<Option<Intent>> {
             Ok(self
@@ -611,6 +649,7 @@ impl Fleet {
         lease: Duration,
     ) -> std::result::Result<Intent, FleetError> {
         let _ticket = self.calls.enter().ok_or(FleetError::Closing)?;
+        self.usable()?;
         wasmprov_api::ids::check_request_id(request_id)?;
         let _turn = self.lock(request_id).await;
         let Some(intent) = self.journal.get(request_id)? else {

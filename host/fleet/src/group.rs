@@ -264,6 +264,7 @@ impl Fleet {
     /// An invalid group, or a journal failure. Plugin failures are in the
     /// report (the group then falls short of its target).
     pub async fn scale(&self, group: &CapacityGroup, desired: u32) -> Result<ScaleReport> {
+        self.usable()?;
         group.validate()?;
         self.check_group_size(group)?;
         // Two scales at once would both count the same members and overshoot.

@@ -52,6 +52,10 @@ const ISSUED: TableDefinition<u64, u64> = TableDefinition::new("issued");
 const SIGHTINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("sightings");
 /// Orphans the operator confirmed as not this journal's: key as above → ms.
 const CONFIRMED: TableDefinition<&str, u64> = TableDefinition::new("confirmed");
+/// Nodes whose active intent was forgotten as vanished: `plugin \0 provider
+/// id` and `plugin \0\0 request id` → [`Forgotten`]. Such a node listed
+/// again is never a leak: the lists or `get` were wrong about it.
+const FORGOTTEN: TableDefinition<&str, &[u8]> = TableDefinition::new("forgotten");
 
 /// The counter every intent's generation is drawn from.
 const GENERATION: &str = "\u{0}generation";
@@ -72,6 +76,10 @@ const CONFIRMED_KEEP: u64 = 100_000;
 const IDENTITY_KEY: &str = "identity";
 /// Where the standing doubt is kept in [`META`].
 const DOUBT_KEY: &str = "doubt";
+/// Where the owner id the journal serves is kept in [`META`].
+const OWNER_KEY: &str = "owner";
+/// Forgotten nodes kept (oldest dropped first).
+const FORGOTTEN_KEEP: u64 = 100_000;
 /// Where [`Journal::check`] writes.
 const PROBE_KEY: &str = "\u{0}probe";
 /// What [`Journal::check`] writes: more than the largest intent (64 KiB of
@@ -326,6 +334,16 @@ pub enum DoubtKind {
     /// A node of this owner carries another journal's identity: the journal
     /// was lost or replaced, or another host uses the same owner id.
     Foreign,
+    /// A node whose intent this journal forgot as vanished is listed again:
+    /// the lists and `get` said it was gone, and were wrong.
+    Returned,
+    /// The journal file was damaged and repaired when it was opened: the
+    /// repair may have taken back writes (intents, renewals).
+    Repaired,
+    /// The journal is older than the one this state directory last ran
+    /// (its mark says so): restored from a backup, writes since are lost
+    /// (intents, renewals).
+    Rewound,
 }
 
 impl DoubtKind {
@@ -335,6 +353,9 @@ impl DoubtKind {
         match self {
             Self::Stale => "stale",
             Self::Foreign => "foreign",
+            Self::Returned => "returned",
+            Self::Repaired => "repaired",
+            Self::Rewound => "rewound",
         }
     }
 }
@@ -369,11 +390,30 @@ impl std::fmt::Display for Doubt {
                 "foreign journal: {}/{} {}; the journal that made it was lost or replaced, or another host uses this owner id",
                 self.plugin, self.provider_id, self.detail
             ),
+            DoubtKind::Returned => write!(
+                f,
+                "node returned: {}/{} {}; the cloud's lists and get said it was gone, and were wrong (a wrong endpoint, project, token or owner id, or an outage)",
+                self.plugin, self.provider_id, self.detail
+            ),
+            DoubtKind::Repaired | DoubtKind::Rewound => write!(f, "{}", self.detail),
         }?;
         f.write_str(
             ". Destructive actions are held until the operator adopts the orphans (reconcile --adopt) or confirms them (reconcile --confirm-orphans)",
         )
     }
+}
+
+/// A node whose active intent was forgotten as vanished.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Forgotten {
+    /// Its request id.
+    pub request_id: String,
+    /// Its provider id.
+    pub provider_id: String,
+    /// The generation its intent was born under (its provenance).
+    pub born: u64,
+    /// When it was forgotten, ms since the epoch.
+    pub at_ms: u64,
 }
 
 /// What reconcile remembers of a node no intent wants, between passes.
@@ -444,7 +484,18 @@ pub struct Journal {
     /// The start of the interval this process issues generations in, once
     /// it wrote one.
     session: Mutex<Option<u64>>,
+    /// The last generation this process wrote (committed or not).
+    last: std::sync::atomic::AtomicU64,
     _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+impl Drop for Journal {
+    /// The mark records where this run left the journal.
+    fn drop(&mut self) {
+        if let Ok(hw) = self.high_water() {
+            self.write_mark(hw, true);
+        }
+    }
 }
 
 impl std::fmt::Debug for Journal {
@@ -488,7 +539,7 @@ impl Journal {
                     return Err(e).with_context(|| format!("locking {}", lock_path.display()));
                 }
             };
-        let db = open_db(&path)?;
+        let (db, repaired) = guarded("opening", &path, || open_db(&path))?;
         let identity = {
             let txn = db.begin_write()?;
             let identity = {
@@ -513,7 +564,7 @@ impl Journal {
                 .with_context(|| format!("initialising the journal {}", path.display()))?;
             identity
         };
-        Ok(Self {
+        let journal = Self {
             db: RwLock::new(Some(db)),
             path,
             identity,
@@ -521,7 +572,134 @@ impl Journal {
             failed: AtomicBool::new(false),
             failures: std::sync::atomic::AtomicU64::new(0),
             session: Mutex::new(None),
+            last: std::sync::atomic::AtomicU64::new(0),
             _lock: lock,
+        };
+        // Read every record once: a damaged page is an error here, not a
+        // panic at the first reconcile.
+        journal.all()?;
+        journal.history(usize::MAX)?;
+        if repaired {
+            journal.raise_open_doubt(
+                DoubtKind::Repaired,
+                format!(
+                    "journal repaired: {} was damaged and repaired when opened, which may have taken back its last writes (intents, lease renewals)",
+                    journal.path.display()
+                ),
+            )?;
+        }
+        let hw = journal.high_water()?;
+        match read_mark(&journal.mark_path()) {
+            Some((id, mark)) if id == journal.identity && mark > hw => {
+                journal.raise_open_doubt(
+                    DoubtKind::Rewound,
+                    format!(
+                        "journal rewound: {} is at generation {hw}, but this state directory last ran it at {mark} (its mark, {}): it was restored from an older copy, and what was written since is lost (intents, lease renewals)",
+                        journal.path.display(),
+                        journal.mark_path().display()
+                    ),
+                )?;
+            }
+            // The mark of a journal replaced by another: not this one's.
+            _ => journal.write_mark(hw, true),
+        }
+        Ok(journal)
+    }
+
+    /// Raises a doubt found when opening (no node to name).
+    fn raise_open_doubt(&self, kind: DoubtKind, detail: String) -> Result<()> {
+        let doubt = Doubt {
+            kind,
+            since_ms: now_ms(),
+            plugin: String::new(),
+            provider_id: String::new(),
+            detail,
+        };
+        let event = Event {
+            at_ms: now_ms(),
+            kind: EventKind::Held,
+            reason: doubt.to_string(),
+            ..Event::default()
+        };
+        if self.raise_doubt(&doubt, &event)? {
+            tracing::error!("{doubt}");
+        }
+        Ok(())
+    }
+
+    /// Beside the journal: its identity and the last generation a session
+    /// of it started at, so that a journal file restored from an older copy
+    /// is told from the one this directory ran.
+    fn mark_path(&self) -> PathBuf {
+        let mut name = self.path.file_name().unwrap_or_default().to_os_string();
+        name.push(".mark");
+        self.path.with_file_name(name)
+    }
+
+    /// Writes the mark: `generation`, the journal's last; synced to disk at
+    /// the start and end of a session (`sync`), left to the page cache after
+    /// every other write (it survives the process, which is what restores
+    /// follow).
+    fn write_mark(&self, generation: u64, sync: bool) {
+        let path = self.mark_path();
+        let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+        tmp_name.push(".tmp");
+        let tmp = path.with_file_name(tmp_name);
+        let text = format!("{} {generation}\n", self.identity);
+        let written = std::fs::write(&tmp, text)
+            .and_then(|()| {
+                if sync {
+                    std::fs::File::open(&tmp).and_then(|f| f.sync_all())
+                } else {
+                    Ok(())
+                }
+            })
+            .and_then(|()| std::fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            tracing::warn!(mark = %path.display(), "the journal's mark could not be written: {e}");
+        }
+    }
+
+    /// Binds the journal to `owner`: the first fleet with an owner id
+    /// records it; a fleet with another one is refused, since every node of
+    /// the journal's owner would look gone to it (and every node of its
+    /// own, unknown).
+    ///
+    /// # Errors
+    /// When the journal serves another owner id, or cannot be written.
+    pub fn bind_owner(&self, owner: &str) -> Result<()> {
+        let bound = self.write(|txn| {
+            let mut meta = txn.open_table(META)?;
+            let existing = meta
+                .get(OWNER_KEY)?
+                .map(|v| String::from_utf8_lossy(v.value()).into_owned());
+            match existing {
+                Some(o) => Ok(Some(o)),
+                None => {
+                    meta.insert(OWNER_KEY, owner.as_bytes())?;
+                    Ok(None)
+                }
+            }
+        })?;
+        match bound {
+            Some(o) if o != owner => bail!(
+                "the journal {} serves owner id {o:?}, and this host runs as {owner:?}: run with --owner {o} (WASMPROV_OWNER), or use another state directory for another owner id",
+                self.path.display()
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// The owner id the journal serves, once a fleet with one used it.
+    ///
+    /// # Errors
+    /// When the database cannot be read.
+    pub fn owner(&self) -> Result<Option<String>> {
+        self.read(|txn| {
+            Ok(txn
+                .open_table(META)?
+                .get(OWNER_KEY)?
+                .map(|v| String::from_utf8_lossy(v.value()).into_owned()))
         })
     }
 
@@ -594,12 +772,16 @@ impl Journal {
                 // redb refuses every use after an I/O error: drop the
                 // database and open the file again.
                 *slot = None;
-                *slot = Some(open_db(&self.path).with_context(|| {
-                    format!(
-                        "reopening the journal {} after a failed write",
-                        self.path.display()
-                    )
-                })?);
+                *slot = Some(
+                    open_db(&self.path)
+                        .with_context(|| {
+                            format!(
+                                "reopening the journal {} after a failed write",
+                                self.path.display()
+                            )
+                        })?
+                        .0,
+                );
                 self.failed.store(false, Ordering::SeqCst);
                 tracing::info!(journal = %self.path.display(), "journal reopened after a failed write");
             }
@@ -613,14 +795,23 @@ impl Journal {
     /// Runs `f` in a write transaction and commits it; a storage failure
     /// marks the journal failed.
     fn write<T>(&self, f: impl FnOnce(&redb::WriteTransaction) -> Result<T>) -> Result<T> {
-        let result = (|| {
+        let started_before = self.session_start();
+        let last_before = self.last.load(Ordering::SeqCst);
+        let result = guarded("writing", &self.path, || {
             let guard = self.db()?;
             let db = guard.as_ref().context("the journal is closed")?;
             let txn = db.begin_write()?;
             let out = f(&txn)?;
             txn.commit().context("committing to the journal")?;
             Ok(out)
-        })();
+        });
+        let last = self.last.load(Ordering::SeqCst);
+        if result.is_ok() && last != last_before {
+            // The mark follows the journal: synced at a session's first
+            // write, cached after the others.
+            let first = self.session_start() != started_before;
+            self.write_mark(last, first);
+        }
         if let Err(e) = &result
             && storage_failure(e)
         {
@@ -634,10 +825,19 @@ impl Journal {
     }
 
     fn read<T>(&self, f: impl FnOnce(&redb::ReadTransaction) -> Result<T>) -> Result<T> {
-        let guard = self.db()?;
-        let db = guard.as_ref().context("the journal is closed")?;
-        let txn = db.begin_read()?;
-        f(&txn)
+        guarded("reading", &self.path, || {
+            let guard = self.db()?;
+            let db = guard.as_ref().context("the journal is closed")?;
+            let txn = db.begin_read()?;
+            f(&txn)
+        })
+    }
+
+    fn session_start(&self) -> Option<u64> {
+        *self
+            .session
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Writes `intent` under a new generation; the session's interval
@@ -666,6 +866,7 @@ impl Journal {
         };
         issued.insert(start, generation)?;
         counters.insert(GENERATION, generation)?;
+        self.last.store(generation, Ordering::SeqCst);
         if issued.len()? > ISSUED_KEEP {
             issued.pop_first()?;
         }
@@ -854,6 +1055,111 @@ impl Journal {
         self.write(|txn| {
             let mut table = txn.open_table(SIGHTINGS)?;
             table.retain(|k, _| !k.starts_with(&prefix) || seen.contains(k))?;
+            Ok(())
+        })
+    }
+
+    /// Forgets the active intent `intent` (while its generation is the one
+    /// stored) whose node `provider_id` is confirmed gone, recording `event`
+    /// and remembering the node ([`Forgotten`]) in the same transaction;
+    /// whether it did.
+    ///
+    /// # Errors
+    /// When the database cannot be read or written.
+    pub fn forget_vanished(
+        &self,
+        intent: &Intent,
+        provider_id: &str,
+        event: &Event,
+    ) -> Result<bool> {
+        self.write(|txn| {
+            if !holds(txn, &intent.request_id, intent.generation)? {
+                return Ok(false);
+            }
+            txn.open_table(INTENTS)?
+                .remove(intent.request_id.as_str())?;
+            let mut counters = txn.open_table(COUNTERS)?;
+            let mut history = txn.open_table(HISTORY)?;
+            append_event(&mut history, &mut counters, event, self.history_keep)?;
+            let record = Forgotten {
+                request_id: intent.request_id.clone(),
+                provider_id: provider_id.to_string(),
+                born: intent.born,
+                at_ms: now_ms(),
+            };
+            let bytes = serde_json::to_vec(&record)?;
+            let mut forgotten = txn.open_table(FORGOTTEN)?;
+            forgotten.insert(
+                sighting_key(&intent.plugin, provider_id).as_str(),
+                bytes.as_slice(),
+            )?;
+            forgotten.insert(
+                request_key(&intent.plugin, &intent.request_id).as_str(),
+                bytes.as_slice(),
+            )?;
+            while forgotten.len()? > 2 * FORGOTTEN_KEEP {
+                let oldest = forgotten
+                    .iter()?
+                    .filter_map(std::result::Result::ok)
+                    .filter_map(|(k, v)| {
+                        serde_json::from_slice::<Forgotten>(v.value())
+                            .ok()
+                            .map(|f| (f.at_ms, k.value().to_string()))
+                    })
+                    .min();
+                match oldest {
+                    Some((_, k)) => {
+                        forgotten.remove(k.as_str())?;
+                    }
+                    None => break,
+                }
+            }
+            Ok(true)
+        })
+    }
+
+    /// The forgotten node `provider_id` of `plugin`, or the one forgotten
+    /// for the request id and generation `request` names.
+    ///
+    /// # Errors
+    /// When the database cannot be read or holds a malformed record.
+    pub fn forgotten(
+        &self,
+        plugin: &str,
+        provider_id: &str,
+        request: Option<(&str, u64)>,
+    ) -> Result<Option<Forgotten>> {
+        self.read(|txn| {
+            let table = txn.open_table(FORGOTTEN)?;
+            let decode = |v: &[u8]| -> Result<Forgotten> {
+                serde_json::from_slice(v).context("a malformed forgotten record")
+            };
+            if let Some(v) = table.get(sighting_key(plugin, provider_id).as_str())? {
+                return Ok(Some(decode(v.value())?));
+            }
+            if let Some((r, born)) = request
+                && let Some(v) = table.get(request_key(plugin, r).as_str())?
+            {
+                let f = decode(v.value())?;
+                if f.born == born && born > 0 {
+                    return Ok(Some(f));
+                }
+            }
+            Ok(None)
+        })
+    }
+
+    /// Takes `provider_id` (and its request id) off the forgotten nodes:
+    /// it was adopted again.
+    pub(crate) fn unforget(&self, plugin: &str, provider_id: &str) -> Result<()> {
+        self.write(|txn| {
+            let mut table = txn.open_table(FORGOTTEN)?;
+            let record = table
+                .remove(sighting_key(plugin, provider_id).as_str())?
+                .and_then(|v| serde_json::from_slice::<Forgotten>(v.value()).ok());
+            if let Some(f) = record {
+                table.remove(request_key(plugin, &f.request_id).as_str())?;
+            }
             Ok(())
         })
     }
@@ -1135,9 +1441,47 @@ pub(crate) fn sighting_key(plugin: &str, provider_id: &str) -> String {
     format!("{plugin}\u{0}{provider_id}")
 }
 
-fn open_db(path: &Path) -> Result<redb::Database> {
-    let db = redb::Database::create(path)
+/// The key of a forgotten node by its request id.
+fn request_key(plugin: &str, request_id: &str) -> String {
+    format!("{plugin}\u{0}\u{0}{request_id}")
+}
+
+/// The identity and generation a journal's mark holds.
+fn read_mark(path: &Path) -> Option<(String, u64)> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut words = text.split_whitespace();
+    let id = words.next()?.to_string();
+    let generation = words.next()?.parse().ok()?;
+    Some((id, generation))
+}
+
+/// Runs `f` on the database, turning a panic of the database (a damaged
+/// page it did not expect) into an error that says what to do.
+fn guarded<T>(what: &str, path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(panic) => {
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            bail!(
+                "the journal {} is damaged ({what} it failed: {why}); set it aside and start a new one, then adopt its nodes (docs/JOURNAL.md)",
+                path.display()
+            )
+        }
+    }
+}
+
+/// Opens (creating, or checking and repairing) the database; whether it
+/// had to be repaired.
+fn open_db(path: &Path) -> Result<(redb::Database, bool)> {
+    let mut db = redb::Database::create(path)
         .with_context(|| format!("opening the journal {}", path.display()))?;
+    let repaired = !db
+        .check_integrity()
+        .with_context(|| format!("the journal {} is damaged beyond repair", path.display()))?;
     let txn = db.begin_write()?;
     {
         txn.open_table(INTENTS)?;
@@ -1147,10 +1491,11 @@ fn open_db(path: &Path) -> Result<redb::Database> {
         txn.open_table(ISSUED)?;
         txn.open_table(SIGHTINGS)?;
         txn.open_table(CONFIRMED)?;
+        txn.open_table(FORGOTTEN)?;
     }
     txn.commit()
         .with_context(|| format!("opening the journal {}", path.display()))?;
-    Ok(db)
+    Ok((db, repaired))
 }
 
 /// Whether `e` says the database could not be written or read (as opposed
@@ -1349,6 +1694,82 @@ mod tests {
         assert!(j.issued(d.generation).unwrap());
         assert!(!j.issued(d.generation + 1).unwrap());
         assert!(!j.issued(0).unwrap());
+    }
+
+    /// The journal file alone restored from an older copy (its mark left
+    /// as this directory last ran it): held at open, even when no node
+    /// shows what was lost (a lease renewal, say).
+    #[test]
+    fn a_journal_file_older_than_its_mark_holds_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.redb");
+        let copy = dir.path().join("copy.redb");
+        {
+            let j = Journal::open(&path).unwrap();
+            let a = j.insert_new(&intent("a")).unwrap().unwrap();
+            std::fs::copy(&path, &copy).unwrap();
+            // A renewal: a write the cloud never sees.
+            j.replace_if(a.generation, &a).unwrap().unwrap();
+        }
+        // A normal restart is not held.
+        assert!(Journal::open(&path).unwrap().doubt().unwrap().is_none());
+        std::fs::rename(&copy, &path).unwrap();
+        let j = Journal::open(&path).unwrap();
+        let doubt = j.doubt().unwrap().expect("held");
+        assert_eq!(doubt.kind, DoubtKind::Rewound, "{doubt}");
+        assert!(
+            doubt.to_string().contains("restored from an older copy"),
+            "{doubt}"
+        );
+        // A journal whose mark is another journal's is not held for it.
+        drop(j);
+        std::fs::remove_file(&path).unwrap();
+        let fresh = Journal::open(&path).unwrap();
+        assert!(fresh.doubt().unwrap().is_none());
+    }
+
+    #[test]
+    fn a_journal_serves_one_owner_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(dir.path().join("j.redb")).unwrap();
+        assert_eq!(j.owner().unwrap(), None);
+        j.bind_owner("o1").unwrap();
+        j.bind_owner("o1").unwrap();
+        let err = j.bind_owner("o2").unwrap_err().to_string();
+        assert!(err.contains("serves owner id \"o1\""), "{err}");
+        assert_eq!(j.owner().unwrap().as_deref(), Some("o1"));
+    }
+
+    /// A damaged journal is an error naming what to do, never a panic.
+    #[test]
+    fn a_damaged_journal_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.redb");
+        {
+            let j = Journal::open(&path).unwrap();
+            for i in 0..50 {
+                j.insert_new(&intent(&format!("r{i}"))).unwrap().unwrap();
+            }
+        }
+        let clean = std::fs::read(&path).unwrap();
+        let mut errors = 0;
+        for page in 1..(clean.len() / 4096) {
+            let mut bytes = clean.clone();
+            for b in &mut bytes[page * 4096..(page + 1) * 4096] {
+                *b ^= 0xa5;
+            }
+            std::fs::write(&path, &bytes).unwrap();
+            let opened = std::panic::catch_unwind(|| Journal::open(&path).map(|j| j.all()));
+            match opened {
+                Err(_) => panic!("page {page}: a panic"),
+                Ok(Err(e)) => {
+                    errors += 1;
+                    assert!(e.to_string().contains("journal"), "{e:#}");
+                }
+                Ok(Ok(_)) => {}
+            }
+        }
+        assert!(errors > 0, "no damaged page was noticed");
     }
 
     #[test]

@@ -82,6 +82,7 @@ impl Fleet {
     /// When the journal cannot be read or written.
     pub async fn reconcile(&self, policy: &ReconcilePolicy) -> Result<ReconcileReport> {
         let _one = self.reconciling.lock().await;
+        self.usable()?;
         let pass = self.journal().next_pass()?;
         let mut report = ReconcileReport::default();
         let names: BTreeSet<String> = self
@@ -208,7 +209,13 @@ impl Fleet {
                         continue;
                     }
                     match intents.get(r) {
-                        Some(i) if i.plugin == name && i.state == IntentState::Pending => continue,
+                        Some(i)
+                            if i.plugin == name
+                                && i.state == IntentState::Pending
+                                && self.made_here(node) =>
+                        {
+                            continue;
+                        }
                         Some(i) if i.plugin == name => format!("a second node for request {r}"),
                         _ => format!("request {r} is not in the journal"),
                     }
@@ -222,7 +229,26 @@ impl Fleet {
                 first_pass: pass,
                 reported: false,
             });
-            match self.standing(node)? {
+            let forgotten = journal.forgotten(
+                name,
+                &node.provider_id,
+                node.labels.get(REQUEST_LABEL).and_then(|r| {
+                    wasmprov_api::provenance::Provenance::of(node)
+                        .filter(|p| p.journal == journal.identity())
+                        .map(|p| (r.as_str(), p.generation))
+                }),
+            )?;
+            let standing = match forgotten {
+                Some(f) => Standing::Orphan(
+                    OrphanKind::Returned,
+                    format!(
+                        "forgotten as vanished at {} ms (request {}), listed again",
+                        f.at_ms, f.request_id
+                    ),
+                ),
+                None => self.standing(node)?,
+            };
+            match standing {
                 Standing::Proven => candidates.push(Candidate {
                     plugin: name.to_string(),
                     node: node.clone(),
@@ -272,6 +298,7 @@ impl Fleet {
     fn hold(&self, name: &str, node: &NodeHandle, kind: OrphanKind, reason: &str) -> Result<()> {
         let kind = match kind {
             OrphanKind::Stale => DoubtKind::Stale,
+            OrphanKind::Returned => DoubtKind::Returned,
             _ => DoubtKind::Foreign,
         };
         let doubt = Doubt {
@@ -339,9 +366,14 @@ impl Fleet {
             }
             match intent.state.clone() {
                 IntentState::Pending => {
-                    let found = by_request
-                        .get(rid)
-                        .and_then(|v| v.iter().min_by_key(|n| n.provider_id.clone()).copied());
+                    // Another journal's node under the same request id is
+                    // not this one's answer.
+                    let found = by_request.get(rid).and_then(|v| {
+                        v.iter()
+                            .filter(|n| self.made_here(n))
+                            .min_by_key(|n| n.provider_id.clone())
+                            .copied()
+                    });
                     if let Some(node) = found {
                         let active = Intent {
                             state: IntentState::Active {
@@ -398,7 +430,19 @@ impl Fleet {
                     // Interrupted by a crash: ask again under the same id;
                     // the plugin looks the node up before it creates one.
                     let request = self.request_for(&intent);
-                    match backend.provision_request(&request).await {
+                    let answer = backend.provision_request(&request).await;
+                    if let Ok(node) = &answer
+                        && !self.made_here(node)
+                    {
+                        // Another journal's node: neither this intent's
+                        // answer nor a refusal of it. Kept, and said.
+                        report.errors.push(format!(
+                            "{name}: resuming {rid}: {}",
+                            self.foreign_conflict(rid, node)
+                        ));
+                        continue;
+                    }
+                    match answer {
                         Ok(node) => {
                             let active = Intent {
                                 state: IntentState::Active {
@@ -482,8 +526,14 @@ impl Fleet {
                             );
                             if self
                                 .journal()
-                                .remove_with_event(rid, intent.generation, &event)?
+                                .forget_vanished(&intent, &provider_id, &event)?
                             {
+                                tracing::warn!(
+                                    plugin = name,
+                                    request_id = rid,
+                                    node = %provider_id,
+                                    "forgotten as vanished: two lists missed it and get says it does not exist (if it is listed again it is an orphan that holds the journal, never a leak)"
+                                );
                                 report.vanished.push((rid.to_string(), provider_id));
                             }
                         }
@@ -640,6 +690,7 @@ impl Fleet {
     /// # Errors
     /// When the journal cannot be read or written.
     pub async fn expire_leases(&self) -> Result<ReconcileReport> {
+        self.usable()?;
         let mut report = ReconcileReport::default();
         let now = now_ms();
         let held = self.journal().doubt()?;
@@ -670,7 +721,11 @@ impl Fleet {
             )
             .await?;
         }
-        report.held = held;
+        // Said when it kept the sweep from something (reconcile says it
+        // every time).
+        if !report.held_back.is_empty() {
+            report.held = held;
+        }
         Ok(report)
     }
 

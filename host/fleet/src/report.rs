@@ -93,6 +93,10 @@ pub enum OrphanKind {
     /// the journal never issued: the journal is older than the one that
     /// made it.
     Stale,
+    /// This journal forgot it as vanished (lists missed it and `get` said it
+    /// did not exist), and it is listed again: the cloud's answers were
+    /// wrong, so it may be a node a caller was told exists.
+    Returned,
 }
 
 impl OrphanKind {
@@ -103,6 +107,7 @@ impl OrphanKind {
             Self::Unproven => "unproven",
             Self::Foreign => "foreign",
             Self::Stale => "stale",
+            Self::Returned => "returned",
         }
     }
 }

@@ -305,7 +305,7 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
     // Not ready until the startup reconcile settled what an earlier run left
     // half done; calls are answered meanwhile (the fleet keeps each request
     // id's calls in order, a reconcile included).
-    let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
+    let (ready_tx, ready_rx) = tokio::sync::watch::channel(Some(STARTING));
     let (health, health_service) = tonic_health::server::health_reporter();
     for name in ["", SERVICE_NAME] {
         health
@@ -439,7 +439,7 @@ async fn background_work(
     policy: ReconcilePolicy,
     every: Duration,
     leases: Duration,
-    ready: tokio::sync::watch::Sender<bool>,
+    ready: Readiness,
     health: tonic_health::server::HealthReporter,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -501,7 +501,7 @@ async fn background_work(
 /// serving resumes when that works. A stop turns it NOT_SERVING for good.
 async fn health_watch(
     fleet: Arc<Fleet>,
-    ready: tokio::sync::watch::Sender<bool>,
+    ready: Readiness,
     health: tonic_health::server::HealthReporter,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -524,7 +524,13 @@ async fn health_watch(
                     fleet.journal().path().display()
                 );
             }
-            let _ = ready.send(ok);
+            let _ = ready.send(if ok {
+                None
+            } else if stopping {
+                Some("stopping: draining the calls in flight\n")
+            } else {
+                Some("not serving: the journal cannot be written (it is retried every half second)\n")
+            });
             let status = if ok {
                 tonic_health::ServingStatus::Serving
             } else {
@@ -699,16 +705,22 @@ impl Signals {
 }
 
 /// `GET /ready`: 200 once the startup reconcile is done, 503 before.
+/// Whether the daemon serves: `None`, or why not (the body of `/ready`).
+type Readiness = tokio::sync::watch::Sender<Option<&'static str>>;
+
+/// Why the daemon is not ready before its startup reconcile ends.
+const STARTING: &str = "starting: reconciling the journal\n";
+
+/// `GET /ready`: 200 while the daemon serves (its startup reconcile done,
+/// its journal writable), 503 with the reason otherwise.
 async fn ready_text(
-    axum::extract::State(ready): axum::extract::State<tokio::sync::watch::Receiver<bool>>,
+    axum::extract::State(ready): axum::extract::State<
+        tokio::sync::watch::Receiver<Option<&'static str>>,
+    >,
 ) -> impl axum::response::IntoResponse {
-    if *ready.borrow() {
-        (axum::http::StatusCode::OK, "ready\n")
-    } else {
-        (
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            "starting: reconciling the journal\n",
-        )
+    match *ready.borrow() {
+        None => (axum::http::StatusCode::OK, "ready\n"),
+        Some(why) => (axum::http::StatusCode::SERVICE_UNAVAILABLE, why),
     }
 }
 

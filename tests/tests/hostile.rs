@@ -1341,6 +1341,36 @@ mod compiles {
         );
         // (slow is still compiling there, or was refused; alpha serves.)
         probe_ok(&again.plugin("alpha").expect("alpha loaded")).await;
+        // The refusal is remembered beside the compile cache: a later host
+        // refuses it at once, though its compile may have landed in the
+        // cache meanwhile.
+        let start = Instant::now();
+        let later = bounded("a later start", builder(&dir, cache.path()).build())
+            .await
+            .unwrap();
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(later.plugin("slow").is_none());
+        assert!(
+            later
+                .errors()
+                .iter()
+                .any(|e| e.to_string().contains("compile budget")),
+            "{:?}",
+            later.errors()
+        );
+        // A host for one plugin neither reads nor compiles the others.
+        let one = bounded(
+            "a start for alpha alone",
+            builder(&dir, cache.path()).only_plugins(["alpha"]).build(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(one.plugin_names(), ["alpha"]);
+        assert!(one.errors().is_empty(), "{:?}", one.errors());
     }
 }
 

@@ -527,12 +527,29 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
 }
 
 async fn load(cli: &Cli) -> Result<Host> {
-    load_waiting(cli, None).await
+    load_waiting(cli, None, None).await
+}
+
+/// [`load`] for a command about the plugin `name`: only its manifest
+/// (`NAME.toml`) is read and compiled, so another plugin of the directory
+/// (a broken one, or one slow to compile) neither delays nor fails it. A
+/// plugin whose manifest has another file name is found by loading them all.
+async fn load_named(cli: &Cli, name: &str) -> Result<Host> {
+    let host = load_waiting(cli, None, Some(name)).await?;
+    if host.plugin(name).is_some() || !host.errors().is_empty() {
+        return Ok(host);
+    }
+    load(cli).await
 }
 
 /// [`load`], waiting at most `compile_wait` for plugins to compile (the
-/// rest load as their compiles end, under a watcher).
-async fn load_waiting(cli: &Cli, compile_wait: Option<std::time::Duration>) -> Result<Host> {
+/// rest load as their compiles end, under a watcher), and only the plugin
+/// `only` when given.
+async fn load_waiting(
+    cli: &Cli,
+    compile_wait: Option<std::time::Duration>,
+    only: Option<&str>,
+) -> Result<Host> {
     if !cli.plugin_dir.is_dir() {
         bail!(
             "plugin directory {} does not exist; create it, or write the bundled plugins with `wasmprov bundle --out {}`",
@@ -549,6 +566,9 @@ async fn load_waiting(cli: &Cli, compile_wait: Option<std::time::Duration>) -> R
     }
     if let Some(wait) = compile_wait {
         builder = builder.compile_wait(wait);
+    }
+    if let Some(name) = only {
+        builder = builder.only_plugins([name]);
     }
     builder.price_hint_reuse(cli.price_hint_reuse).build().await
 }
@@ -611,14 +631,14 @@ async fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Inspect { plugin: name } => {
-            let host = load(&cli).await?;
+            let host = load_named(&cli, name).await?;
             output::inspect(plugin(&host, name)?.info(), host.owner_id(), json)?;
         }
         Command::Price {
             plugin: name,
             shape,
         } => {
-            let host = load(&cli).await?;
+            let host = load_named(&cli, name).await?;
             let p = plugin(&host, name)?;
             let shape = shape.shape(&[]);
             match p.try_price_hint(&shape).map_err(CallFailed)? {
@@ -643,7 +663,7 @@ async fn run(cli: Cli) -> Result<()> {
             boot,
         } => {
             let boot = boot.boot()?;
-            let host = load(&cli).await?;
+            let host = load_named(&cli, name).await?;
             let p = plugin(&host, name)?;
             let request = ProvisionRequest {
                 request_id: request_id.clone().unwrap_or_else(new_request_id),
@@ -661,12 +681,12 @@ async fn run(cli: Cli) -> Result<()> {
             output::nodes(std::slice::from_ref(&node), json, true)?;
         }
         Command::Describe { plugin: name } => {
-            let host = load(&cli).await?;
+            let host = load_named(&cli, name).await?;
             let nodes = plugin(&host, name)?.describe().await.map_err(CallFailed)?;
             output::nodes(&nodes, json, false)?;
         }
         Command::Get { plugin: name, id } => {
-            let host = load(&cli).await?;
+            let host = load_named(&cli, name).await?;
             match plugin(&host, name)?.get(id).await.map_err(CallFailed)? {
                 Some(node) => output::nodes(std::slice::from_ref(&node), json, true)?,
                 None => {
@@ -678,12 +698,12 @@ async fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Offerings { plugin: name } => {
-            let host = load(&cli).await?;
+            let host = load_named(&cli, name).await?;
             let list = plugin(&host, name)?.offerings().await.map_err(CallFailed)?;
             output::offerings(&list, json)?;
         }
         Command::Terminate { plugin: name, id } => {
-            let host = load(&cli).await?;
+            let host = load_named(&cli, name).await?;
             let p = plugin(&host, name)?;
             match &cli.state_dir {
                 Some(state) => fleet::terminate(host, state, name, id).await?,

@@ -98,6 +98,11 @@ impl Slots {
 /// The compiles of one host, by engine (stack size) and component digest.
 pub(crate) struct Compiler {
     budget: Duration,
+    /// Where components refused for their budget are remembered across
+    /// hosts (`<cache dir>/refused/<sha256>`): the compile that ran over
+    /// goes on in the background and may land in the compile cache, which
+    /// must not let a later host load what this one refused.
+    refused_dir: Option<std::path::PathBuf>,
     jobs: Mutex<HashMap<(usize, String), Arc<Job>>>,
     slots: Arc<Slots>,
     /// Counts finished compiles, so a watcher can reload when one ends.
@@ -105,12 +110,19 @@ pub(crate) struct Compiler {
 }
 
 impl Compiler {
-    pub(crate) fn new(budget: Duration) -> Self {
+    pub(crate) fn new(budget: Duration, cache_dir: Option<&std::path::Path>) -> Self {
+        // At most one compile per core (and never more than COMPILE_SLOTS):
+        // every compile holds its own memory, and more at once than cores
+        // only adds memory, not speed.
+        let slots = std::thread::available_parallelism()
+            .map_or(2, std::num::NonZeroUsize::get)
+            .clamp(1, COMPILE_SLOTS);
         Self {
             budget,
+            refused_dir: cache_dir.map(|d| d.join("refused")),
             jobs: Mutex::new(HashMap::new()),
             slots: Arc::new(Slots {
-                free: Mutex::new(COMPILE_SLOTS),
+                free: Mutex::new(slots),
                 freed: Condvar::new(),
             }),
             finished: tokio::sync::watch::channel(0).0,
@@ -139,12 +151,23 @@ impl Compiler {
         if let Some(job) = jobs.get(&key) {
             return job.clone();
         }
+        let refused_mark = self.refused_dir.as_ref().map(|d| d.join(digest));
+        let was_refused = refused_mark.as_ref().is_some_and(|m| m.is_file());
         let job = Arc::new(Job {
             asked: Instant::now(),
-            state: Mutex::new(State::Queued),
+            state: Mutex::new(if was_refused {
+                State::OverBudget
+            } else {
+                State::Queued
+            }),
             done: Condvar::new(),
         });
         jobs.insert(key, job.clone());
+        if was_refused {
+            // Refused by an earlier host: not compiled again, nor loaded
+            // from a cache that compile may have filled meanwhile.
+            return job;
+        }
         let engine = engine.clone();
         let supervised = job.clone();
         let finished = self.finished.clone();
@@ -183,6 +206,12 @@ impl Compiler {
                         .wait_timeout(state, left)
                         .unwrap_or_else(|p| p.into_inner())
                         .0;
+                }
+                // Over the budget (seen here or by a waiter): remembered.
+                if matches!(*state, State::OverBudget)
+                    && let Some(mark) = &refused_mark
+                {
+                    remember_refused(mark, budget);
                 }
                 drop(state);
                 supervised.done.notify_all();
@@ -240,5 +269,24 @@ impl Compiler {
             let state = job.state.lock().unwrap_or_else(|p| p.into_inner());
             !(matches!(*state, State::Done(Ok(_))) && loaded.contains(digest))
         });
+    }
+}
+
+/// Writes the mark of a component refused for its budget.
+fn remember_refused(mark: &std::path::Path, budget: Duration) {
+    let written = mark
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| {
+            std::fs::write(
+                mark,
+                format!(
+                    "refused: its compile ran past the budget of {} s\n",
+                    budget.as_secs_f64()
+                ),
+            )
+        });
+    if let Err(e) = written {
+        tracing::warn!(mark = %mark.display(), "a refused component could not be remembered: {e}");
     }
 }

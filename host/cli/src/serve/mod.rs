@@ -195,7 +195,7 @@ pub(crate) struct ServeArgs {
     grace: u64,
     /// Seconds a start or a Reload waits for plugins to compile; what is still compiling
     /// then loads as soon as its compile ends (reported in Reload's `compiling`).
-    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    #[arg(long, value_name = "SECS", default_value_t = 2)]
     compile_wait: u64,
     /// The largest `max` a capacity group may have; Scale refuses a larger one.
     #[arg(long, value_name = "N", default_value_t = wasmprov_fleet::DEFAULT_MAX_GROUP_SIZE)]
@@ -226,8 +226,9 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
     }
     let configured = configured_token(args)?;
 
-    let host =
-        Arc::new(crate::load_waiting(cli, Some(Duration::from_secs(args.compile_wait))).await?);
+    let host = Arc::new(
+        crate::load_waiting(cli, Some(Duration::from_secs(args.compile_wait)), None).await?,
+    );
     // The journal is this process's alone from here on; a second server on
     // the same state directory stops here, before it writes anything.
     let journal = crate::state_dir(cli).join(crate::fleet::JOURNAL_FILE);

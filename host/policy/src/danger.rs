@@ -3,7 +3,7 @@
 //!
 //! A plugin's declaration is its author's word; a manifest written from it
 //! grants exactly that word. Some words hand the plugin more than a cloud
-//! API: the host's own credentials, another cloud's, the whole internet
+//! API: the host's own credentials, a cloud account, the whole internet
 //! under one wildcard, the machine's loopback services, or a shell. Each
 //! rule here says why, so the operator can decide with the reason in
 //! front of them. Nothing here refuses anything: the operator may have
@@ -12,20 +12,22 @@
 //! | rule | flagged | why |
 //! |---|---|---|
 //! | host variable | a secret read from `WASMPROV_*` | the host's own credentials (daemon token, registry and signing passwords) |
-//! | another provider's credentials | a secret read from a variable of a cloud's or tool's credential chain (`AWS_*`, `GOOGLE_*`, `AZURE_*`, `HCLOUD_*`, …) that the plugin's name does not claim | the plugin would act as that account |
-//! | wide wildcard | `*.SUFFIX` where `SUFFIX` is a public suffix (`*.com`, `*.co.uk`, `*.s3.amazonaws.com`) | more than one registrable domain: anyone's servers |
+//! | a provider's or tool's credentials | a secret read from a variable of a cloud's or tool's credential chain (`AWS_*`, `GOOGLE_*`, `AZURE_*`, `HCLOUD_*`, `NPM_TOKEN`, `PGPASSWORD`, …), whatever the plugin is called | the plugin acts as that account; expected of a plugin for that cloud, and a name proves nothing |
+//! | wide wildcard | `*.BASE` where `BASE` is a public suffix (`*.com`, `*.s3.amazonaws.com`), has Public Suffix List rules below it (`*.amazonaws.com`, `*.windows.net`, `*.on.aws`), or is a multi-tenant domain the list lacks (`*.cloudflarestorage.com`, `*.azure.com`) | more than one registrable domain: anyone's servers |
 //! | any port | `host:*` | every service on that host, not one API |
-//! | loopback / link-local | `127.0.0.0/8`, `::1`, `localhost`, `169.254.0.0/16`, `fe80::/10`, `0.0.0.0`, or a network containing them | services of this machine, cloud metadata (instance credentials) |
-//! | shell or interpreter | `sh`, `bash`, `python3`, `env`, `sudo`, … as an exec program | runs whatever the plugin passes as arguments |
-//! | loader variable | `LD_PRELOAD`, `PATH`, `BASH_ENV`, `NODE_OPTIONS`, … the plugin may set for a program | makes a granted program run other code |
-//! | template widened | a `{key}` value that changes the host a grant's fixed text names (`/`, `#`, `?`, `@`, `*`, `{` inside the host) | the grant is not what the template promised |
+//! | loopback / link-local / metadata | an address or network that meets `127.0.0.0/8`, `::1`, `169.254.0.0/16`, `fe80::/10`, `0.0.0.0/8`, `::`, or a cloud metadata address (`fd00:ec2::254`, `100.100.100.200`, `168.63.129.16`, …); `localhost`, `metadata.google.internal` | services of this machine, cloud metadata (instance credentials) |
+//! | shell or interpreter | `sh`, any `*sh`, any `python*`, `perl`, `env`, `sudo`, `flock`, `strace`, a dynamic loader (`ld-linux-*.so*`), … as an exec program | runs whatever the plugin passes as arguments |
+//! | loader variable | `LD_*`, `GIT_*`, `PYTHON*`, `*_ASKPASS`, `PATH`, `BASH_ENV`, `NODE_OPTIONS`, `GLIBC_TUNABLES`, `DOCKER_HOST`, … the plugin may set for a program | makes a granted program run other code, or talk to another place |
+//! | template widened | a `{key}` value that changes the host a grant's fixed text names (`/`, `#`, `?`, `@`, `*`, `{` inside the host); a `{key}` in the scheme or the port | the grant is not what the template promised |
 
-use std::net::IpAddr;
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::LazyLock;
 
 use serde::Serialize;
 
 use crate::exec::ExecGrant;
-use crate::http::{HostPattern, HttpGrant, PortPattern, special_class};
+use crate::http::{HostPattern, HttpGrant, PortPattern, canonical_ip};
 use crate::manifest::Manifest;
 
 /// One dangerous grant and why.
@@ -45,84 +47,160 @@ impl std::fmt::Display for Danger {
     }
 }
 
-/// Credential chains of clouds and tools: variable prefixes (or whole
-/// names), and the words in a plugin's name that claim them.
-const CREDENTIAL_CHAINS: &[(&str, &[&str], &[&str])] = &[
-    ("AWS", &["AWS_"], &["aws", "ec2", "amazon"]),
+/// Credential chains of clouds and tools: who they belong to, and the
+/// variable prefixes (ending in `_`) or whole names. A plugin's name never
+/// exempts it: anyone can name a plugin `aws-cost`.
+const CREDENTIAL_CHAINS: &[(&str, &[&str])] = &[
+    ("AWS", &["AWS_"]),
     (
         "Google Cloud",
-        &[
-            "GOOGLE_",
-            "GCLOUD_",
-            "CLOUDSDK_",
-            "GCP_",
-            "GOOGLE_APPLICATION_CREDENTIALS",
-        ],
-        &["gcp", "google", "gce", "gcloud"],
+        &["GOOGLE_", "GCLOUD_", "CLOUDSDK_", "GCP_", "GCE_"],
     ),
-    ("Azure", &["AZURE_", "ARM_"], &["azure"]),
-    ("Hetzner", &["HCLOUD_"], &["hetzner", "hcloud"]),
+    ("Azure", &["AZURE_", "ARM_", "MSI_"]),
+    ("Hetzner", &["HCLOUD_"]),
     (
         "DigitalOcean",
-        &["DIGITALOCEAN_", "DO_TOKEN"],
-        &["digitalocean", "do"],
+        &["DIGITALOCEAN_", "DO_TOKEN", "DO_API_TOKEN"],
     ),
-    ("Linode", &["LINODE_"], &["linode", "akamai"]),
-    ("Vultr", &["VULTR_"], &["vultr"]),
-    ("OpenStack", &["OS_PASSWORD", "OS_TOKEN"], &["openstack"]),
-    ("Oracle Cloud", &["OCI_"], &["oci", "oracle"]),
-    ("Scaleway", &["SCW_"], &["scaleway", "scw"]),
-    ("Exoscale", &["EXOSCALE_"], &["exoscale"]),
-    ("Cloudflare", &["CLOUDFLARE_", "CF_API_"], &["cloudflare"]),
-    ("GitHub", &["GITHUB_TOKEN", "GH_TOKEN"], &[]),
-    ("GitLab", &["GITLAB_TOKEN", "CI_JOB_TOKEN"], &[]),
-    ("Kubernetes", &["KUBECONFIG"], &["kubernetes", "k8s"]),
-    ("HashiCorp Vault", &["VAULT_TOKEN"], &["vault"]),
-    ("Docker", &["DOCKER_"], &[]),
-    ("SSH agent", &["SSH_AUTH_SOCK"], &[]),
+    ("Linode", &["LINODE_"]),
+    ("Vultr", &["VULTR_"]),
+    (
+        "OpenStack",
+        &[
+            "OS_PASSWORD",
+            "OS_TOKEN",
+            "OS_APPLICATION_CREDENTIAL_SECRET",
+        ],
+    ),
+    ("Oracle Cloud", &["OCI_"]),
+    ("Alibaba Cloud", &["ALIBABA_CLOUD_", "ALICLOUD_"]),
+    ("Tencent Cloud", &["TENCENTCLOUD_"]),
+    ("IBM Cloud", &["IBMCLOUD_", "IC_API_KEY"]),
+    ("Scaleway", &["SCW_"]),
+    ("Exoscale", &["EXOSCALE_"]),
+    ("OVHcloud", &["OVH_"]),
+    ("Equinix Metal", &["METAL_AUTH_TOKEN", "PACKET_AUTH_TOKEN"]),
+    ("Cloudflare", &["CLOUDFLARE_", "CF_API_"]),
+    (
+        "GitHub",
+        &[
+            "GITHUB_TOKEN",
+            "GH_TOKEN",
+            "GH_ENTERPRISE_TOKEN",
+            "GITHUB_PAT",
+            "ACTIONS_ID_TOKEN_REQUEST_",
+            "ACTIONS_RUNTIME_TOKEN",
+        ],
+    ),
+    (
+        "GitLab",
+        &[
+            "GITLAB_TOKEN",
+            "CI_JOB_TOKEN",
+            "CI_JOB_JWT",
+            "GITLAB_PRIVATE_TOKEN",
+        ],
+    ),
+    ("Bitbucket", &["BITBUCKET_TOKEN", "BITBUCKET_APP_PASSWORD"]),
+    (
+        "Buildkite",
+        &["BUILDKITE_AGENT_TOKEN", "BUILDKITE_API_TOKEN"],
+    ),
+    ("CircleCI", &["CIRCLE_TOKEN", "CIRCLECI_TOKEN"]),
+    ("Kubernetes", &["KUBECONFIG"]),
+    ("HashiCorp Vault", &["VAULT_"]),
+    (
+        "HashiCorp Consul",
+        &["CONSUL_HTTP_TOKEN", "CONSUL_HTTP_AUTH"],
+    ),
+    ("HashiCorp Nomad", &["NOMAD_TOKEN"]),
+    (
+        "Terraform Cloud",
+        &["TFE_TOKEN", "TF_TOKEN_", "ATLAS_TOKEN"],
+    ),
+    ("Docker", &["DOCKER_"]),
+    ("npm", &["NPM_TOKEN", "NODE_AUTH_TOKEN", "NPM_CONFIG__AUTH"]),
+    (
+        "PyPI",
+        &["TWINE_PASSWORD", "PYPI_TOKEN", "UV_PUBLISH_TOKEN"],
+    ),
+    ("crates.io", &["CARGO_REGISTRY_TOKEN", "CARGO_REGISTRIES_"]),
+    ("PostgreSQL", &["PGPASSWORD", "PGPASSFILE", "PGSERVICEFILE"]),
+    ("MySQL", &["MYSQL_PWD"]),
+    ("Redis", &["REDISCLI_AUTH"]),
+    (
+        "1Password",
+        &[
+            "OP_SERVICE_ACCOUNT_TOKEN",
+            "OP_SESSION_",
+            "OP_CONNECT_TOKEN",
+        ],
+    ),
+    ("Bitwarden", &["BW_SESSION", "BWS_ACCESS_TOKEN"]),
+    ("SOPS", &["SOPS_AGE_KEY", "SOPS_AGE_KEY_FILE"]),
+    ("Sentry", &["SENTRY_AUTH_TOKEN"]),
+    ("Slack", &["SLACK_TOKEN", "SLACK_BOT_TOKEN"]),
+    ("SSH agent", &["SSH_AUTH_SOCK"]),
 ];
 
 /// Programs that run whatever they are told: shells, interpreters, and
-/// programs whose job is to run another program.
+/// programs whose job is to run another program. Names ending in `sh`
+/// (shells), starting with `python`, `pypy`, `perl`, `ruby`, `php`, `lua`,
+/// `tclsh`, or a dynamic loader (`ld-linux-x86-64.so.2`, `ld.so`) are
+/// caught by rule in [`runner`]; these are the rest.
 const RUNNERS: &[&str] = &[
-    "sh",
-    "bash",
-    "dash",
-    "zsh",
-    "ksh",
-    "mksh",
-    "fish",
-    "csh",
-    "tcsh",
-    "ash",
     "busybox",
+    "toybox",
     "env",
     "sudo",
     "su",
     "doas",
     "pkexec",
     "runuser",
+    "setpriv",
+    "capsh",
     "setsid",
     "nohup",
     "xargs",
+    "parallel",
     "nice",
+    "ionice",
+    "chrt",
+    "taskset",
+    "prlimit",
     "timeout",
+    "time",
+    "watch",
     "stdbuf",
+    "flock",
+    "script",
     "chroot",
     "nsenter",
     "unshare",
-    "ssh",
-    "python",
-    "perl",
-    "ruby",
+    "firejail",
+    "bwrap",
+    "proot",
+    "fakeroot",
+    "faketime",
+    "systemd-run",
+    "systemd-nspawn",
+    "machinectl",
+    "run-parts",
+    "start-stop-daemon",
+    "strace",
+    "ltrace",
+    "gdb",
+    "lldb",
+    "valgrind",
+    "catchsegv",
+    "tmux",
+    "screen",
     "node",
     "nodejs",
     "deno",
     "bun",
-    "php",
-    "lua",
-    "luajit",
-    "tclsh",
+    "java",
+    "jshell",
     "wish",
     "awk",
     "gawk",
@@ -131,165 +209,368 @@ const RUNNERS: &[&str] = &[
     "jq",
     "expect",
     "osascript",
-    "pwsh",
-    "powershell",
     "Rscript",
+    "R",
+    "julia",
     "guile",
     "racket",
+    "sbcl",
     "ghci",
     "irb",
+    "erl",
+    "elixir",
     "find",
     "make",
     "vim",
     "vi",
+    "nvim",
     "emacs",
     "ed",
     "sed",
     "docker",
     "podman",
+    "nerdctl",
     "kubectl",
 ];
 
-/// Environment variables that make a program load or run other code.
+/// Whether a program (its file name) runs whatever it is told.
+fn runner(program: &str) -> bool {
+    let file = program.rsplit('/').next().unwrap_or(program);
+    // A dynamic loader runs any program given as its first argument.
+    if file.starts_with("ld") && file.contains(".so") {
+        return true;
+    }
+    // Version and build suffixes: python3.12, python3-dbg, perl5.36, lua5.4.
+    let base = file.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-');
+    let base = base.strip_suffix("-dbg").unwrap_or(base);
+    let base = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-');
+    base.ends_with("sh")
+        || [
+            "python",
+            "pypy",
+            "perl",
+            "ruby",
+            "php",
+            "lua",
+            "tclsh",
+            "pwsh",
+            "powershell",
+        ]
+        .iter()
+        .any(|p| base.starts_with(p))
+        || RUNNERS.contains(&base)
+        || RUNNERS.contains(&file)
+}
+
+/// Environment variables that make a program load or run other code, or
+/// talk to another place than it would. Prefixes (`LD_`, `GIT_`,
+/// `PYTHON`, …) and suffixes (`_ASKPASS`, `_PROXY`) are rules in
+/// [`loader_variable`]; these are the rest.
 const LOADER_VARIABLES: &[&str] = &[
     "PATH",
     "BASH_ENV",
     "ENV",
+    "ZDOTDIR",
     "SHELLOPTS",
     "BASHOPTS",
     "PS4",
     "PROMPT_COMMAND",
     "IFS",
+    "SHELL",
     "GCONV_PATH",
+    "GLIBC_TUNABLES",
+    "LOCPATH",
+    "NLSPATH",
     "HOSTALIASES",
     "LOCALDOMAIN",
     "RES_OPTIONS",
-    "PYTHONPATH",
-    "PYTHONSTARTUP",
-    "PYTHONHOME",
-    "PERL5LIB",
-    "PERL5OPT",
-    "PERLLIB",
-    "RUBYLIB",
-    "RUBYOPT",
     "NODE_OPTIONS",
     "NODE_PATH",
     "JAVA_TOOL_OPTIONS",
     "_JAVA_OPTIONS",
     "JDK_JAVA_OPTIONS",
     "CLASSPATH",
-    "GIT_SSH",
-    "GIT_SSH_COMMAND",
-    "GIT_EXEC_PATH",
-    "GIT_CONFIG_GLOBAL",
+    "RUSTC_WRAPPER",
+    "OPENSSL_CONF",
+    "OPENSSL_ENGINES",
+    "SSLKEYLOGFILE",
     "EDITOR",
     "VISUAL",
     "PAGER",
+    "MANPAGER",
+    "LESSOPEN",
+    "LESSCLOSE",
+    "BROWSER",
     "HOME",
     "XDG_CONFIG_HOME",
     "SSL_CERT_FILE",
     "SSL_CERT_DIR",
     "CURL_CA_BUNDLE",
     "REQUESTS_CA_BUNDLE",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
     "NO_PROXY",
-    "no_proxy",
+    "KUBECONFIG",
 ];
 
-/// Why reading `env` into a plugin called `plugin` is dangerous, if it is.
+/// Whether a program the plugin may set `name` for can be made to load or
+/// run other code (or to talk elsewhere) by it.
+fn loader_variable(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    [
+        "LD_",
+        "DYLD_",
+        "BASH_FUNC_",
+        // Git reads dozens: GIT_CONFIG_COUNT/KEY_n/VALUE_n and
+        // GIT_CONFIG_PARAMETERS set any option (core.sshCommand), GIT_DIR
+        // another repository, GIT_ASKPASS/GIT_PROXY_COMMAND run programs.
+        "GIT_",
+        // PYTHONWARNINGS imports modules, PYTHONSTARTUP runs a file, …
+        "PYTHON",
+        "PERL",
+        "RUBY",
+        "NPM_CONFIG_",
+        "DOCKER_",
+        "CONTAINER_HOST",
+        "MALLOC_",
+    ]
+    .iter()
+    .any(|p| upper.starts_with(p))
+        || upper.ends_with("_ASKPASS")
+        || upper.ends_with("_PROXY")
+        || LOADER_VARIABLES.contains(&upper.as_str())
+}
+
+/// Why reading `env` into the plugin `plugin` is dangerous, if it is.
+///
+/// A variable of a cloud's or tool's credential chain is always flagged,
+/// whatever the plugin is called (a name proves nothing): for the plugin
+/// of that cloud it is expected, and the reason says so.
 #[must_use]
 pub fn secret_variable(plugin: &str, env: &str) -> Option<String> {
+    let _ = plugin;
     let upper = env.to_ascii_uppercase();
     if upper.starts_with("WASMPROV_") {
         return Some(format!(
             "${env} is a variable of the host itself (its daemon token, registry or signing password live in WASMPROV_*)"
         ));
     }
-    let words: Vec<&str> = plugin
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect();
-    for (provider, prefixes, claims) in CREDENTIAL_CHAINS {
-        let in_chain = prefixes.iter().any(|p| {
+    for (provider, names) in CREDENTIAL_CHAINS {
+        let in_chain = names.iter().any(|p| {
             if p.ends_with('_') {
                 upper.starts_with(p)
             } else {
                 upper == *p
             }
         });
-        if in_chain && !claims.iter().any(|c| words.contains(c)) {
+        if in_chain {
             return Some(format!(
-                "${env} belongs to {provider}'s credential chain, and the plugin {plugin} is not named for {provider}: it would act as that account"
+                "${env} belongs to {provider}'s credential chain: the plugin acts as that {provider} account (expected of a plugin for {provider}; flagged whatever the plugin is called, as a name proves nothing)"
             ));
         }
     }
     None
 }
 
-fn ip_danger(ip: IpAddr) -> Option<&'static str> {
-    match special_class(ip) {
-        Some(class @ ("loopback" | "link-local (cloud metadata)" | "unspecified")) => Some(class),
-        _ => None,
-    }
+/// Addresses and networks a grant must not meet unflagged: this machine,
+/// the link, and the clouds' instance metadata services.
+const V4_FLAGGED: &[([u8; 4], u8, &str)] = &[
+    ([127, 0, 0, 0], 8, "loopback"),
+    ([0, 0, 0, 0], 8, "unspecified"),
+    ([169, 254, 0, 0], 16, "link-local (cloud metadata)"),
+    // Alibaba Cloud's instance metadata.
+    ([100, 100, 100, 200], 32, "cloud metadata (Alibaba Cloud)"),
+    // Azure's WireServer (VM agent, extension settings).
+    ([168, 63, 129, 16], 32, "cloud metadata (Azure WireServer)"),
+    // Oracle Cloud Classic's metadata.
+    ([192, 0, 0, 192], 32, "cloud metadata (Oracle Cloud)"),
+];
+
+const V6_FLAGGED: &[([u16; 8], u8, &str)] = &[
+    ([0, 0, 0, 0, 0, 0, 0, 1], 128, "loopback"),
+    ([0, 0, 0, 0, 0, 0, 0, 0], 128, "unspecified"),
+    (
+        [0xfe80, 0, 0, 0, 0, 0, 0, 0],
+        10,
+        "link-local (cloud metadata)",
+    ),
+    // AWS's instance metadata over IPv6 (Nitro).
+    (
+        [0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254],
+        128,
+        "cloud metadata (AWS)",
+    ),
+];
+
+/// Host names of this machine or of a cloud's instance metadata.
+const FLAGGED_NAMES: &[(&str, &str)] = &[
+    ("localhost", "this machine (loopback)"),
+    (
+        "metadata.google.internal",
+        "Google Cloud's instance metadata",
+    ),
+    ("metadata.goog", "Google Cloud's instance metadata"),
+    ("metadata", "a cloud's instance metadata (Google Cloud)"),
+    ("instance-data", "AWS's instance metadata"),
+    ("instance-data.ec2.internal", "AWS's instance metadata"),
+    (
+        "metadata.tencentyun.com",
+        "Tencent Cloud's instance metadata",
+    ),
+];
+
+fn prefix_mask_u32(prefix: u8) -> u32 {
+    u32::MAX
+        .checked_shl(32 - u32::from(prefix.min(32)))
+        .unwrap_or(0)
 }
 
-/// Whether a network contains a loopback, link-local or unspecified address.
-fn network_danger(addr: IpAddr, prefix: u8) -> Option<&'static str> {
-    let probes: &[IpAddr] = &[
-        IpAddr::from([127, 0, 0, 1]),
-        IpAddr::from([169, 254, 169, 254]),
-        IpAddr::from([0, 0, 0, 0]),
-        IpAddr::from([0u16, 0, 0, 0, 0, 0, 0, 1]),
-        IpAddr::from([0xfe80u16, 0, 0, 0, 0, 0, 0, 1]),
-        IpAddr::from([0xfd00u16, 0xec2, 0, 0, 0, 0, 0, 0x254]),
-    ];
-    probes
-        .iter()
-        .find(|p| in_network(**p, addr, prefix))
-        .and_then(|p| ip_danger(*p).or(Some("cloud metadata")))
+fn prefix_mask_u128(prefix: u8) -> u128 {
+    u128::MAX
+        .checked_shl(128 - u32::from(prefix.min(128)))
+        .unwrap_or(0)
 }
 
-fn in_network(ip: IpAddr, net: IpAddr, prefix: u8) -> bool {
-    match (ip, net) {
-        (IpAddr::V4(a), IpAddr::V4(n)) => {
-            let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
-            u32::from(a) & mask == u32::from(n) & mask
+/// Whether two IPv6 prefixes share an address: one contains the other.
+fn v6_meet(a: u128, pa: u8, b: u128, pb: u8) -> bool {
+    let mask = prefix_mask_u128(pa.min(pb));
+    a & mask == b & mask
+}
+
+/// The flagged class a network (`prefix` 32 or 128 for one address)
+/// meets, if any. IPv4 addresses written in IPv6 (`::ffff:a.b.c.d`,
+/// `::a.b.c.d`) meet what their IPv4 address meets.
+fn range_danger(addr: IpAddr, prefix: u8) -> Option<&'static str> {
+    let v6 = match addr {
+        IpAddr::V4(v4) => {
+            let n = u32::from(v4);
+            return V4_FLAGGED.iter().find_map(|(o, p, class)| {
+                let mask = prefix_mask_u32(prefix.min(*p));
+                (n & mask == u32::from(Ipv4Addr::from(*o)) & mask).then_some(*class)
+            });
         }
-        (IpAddr::V6(a), IpAddr::V6(n)) => {
-            let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
-            u128::from(a) & mask == u128::from(n) & mask
-        }
-        _ => false,
+        IpAddr::V6(v6) => u128::from(v6),
+    };
+    let own = V6_FLAGGED.iter().find_map(|(s, p, class)| {
+        v6_meet(v6, prefix, u128::from(Ipv6Addr::from(*s)), *p).then_some(*class)
+    });
+    own.or_else(|| {
+        // IPv4-mapped (::ffff:0:0/96) and IPv4-compatible (::/96) forms.
+        [0xffff_u128 << 32, 0].iter().find_map(|base| {
+            V4_FLAGGED.iter().find_map(|(o, p, class)| {
+                let v4 = u128::from(u32::from(Ipv4Addr::from(*o)));
+                v6_meet(v6, prefix, base | v4, 96 + p).then_some(*class)
+            })
+        })
+    })
+}
+
+/// Domains that are registrable by the Public Suffix List but have list
+/// rules below them (`amazonaws.com` above `s3.amazonaws.com`), generated
+/// from the rules the `psl` crate was built from
+/// (`host/policy/tools/psl_parents.py`).
+static PSL_PARENTS: LazyLock<BTreeSet<&'static str>> = LazyLock::new(|| {
+    include_str!("psl_parents.txt")
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+});
+
+/// Rules in the Public Suffix List's form for multi-tenant domains the
+/// list does not have (yet): names below them belong to many customers.
+/// A wildcard over such a suffix, or over a domain above one, is as wide
+/// as one over a listed suffix.
+const UNLISTED_SUFFIXES: &[(&str, &str)] = &[
+    // https://ACCOUNT_ID.r2.cloudflarestorage.com
+    (
+        "r2.cloudflarestorage.com",
+        "Cloudflare R2, every account's buckets",
+    ),
+    // NAME.REGION.cloudapp.azure.com: every customer's VMs and services.
+    ("*.cloudapp.azure.com", "Azure, every customer's DNS names"),
+    // BUCKET.s3.wasabisys.com
+    ("s3.wasabisys.com", "Wasabi, every customer's buckets"),
+    // BUCKET.LOCATION.your-objectstorage.com
+    (
+        "*.your-objectstorage.com",
+        "Hetzner Object Storage, every customer's buckets",
+    ),
+    // BUCKET.oss-REGION.aliyuncs.com
+    (
+        "*.aliyuncs.com",
+        "Alibaba Cloud OSS, every customer's buckets",
+    ),
+];
+
+/// Why `*.base` reaches more than one party's servers, if it does.
+fn wide_wildcard(base: &str) -> Option<String> {
+    if psl::domain_str(base).is_none() {
+        return Some(format!(
+            "*.{base} is wider than one registrable domain ({base} is a public suffix): it reaches anyone's servers under it"
+        ));
     }
+    if PSL_PARENTS.contains(base) {
+        return Some(format!(
+            "*.{base} is wider than one registrable domain (the Public Suffix List has public suffixes below {base}: other customers' names): it reaches anyone's servers under it"
+        ));
+    }
+    UNLISTED_SUFFIXES.iter().find_map(|(rule, whose)| {
+        let (fixed, wildcard) = match rule.strip_prefix("*.") {
+            Some(f) => (f, true),
+            None => (*rule, false),
+        };
+        let parent_of_base = base.split_once('.').map(|(_, p)| p);
+        let suffix = base == fixed && !wildcard || wildcard && parent_of_base == Some(fixed);
+        let above = fixed.ends_with(&format!(".{base}")) || wildcard && base == fixed;
+        (suffix || above).then(|| {
+            format!(
+                "*.{base} is wider than one party's servers (names under {fixed} are shared: {whose}): it reaches anyone's servers under it"
+            )
+        })
+    })
 }
 
 /// Why an HTTP grant is dangerous, one reason each.
 #[must_use]
 pub fn http_grant(grant: &HttpGrant) -> Vec<String> {
     let mut out = Vec::new();
+    let local = |name: &str| {
+        FLAGGED_NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, what)| *what)
+            .or_else(|| {
+                name.ends_with(".localhost")
+                    .then_some("this machine (loopback)")
+            })
+    };
     match &grant.host {
         HostPattern::Subdomains(base) => {
-            if psl::domain_str(base).is_none() {
+            out.extend(wide_wildcard(base));
+            let covered: Vec<&str> = FLAGGED_NAMES
+                .iter()
+                .filter(|(n, _)| n.ends_with(&format!(".{base}")))
+                .map(|(n, _)| *n)
+                .collect();
+            if base == "localhost" {
+                out.push(format!("*.{base} is this machine (loopback)"));
+            } else if !covered.is_empty() && out.is_empty() {
                 out.push(format!(
-                    "*.{base} is wider than one registrable domain ({base} is a public suffix): it reaches anyone's servers under it"
+                    "*.{base} covers {}: a cloud's instance metadata (its credentials)",
+                    covered.join(", ")
                 ));
             }
         }
         HostPattern::Name(name) => {
-            if name == "localhost" || name.ends_with(".localhost") {
-                out.push(format!("{name} is this machine (loopback)"));
+            if let Some(what) = local(name) {
+                out.push(format!("{name} is {what}"));
             }
         }
         HostPattern::Ip(ip) => {
-            if let Some(class) = ip_danger(*ip) {
+            let ip = canonical_ip(*ip);
+            let bits = if ip.is_ipv4() { 32 } else { 128 };
+            if let Some(class) = range_danger(ip, bits) {
                 out.push(format!(
                     "{ip} is a {class} address: services of this machine{}",
-                    if class.starts_with("link-local") {
+                    if class.contains("metadata") {
                         " or the cloud's instance metadata (its credentials)"
                     } else {
                         ""
@@ -298,7 +579,7 @@ pub fn http_grant(grant: &HttpGrant) -> Vec<String> {
             }
         }
         HostPattern::Network(ip, prefix) => {
-            if let Some(class) = network_danger(*ip, *prefix) {
+            if let Some(class) = range_danger(*ip, *prefix) {
                 out.push(format!(
                     "the network {ip}/{prefix} contains {class} addresses: services of this machine or the cloud's instance metadata"
                 ));
@@ -311,34 +592,20 @@ pub fn http_grant(grant: &HttpGrant) -> Vec<String> {
     out
 }
 
-/// The program's name without directories and version suffixes
-/// (`/usr/bin/python3.12` → `python`).
-fn program_base(program: &str) -> &str {
-    let base = program.rsplit('/').next().unwrap_or(program);
-    base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-')
-}
-
 /// Why an exec grant is dangerous, one reason each.
 #[must_use]
 pub fn exec_grant(grant: &ExecGrant) -> Vec<String> {
     let mut out = Vec::new();
-    let base = program_base(&grant.program);
-    if RUNNERS.contains(&base) {
+    if runner(&grant.program) {
         out.push(format!(
             "{} is a shell, interpreter or program runner: it runs whatever the plugin passes it",
             grant.program
         ));
     }
     for name in &grant.env {
-        let upper = name.to_ascii_uppercase();
-        if upper.starts_with("LD_")
-            || upper.starts_with("DYLD_")
-            || upper.starts_with("BASH_FUNC_")
-            || LOADER_VARIABLES.contains(&name.as_str())
-            || LOADER_VARIABLES.contains(&upper.as_str())
-        {
+        if loader_variable(name) {
             out.push(format!(
-                "the plugin may set {name}, which makes the program load or run other code"
+                "the plugin may set {name}, which makes the program load or run other code (or talk to another place)"
             ));
         }
     }
@@ -397,25 +664,32 @@ mod tests {
     }
 
     #[test]
-    fn secrets_from_the_host_or_another_providers_chain_are_flagged() {
+    fn secrets_from_the_host_or_any_providers_chain_are_flagged_whatever_the_name() {
         for (plugin, env, dangerous) in [
             ("victim", "WASMPROV_SERVE_TOKEN", true),
             ("aws-ec2", "WASMPROV_REGISTRY_PASSWORD", true),
             ("victim", "AWS_SECRET_ACCESS_KEY", true),
             ("hetzner", "AWS_ACCESS_KEY_ID", true),
-            ("aws-ec2", "AWS_SECRET_ACCESS_KEY", false),
-            ("my-ec2", "AWS_SESSION_TOKEN", false),
-            ("hetzner", "HCLOUD_TOKEN", false),
-            ("digitalocean", "HCLOUD_TOKEN", true),
-            ("digitalocean", "DIGITALOCEAN_TOKEN", false),
+            // No exemption by name: `aws-cost` is anyone's name.
+            ("aws-cost", "AWS_SECRET_ACCESS_KEY", true),
+            ("aws-ec2", "AWS_SECRET_ACCESS_KEY", true),
+            ("hetzner", "HCLOUD_TOKEN", true),
             ("victim", "GOOGLE_APPLICATION_CREDENTIALS", true),
             ("victim", "ARM_CLIENT_SECRET", true),
             ("aws-ec2", "GITHUB_TOKEN", true),
             ("victim", "SSH_AUTH_SOCK", true),
+            ("victim", "ACTIONS_ID_TOKEN_REQUEST_TOKEN", true),
+            ("victim", "ACTIONS_ID_TOKEN_REQUEST_URL", true),
+            ("victim", "NPM_TOKEN", true),
+            ("victim", "CONSUL_HTTP_TOKEN", true),
+            ("victim", "PGPASSWORD", true),
+            ("victim", "MYSQL_PWD", true),
+            ("victim", "VAULT_ADDR", true),
+            ("victim", "TF_TOKEN_app_terraform_io", true),
+            ("victim", "CARGO_REGISTRY_TOKEN", true),
             ("victim", "VICTIM_TOKEN", false),
             ("victim", "EXAMPLE_TOKEN", false),
-            // `do` must be a word of the name, not a part of one.
-            ("docs", "DIGITALOCEAN_TOKEN", true),
+            ("victim", "CLUSTER_JOIN_TOKEN", false),
         ] {
             assert_eq!(
                 secret_variable(plugin, env).is_some(),
@@ -423,6 +697,13 @@ mod tests {
                 "{plugin} reading ${env}"
             );
         }
+        // The bundled EC2 plugin's own use reads as expected, not as an attack.
+        let own = secret_variable("aws-ec2", "AWS_SECRET_ACCESS_KEY").unwrap();
+        assert!(
+            own.contains("belongs to AWS's credential chain")
+                && own.contains("expected of a plugin for AWS"),
+            "{own}"
+        );
     }
 
     #[test]
@@ -431,8 +712,24 @@ mod tests {
             ("https://*.com", true),
             ("https://*.co.uk", true),
             ("https://*.s3.amazonaws.com", true),
+            // Registrable domains with public suffixes below them.
+            ("https://*.amazonaws.com", true),
+            ("https://*.compute.amazonaws.com", true),
+            ("https://*.windows.net", true),
+            ("https://*.core.windows.net", true),
+            ("https://*.on.aws", true),
+            // Multi-tenant domains the list lacks.
+            ("https://*.cloudflarestorage.com", true),
+            ("https://*.r2.cloudflarestorage.com", true),
+            ("https://*.azure.com", true),
+            ("https://*.cloudapp.azure.com", true),
+            ("https://*.eastus.cloudapp.azure.com", true),
+            ("https://*.myvm.eastus.cloudapp.azure.com", false),
+            ("https://*.0123abc.r2.cloudflarestorage.com", false),
+            ("https://*.my-bucket.s3.amazonaws.com", false),
             ("https://*.example.com", false),
             ("https://*.api.example.com", false),
+            ("https://*.hetzner.cloud", false),
             ("https://api.example.com", false),
             ("https://api.example.com:*", true),
             ("http://127.0.0.1:*", true),
@@ -443,15 +740,63 @@ mod tests {
             ("http://[fe80::1]", true),
             ("http://0.0.0.0:80", true),
             ("http://localhost:8080", true),
+            ("http://api.localhost:8080", true),
+            ("http://metadata.google.internal", true),
+            ("http://*.google.internal", true),
             ("https://[10.0.0.0/8]", false),
             ("https://[0.0.0.0/0]", true),
             ("https://[169.254.0.0/16]", true),
             ("https://[fd00:ec2::/32]", true),
             ("https://[::/0]", true),
             ("https://203.0.113.7", false),
+            // Networks that meet loopback, link-local or metadata addresses.
+            ("https://[127.0.0.2/32]", true),
+            ("https://[127.128.0.0/9]", true),
+            ("https://[126.0.0.0/7]", true),
+            ("https://[169.254.170.0/24]", true),
+            ("https://[fe80::1:0/112]", true),
+            ("https://[fd00:ec2::254]", true),
+            ("https://[fd00:ec2::254/128]", true),
+            ("https://100.100.100.200", true),
+            ("https://[100.100.100.0/24]", true),
+            ("https://[100.64.0.0/10]", true),
+            ("https://168.63.129.16", true),
+            ("https://[::ffff:127.0.0.1]", true),
+            ("https://[128.0.0.0/1]", true),
+            ("https://[192.0.2.0/24]", false),
+            ("https://[100.101.0.0/16]", false),
+            ("https://[fd00:ec3::/32]", false),
+            ("https://[2001:db8::/32]", false),
         ] {
             let g = HttpGrant::parse(grant).unwrap();
             assert_eq!(!http_grant(&g).is_empty(), dangerous, "{grant}");
+        }
+    }
+
+    #[test]
+    fn the_psl_parent_list_matches_the_psl_crate() {
+        assert!(PSL_PARENTS.len() > 500, "{}", PSL_PARENTS.len());
+        for parent in PSL_PARENTS.iter() {
+            // Each is registrable (or below), so the suffix check alone
+            // would let a wildcard over it pass.
+            assert!(psl::domain_str(parent).is_some(), "{parent}");
+        }
+        for must in [
+            "amazonaws.com",
+            "windows.net",
+            "on.aws",
+            "compute.amazonaws.com",
+        ] {
+            assert!(PSL_PARENTS.contains(must), "{must}");
+        }
+        // A rule below each parent: the crate sees a suffix longer than the parent.
+        for (parent, below) in [
+            ("amazonaws.com", "bucket.s3.amazonaws.com"),
+            ("windows.net", "account.blob.core.windows.net"),
+            ("compute.amazonaws.com", "x.eu-west-1.compute.amazonaws.com"),
+        ] {
+            let suffix = psl::suffix_str(below).unwrap();
+            assert!(suffix.len() > parent.len(), "{below}: {suffix}");
         }
     }
 
@@ -460,11 +805,22 @@ mod tests {
         for (program, env, dangerous) in [
             ("/bin/sh", "", true),
             ("/usr/bin/bash", "", true),
+            ("/bin/rbash", "", true),
             ("/usr/bin/python3", "", true),
             ("/usr/bin/python3.12", "", true),
+            ("/usr/bin/python3-dbg", "", true),
+            ("/usr/bin/pypy3", "", true),
             ("/usr/bin/env", "", true),
             ("/usr/bin/sudo", "", true),
+            ("/lib64/ld-linux-x86-64.so.2", "", true),
+            ("/lib/ld-musl-x86_64.so.1", "", true),
+            ("/usr/bin/flock", "", true),
+            ("/usr/bin/strace", "", true),
+            ("/usr/bin/gdb", "", true),
+            ("/usr/bin/systemd-run", "", true),
+            ("/usr/bin/setpriv", "", true),
             ("/usr/local/bin/node-ctl", "", false),
+            ("/usr/local/bin/hcloud", "", false),
             ("/usr/local/bin/node-ctl", "REGION", false),
             ("/usr/local/bin/node-ctl", "LD_PRELOAD", true),
             ("/usr/local/bin/node-ctl", "LD_LIBRARY_PATH", true),
@@ -472,7 +828,21 @@ mod tests {
             ("/usr/local/bin/node-ctl", "PATH", true),
             ("/usr/local/bin/node-ctl", "BASH_ENV", true),
             ("/usr/local/bin/node-ctl", "NODE_OPTIONS", true),
+            ("/usr/local/bin/node-ctl", "GIT_CONFIG_COUNT", true),
+            ("/usr/local/bin/node-ctl", "GIT_CONFIG_KEY_0", true),
+            ("/usr/local/bin/node-ctl", "GIT_CONFIG_VALUE_0", true),
+            ("/usr/local/bin/node-ctl", "GIT_CONFIG_PARAMETERS", true),
+            ("/usr/local/bin/node-ctl", "GIT_ASKPASS", true),
+            ("/usr/local/bin/node-ctl", "GIT_PROXY_COMMAND", true),
+            ("/usr/local/bin/node-ctl", "GIT_DIR", true),
+            ("/usr/local/bin/node-ctl", "SSH_ASKPASS", true),
+            ("/usr/local/bin/node-ctl", "GLIBC_TUNABLES", true),
+            ("/usr/local/bin/node-ctl", "PYTHONWARNINGS", true),
+            ("/usr/local/bin/node-ctl", "BROWSER", true),
+            ("/usr/local/bin/node-ctl", "DOCKER_HOST", true),
+            ("/usr/local/bin/node-ctl", "https_proxy", true),
             ("/usr/local/bin/node-ctl", "WASMPROV_OWNER", false),
+            ("/usr/local/bin/node-ctl", "WASMPROV_REQUEST_ID", false),
         ] {
             let spec = crate::exec::ExecGrantSpec {
                 program: program.into(),

@@ -348,9 +348,15 @@ impl Requests {
     }
 
     /// Why a templated HTTP request, once filled, grants something other
-    /// than its fixed text names: a `{key}` inside the host part whose
-    /// value is not a plain host name part (`/`, `#`, `?`, `@`, `*`, `:`,
-    /// `{`… move the host elsewhere or widen it to a wildcard).
+    /// than its fixed text names. Only a whole URL (`{endpoint}`,
+    /// `{endpoint}/v1`: the operator's value, checked as a grant) and a
+    /// plain host name part (`https://ec2.{region}.amazonaws.com`) may come
+    /// from config values; anything else outside the path is flagged: a
+    /// `{key}` in the scheme (`{scheme}://…`, `http{s}://…`: plain HTTP, no
+    /// TLS) or in the port (any service on the host), fixed text mixed into a scheme and host a key
+    /// provides (`{base}.example.com`), or a host part whose value is not
+    /// a plain host name part (`/`, `#`, `?`, `@`, `*`, `:`, `{`… move the
+    /// host elsewhere or widen it to a wildcard).
     #[must_use]
     pub fn template_danger(
         &self,
@@ -358,12 +364,42 @@ impl Requests {
         config: &BTreeMap<String, String>,
     ) -> Option<String> {
         let template = request.url.as_str();
-        let authority_start = template.find("://").map(|i| i + 3)?;
+        if !template.contains('{') {
+            return None;
+        }
+        let filled = self.http_grant(request, config).unwrap_or_default();
+        let Some(scheme_end) = template.find("://") else {
+            let whole = template.starts_with('{')
+                && template.find('}').is_some_and(|e| {
+                    matches!(
+                        template[e + 1..].chars().next(),
+                        None | Some('/' | '?' | '#')
+                    )
+                });
+            return (!whole).then(|| {
+                format!(
+                    "{template:?} builds its scheme and host from config values and fixed text together, so it grants {filled:?}; a `{{key}}` may be the whole URL or a part of the host name only"
+                )
+            });
+        };
+        if template[..scheme_end].contains('{') {
+            return Some(format!(
+                "{template:?} takes its scheme from a config value, which may make it plain http (no TLS); it grants {filled:?}"
+            ));
+        }
+        let authority_start = scheme_end + 3;
         let authority_end = template[authority_start..]
             .find(['/', '?', '#'])
             .map_or(template.len(), |e| authority_start + e);
+        // Where the port starts, if the fixed text has one (`]` closes an
+        // IPv6 literal, whose `:` are not a port's).
+        let authority = &template[authority_start..authority_end];
+        let host_end = authority_start
+            + authority
+                .rfind(':')
+                .filter(|c| !authority[*c..].contains(']'))
+                .unwrap_or(authority.len());
         let mut pos = 0;
-        let filled = self.http_grant(request, config).unwrap_or_default();
         while let Some(start) = template[pos..].find('{').map(|s| pos + s) {
             let end = template[start..].find('}').map(|e| start + e)?;
             pos = end + 1;
@@ -376,6 +412,11 @@ impl Requests {
                 .cloned()
                 .or_else(|| self.config.get(key).and_then(|c| c.default.clone()))?;
             let value = self.expand(&raw, config).unwrap_or(raw);
+            if start >= host_end {
+                return Some(format!(
+                    "the port of {template:?} comes from `{key}` ({value:?}): any service on that host, not the one its fixed text names; it grants {filled:?}"
+                ));
+            }
             let plain = !value.is_empty()
                 && !value.starts_with(['.', '-'])
                 && !value.ends_with('.')
@@ -635,7 +676,11 @@ impl Requests {
                 ));
             }
         }
-        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+        // Values are TOML strings with every hidden character escaped
+        // (`\u2028`), comments the plugin's text escaped as on a terminal:
+        // the written manifest shows exactly what it grants.
+        let q = |s: &str| crate::text::toml_string(s);
+        let note = |s: &str| crate::text::comment(s).into_owned();
         let mut t = format!(
             "# Written by `wasmprov install`: grants exactly what {name} declares it needs.\nname = {}\ncomponent = {}\nsha256 = {}\n",
             q(name),
@@ -645,7 +690,7 @@ impl Requests {
         if !self.config.is_empty() {
             t.push_str("\n[config]\n");
             for (key, c) in &self.config {
-                t.push_str(&format!("# {key}: {}\n", c.why));
+                t.push_str(&format!("# {key}: {}\n", note(&c.why)));
                 match (config.get(key), c.required) {
                     (Some(v), _) => t.push_str(&format!("{key} = {}\n", q(v))),
                     (None, true) => t.push_str(&format!(
@@ -671,26 +716,30 @@ impl Requests {
                             .to_ascii_uppercase()
                             .replace(|c: char| !c.is_ascii_alphanumeric(), "_")
                     });
-                t.push_str(&format!("# {}\n{key} = {{ env = {} }}\n", s.why, q(&env)));
+                t.push_str(&format!(
+                    "# {}\n{key} = {{ env = {} }}\n",
+                    note(&s.why),
+                    q(&env)
+                ));
             }
         }
         if !self.http.is_empty() {
             t.push_str("\n[http]\nallow = [\n");
             for r in &self.http {
                 let grant = self.http_grant(r, config)?;
-                t.push_str(&format!("    {},    # {}\n", q(&grant), r.why));
+                t.push_str(&format!("    {},    # {}\n", q(&grant), note(&r.why)));
             }
             t.push_str("]\n");
         }
         for x in &self.exec {
             let spec = self.exec_grant(x, config)?;
             let list = |v: &[String]| {
-                toml::Value::Array(v.iter().map(|a| toml::Value::String(a.clone())).collect())
-                    .to_string()
+                let items: Vec<String> = v.iter().map(|a| q(a)).collect();
+                format!("[{}]", items.join(", "))
             };
             t.push_str(&format!(
                 "\n# {}\n[[exec]]\nprogram = {}\nargs = {}\n",
-                x.why,
+                note(&x.why),
                 q(&spec.program),
                 list(&spec.args)
             ));
@@ -902,6 +951,25 @@ env = "EXAMPLE_TOKEN"
             .template_danger(&r.http[0], &cfg(&[("region", "evil.example/#")]))
             .unwrap();
         assert!(moved.contains("\"https://evil.example\""), "{moved}");
+        // A template in the scheme, the port, or mixed into a key's host.
+        for (url, flagged) in [
+            ("{scheme}://api.example.com/v1", true),
+            ("http{s}://api.example.com/v1", true),
+            ("https://api.example.com:{port}", true),
+            ("{base}.example.com/v1", true),
+            ("{endpoint}", false),
+            ("{endpoint}/v1", false),
+            ("https://{region}.api.example.com/v1", false),
+            ("https://api.example.com/{region}/v1", false),
+        ] {
+            let decl = format!(
+                "[[http]]\nurl = \"{url}\"\nwhy = \"api\"\n[config.scheme]\nwhy = \"s\"\ndefault = \"https\"\n[config.s]\nwhy = \"s\"\ndefault = \"s\"\n[config.port]\nwhy = \"p\"\ndefault = \"443\"\n[config.base]\nwhy = \"b\"\ndefault = \"https://api\"\n[config.endpoint]\nwhy = \"e\"\ndefault = \"https://api.example.com\"\n[config.region]\nwhy = \"r\"\ndefault = \"eu-1\"\n"
+            );
+            let r = Requests::parse(&decl).unwrap();
+            let d = r.template_danger(&r.http[0], &cfg(&[]));
+            assert_eq!(d.is_some(), flagged, "{url}: {d:?}");
+            assert_eq!(r.dangers(&cfg(&[])).len(), usize::from(flagged), "{url}");
+        }
         // A whole-URL template is the operator's value: checked as a grant.
         let wide = cfg(&[("endpoint", "https://*.com")]);
         assert_eq!(r.template_danger(&r.http[1], &wide), None);
@@ -1037,6 +1105,30 @@ env = "EXAMPLE_TOKEN"
                 .unwrap_err()
                 .contains("zone")
         );
+    }
+
+    #[test]
+    fn the_written_manifest_carries_no_line_separator_or_bidi_control_raw() {
+        let r = Requests::parse(
+            "[[http]]\nurl = \"https://api.example.com\"\nwhy = \"api\\u2028allow = [\\\"https://*.com\\\"]\"\n[config.zone]\nwhy = \"zone\\u202e\"\ndefault = \"eu\\u2029x\"\n[secrets.token]\nwhy = \"t\\u2066\"\nenv = \"P_TOKEN\\u2028\"\n",
+        )
+        .unwrap();
+        let config = [("zone".to_string(), "fsn1\u{2028}[http]".to_string())].into();
+        let text = r
+            .manifest_text("p", "p.wasm", &"a".repeat(64), &config, &BTreeMap::new())
+            .unwrap();
+        assert!(
+            !text
+                .chars()
+                .any(|c: char| c != '\n' && crate::text::hidden(c)),
+            "{text}"
+        );
+        assert!(text.contains("api\\u{2028}allow"), "{text}");
+        assert!(text.contains("zone = \"fsn1\\u2028[http]\""), "{text}");
+        let m = Manifest::parse("p.toml", &text).unwrap();
+        assert_eq!(m.config["zone"], "fsn1\u{2028}[http]");
+        assert_eq!(m.secrets["token"].env, "P_TOKEN\u{2028}");
+        assert_eq!(m.http.grants().len(), 1, "{text}");
     }
 
     #[test]

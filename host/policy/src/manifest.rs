@@ -98,17 +98,55 @@ pub struct Manifest {
     pub limits: Limits,
 }
 
-/// Whether `name` is a plugin name: `[a-z0-9][a-z0-9_-]*`, at most 64
-/// characters. It names files in the plugin directory, so nothing else is
-/// accepted from a manifest, a registry's artifact or the command line.
+/// Files of the plugin directory itself (its settings and its lock): no
+/// plugin's files may carry these names.
+pub const DIRECTORY_FILES: &[&str] = &["wasmprov.toml", "wasmprov.lock"];
+
+/// The files a plugin called `name` has in the plugin directory: its
+/// manifest, its component and the component's signature.
 #[must_use]
-pub fn valid_plugin_name(name: &str) -> bool {
-    !name.is_empty()
+pub fn plugin_files(name: &str) -> [String; 3] {
+    [
+        format!("{name}.toml"),
+        format!("{name}.wasm"),
+        format!("{name}.wasm.minisig"),
+    ]
+}
+
+/// Why `name` is not a plugin name, or `None` when it is one:
+/// `[a-z0-9][a-z0-9_-]*`, at most 64 characters, and none of its files
+/// ([`plugin_files`]) is one of the directory's own ([`DIRECTORY_FILES`]:
+/// a plugin called `wasmprov` would overwrite `wasmprov.toml`).
+#[must_use]
+pub fn plugin_name_problem(name: &str) -> Option<String> {
+    let syntax = !name.is_empty()
         && name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
         && name
             .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if !syntax {
+        let shown: String = name.chars().take(80).collect();
+        return Some(format!(
+            "{shown:?} is not a valid plugin name; use lowercase letters, digits, `-` and `_` (at most 64), such as \"hetzner\" or \"aws-ec2\""
+        ));
+    }
+    plugin_files(name)
+        .iter()
+        .find(|f| DIRECTORY_FILES.contains(&f.as_str()))
+        .map(|f| {
+            format!(
+                "{name:?} is reserved: its file {f} is the plugin directory's own; choose another name"
+            )
+        })
+}
+
+/// Whether `name` is a plugin name ([`plugin_name_problem`] says why
+/// not). It names files in the plugin directory, so nothing else is
+/// accepted from a manifest, a registry's artifact or the command line.
+#[must_use]
+pub fn valid_plugin_name(name: &str) -> bool {
+    plugin_name_problem(name).is_none()
 }
 
 impl Manifest {
@@ -161,14 +199,8 @@ impl Manifest {
             err(&field, e.message().to_string())
         })?;
 
-        if !valid_plugin_name(&raw.name) {
-            return Err(err(
-                "name",
-                format!(
-                    "{:?} is not a valid plugin name; use lowercase letters, digits, `-` and `_`, such as \"hetzner\" or \"aws-ec2\"",
-                    raw.name
-                ),
-            ));
+        if let Some(problem) = plugin_name_problem(&raw.name) {
+            return Err(err("name", problem));
         }
         if raw.component.is_empty()
             || raw.component.starts_with('/')
@@ -253,6 +285,46 @@ impl Manifest {
             limits,
         })
     }
+
+    /// What this manifest hands the plugin, one line each: `http GRANT`,
+    /// `exec PROGRAM ARGS`, `secret KEY from $VAR`. These are the grants
+    /// in effect (a template is already filled), so comparing two
+    /// manifests' lines shows where a plugin can really go.
+    #[must_use]
+    pub fn grant_lines(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .http
+            .grants()
+            .iter()
+            .map(|g| format!("http {}", g.source))
+            .collect();
+        out.extend(self.exec.grants().iter().map(|g| format!("exec {g}")));
+        out.extend(
+            self.secrets
+                .iter()
+                .map(|(k, s)| format!("secret {k} from ${}", s.env)),
+        );
+        out
+    }
+
+    /// What changed between this manifest's grants in effect and
+    /// `newer`'s ([`grant_lines`](Self::grant_lines)): `- http OLD` and
+    /// `+ http NEW` for a grant that moved; empty when nothing did.
+    #[must_use]
+    pub fn grant_diff(&self, newer: &Self) -> Vec<String> {
+        let (old, new) = (self.grant_lines(), newer.grant_lines());
+        let mut out: Vec<String> = old
+            .iter()
+            .filter(|l| !new.contains(l))
+            .map(|l| format!("- {l}"))
+            .collect();
+        out.extend(
+            new.iter()
+                .filter(|l| !old.contains(l))
+                .map(|l| format!("+ {l}")),
+        );
+        out
+    }
 }
 
 #[cfg(test)]
@@ -278,9 +350,55 @@ mod tests {
             "x\u{202e}",
             "wasmprov\0",
             &"a".repeat(65),
+            // The directory's own files: wasmprov.toml, wasmprov.lock.
+            "wasmprov",
         ] {
             assert!(!valid_plugin_name(bad), "{bad:?}");
         }
+        assert!(
+            plugin_name_problem("wasmprov")
+                .unwrap()
+                .contains("wasmprov.toml is the plugin directory's own"),
+        );
+        // Every name's files stay clear of the directory's own.
+        for name in ["wasmprov-x", "wasmprov_lock", "wasmprovx"] {
+            assert!(valid_plugin_name(name), "{name}");
+        }
+        let e = Manifest::parse(
+            "x.toml",
+            "name = \"wasmprov\"\ncomponent = \"wasmprov.wasm\"\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("reserved"), "{e}");
+    }
+
+    #[test]
+    fn the_grant_diff_shows_where_a_grant_moved() {
+        let m = |host: &str, env: &str| {
+            Manifest::parse(
+                "p.toml",
+                &format!(
+                    "name = \"p\"\ncomponent = \"p.wasm\"\n[config]\nendpoint = \"https://{host}/v1\"\n[secrets]\ntoken = {{ env = \"{env}\" }}\n[http]\nallow = [\"https://{host}\"]\n"
+                ),
+            )
+            .unwrap()
+        };
+        let old = m("api.example.com", "P_TOKEN");
+        assert!(old.grant_diff(&old).is_empty());
+        assert_eq!(
+            old.grant_diff(&m("collector.evil.example", "P_TOKEN")),
+            [
+                "- http https://api.example.com",
+                "+ http https://collector.evil.example"
+            ]
+        );
+        assert_eq!(
+            old.grant_diff(&m("api.example.com", "AWS_SECRET_ACCESS_KEY")),
+            [
+                "- secret token from $P_TOKEN",
+                "+ secret token from $AWS_SECRET_ACCESS_KEY"
+            ]
+        );
     }
 
     const FULL: &str = r#"

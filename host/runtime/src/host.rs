@@ -676,7 +676,7 @@ impl ReloadInput {
     fn run(&self, before: &Registry) -> Result<(Registry, ReloadReport)> {
         let dir = cap_std::fs::Dir::open_ambient_dir(&self.dir_path, ambient_authority())
             .with_context(|| format!("opening plugin directory {}", self.dir_path.display()))?;
-        let mut lock = match self.lock_mode {
+        let lock = match self.lock_mode {
             LockMode::Off => Lock::default(),
             _ => Lock::read(&dir).with_context(|| format!("in {}", self.dir_path.display()))?,
         };
@@ -785,11 +785,12 @@ impl ReloadInput {
             .cloned()
             .collect();
         if self.lock_mode == LockMode::TrustOnFirstUse && !recorded.is_empty() {
-            for (name, entry) in recorded {
+            for (name, entry) in &recorded {
                 tracing::info!(plugin = %name, sha256 = %entry.sha256, "recorded in {}", crate::lock::LOCK_FILE);
-                lock.plugins.insert(name, entry);
             }
-            if let Err(e) = lock.write(&dir) {
+            // Under the directory's writer lock, against the lock as it is
+            // now: an install meanwhile keeps its entry.
+            if let Err(e) = crate::lock::record_first_use(&dir, &self.dir_path, recorded) {
                 tracing::warn!(
                     "could not record digests in {}: {e:#}",
                     crate::lock::LOCK_FILE

@@ -69,16 +69,67 @@ impl Lock {
         }
     }
 
+    /// The lock file's text.
+    ///
+    /// # Errors
+    /// When it cannot be serialized (it always can).
+    pub fn text(&self) -> Result<String> {
+        Ok(format!("{HEADER}{}", toml::to_string(self)?))
+    }
+
     /// Writes the lock atomically, through the plugin directory's one writer
-    /// ([`crate::plugin_dir::PluginDir::replace`]).
+    /// ([`crate::plugin_dir::PluginDir::replace`]). This replaces the file
+    /// with this value whatever another writer recorded since it was read:
+    /// a read-modify-write goes through [`modify`] instead, which holds the
+    /// directory's writer lock around it.
     ///
     /// # Errors
     /// When the directory is not writable.
     pub fn write(&self, dir: &cap_std::fs::Dir) -> Result<()> {
-        let text = format!("{HEADER}{}", toml::to_string(self)?);
-        crate::plugin_dir::replace_in(dir, LOCK_FILE, text.as_bytes())
+        crate::plugin_dir::replace_in(dir, LOCK_FILE, self.text()?.as_bytes())
             .with_context(|| format!("writing {LOCK_FILE}"))
     }
+}
+
+/// Reads the lock of `dir`, lets `change` edit it, and writes it back,
+/// all under the directory's writer lock
+/// ([`crate::plugin_dir::PluginDir::lock`]): two writers at once (two
+/// installs, an install and a host recording a first use) never lose each
+/// other's entries. Returns the lock as written.
+///
+/// # Errors
+/// When the lock cannot be taken, read or written.
+pub fn modify_in(
+    dir: &cap_std::fs::Dir,
+    dir_path: &Path,
+    change: impl FnOnce(&mut Lock) -> Result<()>,
+) -> Result<Lock> {
+    let _writer = crate::plugin_dir::lock_in(dir, dir_path)?;
+    let mut lock = Lock::read(dir)?;
+    change(&mut lock)?;
+    lock.write(dir)?;
+    Ok(lock)
+}
+
+/// Records plugins seen for the first time (trust on first use): under the
+/// directory's writer lock, each entry is added unless the lock, read
+/// again now, already holds one for that plugin (another writer's record
+/// wins over a first sighting).
+///
+/// # Errors
+/// When the lock cannot be taken, read or written.
+pub fn record_first_use(
+    dir: &cap_std::fs::Dir,
+    dir_path: &Path,
+    entries: impl IntoIterator<Item = (String, LockEntry)>,
+) -> Result<()> {
+    modify_in(dir, dir_path, |lock| {
+        for (name, entry) in entries {
+            lock.plugins.entry(name).or_insert(entry);
+        }
+        Ok(())
+    })
+    .map(|_| ())
 }
 
 /// Reads the lock of the directory at `dir_path`; an absent directory or
@@ -234,27 +285,27 @@ pub fn check(dir_path: &Path) -> Result<Vec<Drift>> {
 pub fn update(dir_path: &Path) -> Result<Lock> {
     let dir = cap_std::fs::Dir::open_ambient_dir(dir_path, ambient_authority())
         .with_context(|| format!("opening plugin directory {}", dir_path.display()))?;
-    let (found, problems) = current(&dir)?;
-    if let Some(p) = problems.first() {
-        anyhow::bail!("cannot lock: {p}");
-    }
-    let mut lock = Lock::read(&dir)?;
-    // Where a plugin came from and who signed it stay known while its bytes do not change.
-    let plugins = found
-        .into_iter()
-        .map(|(name, mut entry)| {
-            if let Some(old) = lock.plugins.get(&name)
-                && old.sha256 == entry.sha256
-            {
-                entry.source.clone_from(&old.source);
-                entry.signer.clone_from(&old.signer);
-            }
-            (name, entry)
-        })
-        .collect();
-    lock.plugins = plugins;
-    lock.write(&dir)?;
-    Ok(lock)
+    modify_in(&dir, dir_path, |lock| {
+        let (found, problems) = current(&dir)?;
+        if let Some(p) = problems.first() {
+            anyhow::bail!("cannot lock: {p}");
+        }
+        // Where a plugin came from and who signed it stay known while its bytes do not change.
+        let plugins = found
+            .into_iter()
+            .map(|(name, mut entry)| {
+                if let Some(old) = lock.plugins.get(&name)
+                    && old.sha256 == entry.sha256
+                {
+                    entry.source.clone_from(&old.source);
+                    entry.signer.clone_from(&old.signer);
+                }
+                (name, entry)
+            })
+            .collect();
+        lock.plugins = plugins;
+        Ok(())
+    })
 }
 
 /// Records (or replaces) one plugin's digest in a directory's lock, as the
@@ -283,7 +334,85 @@ pub fn record(dir_path: &Path, plugin: &str, component: &str, bytes: &[u8]) -> R
 pub fn record_entry(dir_path: &Path, plugin: &str, entry: LockEntry) -> Result<()> {
     let dir = cap_std::fs::Dir::open_ambient_dir(dir_path, ambient_authority())
         .with_context(|| format!("opening plugin directory {}", dir_path.display()))?;
-    let mut lock = Lock::read(&dir)?;
-    lock.plugins.insert(plugin.to_string(), entry);
-    lock.write(&dir)
+    modify_in(&dir, dir_path, |lock| {
+        lock.plugins.insert(plugin.to_string(), entry);
+        Ok(())
+    })
+    .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lock_file_is_one_of_the_directorys_own_files() {
+        assert!(wasmprov_policy::manifest::DIRECTORY_FILES.contains(&LOCK_FILE));
+        assert!(wasmprov_policy::manifest::DIRECTORY_FILES.contains(&wasmprov_policy::trust::FILE));
+    }
+
+    #[test]
+    fn concurrent_records_keep_every_entry() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().to_path_buf();
+        let writers: Vec<_> = (0..8)
+            .map(|w| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    for i in 0..10 {
+                        let name = format!("p{w}-{i}");
+                        record_entry(
+                            &path,
+                            &name,
+                            LockEntry {
+                                component: format!("{name}.wasm"),
+                                sha256: "0".repeat(64),
+                                source: None,
+                                signer: None,
+                            },
+                        )
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        // The host's first-use records race with them.
+        let dir = cap_std::fs::Dir::open_ambient_dir(&path, ambient_authority()).unwrap();
+        for i in 0..10 {
+            record_first_use(
+                &dir,
+                &path,
+                [(
+                    format!("host-{i}"),
+                    LockEntry {
+                        component: format!("host-{i}.wasm"),
+                        sha256: "1".repeat(64),
+                        source: None,
+                        signer: None,
+                    },
+                )],
+            )
+            .unwrap();
+        }
+        for w in writers {
+            w.join().unwrap();
+        }
+        assert_eq!(read(&path).unwrap().plugins.len(), 8 * 10 + 10);
+        // A first sighting never overwrites another writer's record.
+        record_first_use(
+            &dir,
+            &path,
+            [(
+                "p0-0".to_string(),
+                LockEntry {
+                    component: "p0-0.wasm".into(),
+                    sha256: "2".repeat(64),
+                    source: None,
+                    signer: None,
+                },
+            )],
+        )
+        .unwrap();
+        assert_eq!(read(&path).unwrap().plugins["p0-0"].sha256, "0".repeat(64));
+    }
 }

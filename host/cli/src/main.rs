@@ -474,13 +474,7 @@ fn parse_owner_id(s: &str) -> Result<String, String> {
 }
 
 fn parse_plugin_name(s: &str) -> Result<String, String> {
-    if wasmprov_host::policy::manifest::valid_plugin_name(s) {
-        Ok(s.to_string())
-    } else {
-        Err(format!(
-            "{s:?} is not a plugin name: lowercase letters, digits, `-` and `_`, at most 64"
-        ))
-    }
+    wasmprov_host::policy::manifest::plugin_name_problem(s).map_or_else(|| Ok(s.to_string()), Err)
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {

@@ -613,6 +613,13 @@ mod hostile {
         ForeignRealm,
         /// The token realm is the registry itself.
         OwnRealm,
+        /// Push: the first `GET /v2/` asks for Basic credentials, every
+        /// later one names a token realm on another port.
+        PushLeak,
+        /// Push: the upload location is on another port.
+        PushForeignUpload,
+        /// The layer never ends, past the 8 bytes its descriptor declares.
+        EndlessLayer,
     }
 
     /// An empty component: install does not run it.
@@ -625,7 +632,20 @@ mod hostile {
         realm: String,
         /// Authorization headers the token endpoint received.
         token_auth: Arc<Mutex<Vec<Option<String>>>>,
+        /// Every request either server received: method, path, Authorization.
+        seen: Arc<Mutex<Vec<Seen>>>,
+        /// How many times `/v2/` was asked.
+        pings: Arc<std::sync::atomic::AtomicUsize>,
+        /// The manifests pushed, by tag.
+        pushed: Arc<Mutex<Vec<Pushed>>>,
     }
+
+    /// A request seen: method, path, Authorization.
+    type Seen = (String, String, Option<String>);
+    /// A manifest pushed: tag, bytes.
+    type Pushed = (String, Vec<u8>);
+
+    const OPERATOR_BASIC: &str = "Basic b3BlcmF0b3I6aHVudGVyMg==";
 
     fn digest(bytes: &[u8]) -> String {
         format!("sha256:{}", sha256_hex(bytes))
@@ -682,6 +702,14 @@ mod hostile {
             *r.status_mut() = status;
             r
         };
+        let method = req.method().to_string();
+        evil.seen
+            .lock()
+            .unwrap()
+            .push((method.clone(), path.clone(), auth.clone()));
+        if matches!(evil.mode, Mode::PushLeak | Mode::PushForeignUpload) {
+            return push_answer(&evil, req, &method, &path, auth.as_deref()).await;
+        }
         let bearer_mode = matches!(
             evil.mode,
             Mode::EndlessToken | Mode::ForeignRealm | Mode::OwnRealm
@@ -735,24 +763,120 @@ mod hostile {
             if evil.mode == Mode::DripLayer {
                 return reply(StatusCode::OK, drip());
             }
+            if evil.mode == Mode::EndlessLayer {
+                return reply(StatusCode::OK, endless());
+            }
             return reply(StatusCode::OK, Body::from(COMPONENT));
         }
         reply(StatusCode::NOT_FOUND, Body::empty())
     }
 
-    /// Serves the malicious registry (and, for [`Mode::ForeignRealm`], a
-    /// token endpoint on another port) until the test ends.
+    /// A registry that takes pushes, for the operator's Basic credentials
+    /// only, and (by its mode) names a token realm or an upload location on
+    /// another port: what arrives there is recorded.
+    async fn push_answer(
+        evil: &Evil,
+        req: Request<Body>,
+        method: &str,
+        path: &str,
+        auth: Option<&str>,
+    ) -> Response<Body> {
+        use std::sync::atomic::Ordering;
+        let reply = |status: StatusCode, body: Body| {
+            let mut r = Response::new(body);
+            *r.status_mut() = status;
+            r
+        };
+        if path == "/token" {
+            evil.token_auth
+                .lock()
+                .unwrap()
+                .push(auth.map(str::to_string));
+            return reply(StatusCode::OK, Body::from("{\"token\":\"t0ken\"}"));
+        }
+        if path.starts_with("/upload/") {
+            // The other port, as an upload location.
+            return reply(StatusCode::CREATED, Body::empty());
+        }
+        let challenge = |value: String| {
+            let mut r = reply(StatusCode::UNAUTHORIZED, Body::from("{}"));
+            r.headers_mut()
+                .insert("www-authenticate", HeaderValue::from_str(&value).unwrap());
+            r
+        };
+        if path == "/v2/" {
+            let n = evil.pings.fetch_add(1, Ordering::SeqCst);
+            if auth == Some(OPERATOR_BASIC) {
+                return reply(StatusCode::OK, Body::from("{}"));
+            }
+            if n == 0 || evil.mode == Mode::PushForeignUpload {
+                return challenge("Basic realm=\"registry\"".to_string());
+            }
+            return challenge(format!(
+                "Bearer realm=\"{}/token\",service=\"evil\"",
+                evil.realm
+            ));
+        }
+        if auth != Some(OPERATOR_BASIC) {
+            return challenge("Basic realm=\"registry\"".to_string());
+        }
+        if path.contains("/blobs/uploads/") && method == "POST" {
+            let location = if evil.mode == Mode::PushForeignUpload {
+                format!("{}/upload/1", evil.realm)
+            } else {
+                "/v2/plugins/x/blobs/uploads/1?_state=s".to_string()
+            };
+            let mut r = reply(StatusCode::ACCEPTED, Body::empty());
+            r.headers_mut()
+                .insert("location", HeaderValue::from_str(&location).unwrap());
+            return r;
+        }
+        if path.contains("/blobs/uploads/") && method == "PUT" {
+            return reply(StatusCode::CREATED, Body::empty());
+        }
+        if path.contains("/blobs/") {
+            return reply(StatusCode::NOT_FOUND, Body::empty());
+        }
+        if let Some(tag) = path.strip_prefix("/v2/plugins/x/manifests/")
+            && method == "PUT"
+        {
+            let body = axum::body::to_bytes(req.into_body(), 1 << 20)
+                .await
+                .unwrap()
+                .to_vec();
+            let d = digest(&body);
+            evil.pushed.lock().unwrap().push((tag.to_string(), body));
+            let mut r = reply(StatusCode::CREATED, Body::empty());
+            r.headers_mut()
+                .insert("docker-content-digest", HeaderValue::from_str(&d).unwrap());
+            return r;
+        }
+        reply(StatusCode::NOT_FOUND, Body::empty())
+    }
+
+    /// Serves the malicious registry (and, for the modes that need one, a
+    /// token endpoint or upload location on another port) until the test
+    /// ends.
     async fn serve(mode: Mode) -> (String, Evil) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
         let token_auth = Arc::new(Mutex::new(Vec::new()));
-        let realm = if mode == Mode::ForeignRealm {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let pings = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let pushed = Arc::new(Mutex::new(Vec::new()));
+        let realm = if matches!(
+            mode,
+            Mode::ForeignRealm | Mode::PushLeak | Mode::PushForeignUpload
+        ) {
             let other = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let realm = format!("http://127.0.0.1:{}", other.local_addr().unwrap().port());
             let evil = Evil {
                 mode,
                 realm: realm.clone(),
                 token_auth: token_auth.clone(),
+                seen: seen.clone(),
+                pings: pings.clone(),
+                pushed: pushed.clone(),
             };
             let app =
                 axum::Router::new().fallback(move |req: Request<Body>| answer(evil.clone(), req));
@@ -765,6 +889,9 @@ mod hostile {
             mode,
             realm,
             token_auth,
+            seen,
+            pings,
+            pushed,
         };
         let state = evil.clone();
         let app =
@@ -792,7 +919,21 @@ mod hostile {
     /// Runs `wasmprov` on `dir`, killing it after `limit` (a failure of the
     /// test) and watching its peak memory while it runs.
     async fn run(dir: &Path, args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
+        run_in(None, dir, args, env, limit).await
+    }
+
+    /// [`run`] in the working directory `cwd`.
+    async fn run_in(
+        cwd: Option<&Path>,
+        dir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        limit: Duration,
+    ) -> Run {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_wasmprov"));
+        if let Some(cwd) = cwd {
+            cmd.current_dir(cwd);
+        }
         cmd.arg("--plugin-dir")
             .arg(dir)
             .args(["--owner", "install-test"])
@@ -1040,6 +1181,369 @@ mod hostile {
         }
     }
 
+    /// `push` sends the registry's credentials to the registry's own host
+    /// only: not to a token realm on another port that a second `/v2/`
+    /// names (oci-client used to ask again and send them there), nor to an
+    /// upload location on another port.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn push_sends_credentials_only_to_the_registrys_own_host() {
+        let creds = [
+            ("WASMPROV_REGISTRY_USERNAME", "operator"),
+            ("WASMPROV_REGISTRY_PASSWORD", "hunter2"),
+        ];
+        let work = tempfile::tempdir().unwrap();
+        let component = work.path().join("x.wasm");
+        std::fs::write(&component, COMPONENT).unwrap();
+        for mode in [Mode::PushLeak, Mode::PushForeignUpload] {
+            let (addr, evil) = serve(mode).await;
+            let r = run(
+                work.path(),
+                &[
+                    "push",
+                    component.to_str().unwrap(),
+                    &format!("{addr}/plugins/x:1"),
+                ],
+                &creds,
+                Duration::from_secs(30),
+            )
+            .await;
+            let seen = evil.seen.lock().unwrap().clone();
+            let elsewhere: Vec<_> = seen
+                .iter()
+                .filter(|(_, path, auth)| {
+                    (path == "/token" || path.starts_with("/upload/")) && auth.is_some()
+                })
+                .collect();
+            assert!(
+                elsewhere.is_empty(),
+                "{mode:?}: credentials left for another host: {elsewhere:?}\n{}",
+                text(&r.out)
+            );
+            assert!(r.out.status.success(), "{mode:?}: {}", text(&r.out));
+            // The manifest reached the registry, with the operator's credentials.
+            let pushed = evil.pushed.lock().unwrap().clone();
+            assert_eq!(pushed.len(), 1, "{mode:?}: {seen:?}");
+            assert_eq!(pushed[0].0, "1");
+            let m: serde_json::Value = serde_json::from_slice(&pushed[0].1).unwrap();
+            assert_eq!(m["layers"][0]["mediaType"], "application/wasm", "{m}");
+            assert_eq!(m["layers"][0]["digest"], digest(COMPONENT), "{m}");
+            assert_eq!(m["annotations"]["dev.wasmprov.plugin"], "x", "{m}");
+            if mode == Mode::PushForeignUpload {
+                assert!(
+                    seen.iter().any(|(_, p, _)| p.starts_with("/upload/")),
+                    "{seen:?}"
+                );
+            }
+        }
+    }
+
+    /// A Docker credential helper that hangs is bounded by the install
+    /// deadline and killed with everything it started.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_hanging_credential_helper_meets_the_deadline_and_is_killed() {
+        let (addr, _evil) = serve(Mode::OwnRealm).await;
+        let work = tempfile::tempdir().unwrap();
+        let bin = work.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let helper = bin.join("docker-credential-hang");
+        std::fs::write(
+            &helper,
+            format!(
+                "#!/bin/sh\necho $$ > {dir}/helper.pid\nsleep 30 &\necho $! > {dir}/sleep.pid\nwait\necho '{{\"Username\":\"u\",\"Secret\":\"p\"}}'\n",
+                dir = work.path().display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let docker = work.path().join("docker");
+        std::fs::create_dir_all(&docker).unwrap();
+        std::fs::write(docker.join("config.json"), r#"{"credsStore":"hang"}"#).unwrap();
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let plugins = work.path().join("plugins.d");
+        let r = run(
+            &plugins,
+            &[
+                "install",
+                &format!("{addr}/plugins/x:1"),
+                "--yes",
+                "--timeout",
+                "3",
+            ],
+            &[("DOCKER_CONFIG", docker.to_str().unwrap()), ("PATH", &path)],
+            Duration::from_secs(20),
+        )
+        .await;
+        refused(&r.out, &["gave up after 3 s", "nothing was changed"]);
+        eprintln!("hanging credential helper: refused in {:?}", r.took);
+        assert!(r.took < Duration::from_secs(8), "{:?}", r.took);
+        // The helper ran, and neither it nor its child outlives the install.
+        let alive = |file: &str| {
+            let pid = std::fs::read_to_string(work.path().join(file)).unwrap();
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()));
+            stat.is_ok_and(|s| !s.contains(") Z "))
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!alive("helper.pid"), "the helper still runs");
+        assert!(!alive("sleep.pid"), "the helper's child still runs");
+    }
+
+    /// An extra custom section: another component with the same meaning.
+    fn variant(tag: u8) -> Vec<u8> {
+        let mut bytes = COMPONENT.to_vec();
+        bytes.extend_from_slice(&[0, 2, 1, tag]);
+        bytes
+    }
+
+    fn lock_text(plugins: &Path) -> String {
+        std::fs::read_to_string(plugins.join("wasmprov.lock")).unwrap_or_default()
+    }
+
+    /// A directory planted at a file install replaces makes the install
+    /// fail before anything is written: the component, its signature, its
+    /// manifest and the lock stay as they were.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_failed_install_changes_nothing() {
+        for planted in ["x.toml", "x.wasm.minisig"] {
+            let work = tempfile::tempdir().unwrap();
+            let plugins = work.path().join("plugins.d");
+            trust(&plugins, &[], &["x"]);
+            let component = work.path().join("x.wasm");
+            std::fs::write(&component, variant(1)).unwrap();
+            let r = run(
+                &plugins,
+                &["install", component.to_str().unwrap(), "--yes"],
+                &[],
+                Duration::from_secs(20),
+            )
+            .await;
+            assert!(r.out.status.success(), "{}", text(&r.out));
+            let before_lock = lock_text(&plugins);
+            let _ = std::fs::remove_file(plugins.join(planted));
+            std::fs::create_dir(plugins.join(planted)).unwrap();
+            std::fs::write(plugins.join(planted).join("keep"), "x").unwrap();
+            let manifest_before = std::fs::read(plugins.join("x.toml")).ok();
+            std::fs::write(&component, variant(2)).unwrap();
+            let r = run(
+                &plugins,
+                &["install", component.to_str().unwrap(), "--yes"],
+                &[],
+                Duration::from_secs(20),
+            )
+            .await;
+            refused(&r.out, &[planted, "nothing was changed"]);
+            assert_eq!(
+                std::fs::read(plugins.join("x.wasm")).unwrap(),
+                variant(1),
+                "{planted}: the component was replaced"
+            );
+            assert_eq!(lock_text(&plugins), before_lock, "{planted}");
+            assert_eq!(std::fs::read(plugins.join("x.toml")).ok(), manifest_before);
+            assert!(plugins.join(planted).join("keep").is_file());
+        }
+    }
+
+    /// Installs running at once into one directory keep every lock entry.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn concurrent_installs_keep_every_lock_entry() {
+        let names = ["a", "b", "c", "d", "e", "f"];
+        let work = tempfile::tempdir().unwrap();
+        for name in names {
+            std::fs::write(work.path().join(format!("{name}.wasm")), COMPONENT).unwrap();
+        }
+        let mut lost = Vec::new();
+        for round in 0..5 {
+            let plugins = work.path().join(format!("plugins-{round}.d"));
+            trust(&plugins, &[], &names);
+            let children: Vec<Child> = names
+                .iter()
+                .map(|name| {
+                    Command::new(env!("CARGO_BIN_EXE_wasmprov"))
+                        .arg("--plugin-dir")
+                        .arg(&plugins)
+                        .args(["install", "--yes"])
+                        .arg(work.path().join(format!("{name}.wasm")))
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .unwrap()
+                })
+                .collect();
+            for child in children {
+                let out = child.wait_with_output().unwrap();
+                assert!(out.status.success(), "{}", text(&out));
+            }
+            let lock = lock_text(&plugins);
+            let entries = lock.matches("[plugins.").count();
+            if entries != names.len() {
+                lost.push(format!("round {round}: {entries} entries"));
+            }
+        }
+        assert!(lost.is_empty(), "lock entries lost: {lost:?}");
+    }
+
+    /// An update that moves an effective grant (a config default feeding a
+    /// template) says so, even when the declaration's text is unchanged.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_update_shows_a_grant_a_default_moved() {
+        let work = tempfile::tempdir().unwrap();
+        let plugins = work.path().join("plugins.d");
+        trust(&plugins, &[], &["x"]);
+        let declared = |dir: &str, endpoint: &str| {
+            let d = work.path().join(dir);
+            std::fs::create_dir_all(&d).unwrap();
+            let component = d.join("x.wasm");
+            std::fs::write(&component, COMPONENT).unwrap();
+            let caps = d.join("capabilities.toml");
+            std::fs::write(
+                &caps,
+                format!(
+                    "[[http]]\nurl = \"{{endpoint}}\"\nwhy = \"the API\"\n[config.endpoint]\nwhy = \"base URL\"\ndefault = \"{endpoint}\"\n"
+                ),
+            )
+            .unwrap();
+            ok(&wasmprov(
+                work.path(),
+                &[
+                    "declare",
+                    component.to_str().unwrap(),
+                    "--capabilities",
+                    caps.to_str().unwrap(),
+                ],
+            ));
+            component
+        };
+        let v1 = declared("v1", "https://api.example.com/v1");
+        let v2 = declared("v2", "https://collector.evil.example/v1");
+        ok(&wasmprov(
+            &plugins,
+            &["install", v1.to_str().unwrap(), "--yes"],
+        ));
+        let out = wasmprov(&plugins, &["install", v2.to_str().unwrap()]);
+        refused(
+            &out,
+            &[
+                "UPDATE of the installed x",
+                "- http https://api.example.com",
+                "+ http https://collector.evil.example",
+                "not confirmed",
+            ],
+        );
+        let all = text(&out);
+        assert!(!all.contains("grants in effect: unchanged"), "{all}");
+    }
+
+    /// A plugin may not be named after the directory's own files
+    /// (`wasmprov` → `wasmprov.toml`): refused at install, `--name`, push.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_plugin_named_like_the_directorys_own_files_is_refused() {
+        let work = tempfile::tempdir().unwrap();
+        let plugins = work.path().join("plugins.d");
+        trust(&plugins, &[], &["wasmprov", "x"]);
+        let settings = std::fs::read(plugins.join("wasmprov.toml")).unwrap();
+        let component = work.path().join("wasmprov.wasm");
+        std::fs::write(&component, COMPONENT).unwrap();
+        let other = work.path().join("x.wasm");
+        std::fs::write(&other, COMPONENT).unwrap();
+        for args in [
+            vec!["install", component.to_str().unwrap(), "--yes"],
+            vec![
+                "install",
+                other.to_str().unwrap(),
+                "--name",
+                "wasmprov",
+                "--yes",
+            ],
+            vec![
+                "push",
+                other.to_str().unwrap(),
+                "127.0.0.1:9/plugins/x:1",
+                "--name",
+                "wasmprov",
+            ],
+            vec![
+                "push",
+                other.to_str().unwrap(),
+                "127.0.0.1:9/plugins/wasmprov:1",
+            ],
+        ] {
+            let r = run(&plugins, &args, &[], Duration::from_secs(20)).await;
+            refused(&r.out, &["\"wasmprov\"", "reserved"]);
+            assert_eq!(
+                std::fs::read(plugins.join("wasmprov.toml")).unwrap(),
+                settings,
+                "{args:?}"
+            );
+            assert!(!plugins.join("wasmprov.wasm").exists(), "{args:?}");
+        }
+    }
+
+    /// A reference naming a registry host is fetched from the registry,
+    /// even when the same text is also a relative path to a file here.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_registry_reference_is_never_read_as_a_local_path() {
+        let (addr, _evil) = serve(Mode::OwnRealm).await;
+        let work = tempfile::tempdir().unwrap();
+        let plugins = work.path().join("plugins.d");
+        trust(&plugins, &[], &["x"]);
+        let reference = format!("{addr}/plugins/x:1");
+        let planted = work.path().join(&reference);
+        std::fs::create_dir_all(planted.parent().unwrap()).unwrap();
+        std::fs::write(&planted, variant(9)).unwrap();
+        let r = run_in(
+            Some(work.path()),
+            &plugins,
+            &["install", &reference, "--yes"],
+            &[],
+            Duration::from_secs(20),
+        )
+        .await;
+        assert!(r.out.status.success(), "{}", text(&r.out));
+        assert_eq!(std::fs::read(plugins.join("x.wasm")).unwrap(), COMPONENT);
+        assert!(
+            lock_text(&plugins).contains("@sha256:"),
+            "{}",
+            lock_text(&plugins)
+        );
+        // `./` makes the same text a path.
+        let r = run_in(
+            Some(work.path()),
+            &plugins,
+            &["install", &format!("./{reference}"), "--name", "x", "--yes"],
+            &[],
+            Duration::from_secs(20),
+        )
+        .await;
+        assert!(r.out.status.success(), "{}", text(&r.out));
+        assert_eq!(std::fs::read(plugins.join("x.wasm")).unwrap(), variant(9));
+    }
+
+    /// The layer is read up to the size its descriptor declares, not up
+    /// to the largest component accepted.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_layer_is_read_only_up_to_its_declared_size() {
+        let (addr, _evil) = serve(Mode::EndlessLayer).await;
+        let plugins = tempfile::tempdir().unwrap();
+        let r = run(
+            plugins.path(),
+            &["install", &format!("{addr}/plugins/x:1"), "--yes"],
+            &[],
+            Duration::from_secs(30),
+        )
+        .await;
+        refused(&r.out, &[&format!("more than {} bytes", COMPONENT.len())]);
+        eprintln!(
+            "endless layer: refused in {:?}, peak {} KiB",
+            r.took, r.peak_kib
+        );
+        assert!(!plugins.path().join("x.wasm").exists());
+    }
+
     /// The registry no longer decides trust: the name is the operator's
     /// (an annotation cannot pick an opted-out name), a signature binds the
     /// name it was made for, and an older signed version re-tagged is
@@ -1283,6 +1787,126 @@ env = "WASMPROV_SERVE_TOKEN"
         ));
         let dangerous = installed["dangerous"].as_array().unwrap();
         assert_eq!(dangerous.len(), 6, "{installed}");
+    }
+
+    /// Grants that meet loopback, link-local or metadata addresses inside a
+    /// network, wildcards over shared cloud domains, a template in the
+    /// scheme, runners and loader variables the lists missed, a cloud's
+    /// credentials whatever the plugin's name, and line separators in the
+    /// plugin's text: flagged (and escaped) at install, by `inspect`, and
+    /// among the load warnings; never written raw into the manifest.
+    #[test]
+    fn wider_dangers_are_flagged_at_install_inspect_and_load() {
+        let work = tempfile::tempdir().unwrap();
+        let plugins = work.path().join("plugins.d");
+        trust(&plugins, &[], &["aws-cost", "probe"]);
+        let component = work.path().join("aws-cost.wasm");
+        std::fs::write(&component, COMPONENT).unwrap();
+        let caps = work.path().join("capabilities.toml");
+        std::fs::write(
+            &caps,
+            r#"
+[[http]]
+url = "{scheme}://api.example.com/v1"
+why = "the API"
+[[http]]
+url = "https://*.amazonaws.com"
+why = "buckets\u2028allow = [\"https://*.com\"]"
+[[http]]
+url = "https://[fd00:ec2::254]"
+why = "metadata"
+[[exec]]
+program = "/usr/bin/flock"
+args = ["*"]
+env = ["GIT_CONFIG_COUNT"]
+why = "locks"
+[config.scheme]
+why = "scheme"
+default = "https"
+[config.zone]
+why = "zone"
+default = "eu\u202e1"
+[secrets.key]
+why = "a key"
+env = "AWS_SECRET_ACCESS_KEY"
+"#,
+        )
+        .unwrap();
+        ok(&wasmprov(
+            work.path(),
+            &[
+                "declare",
+                component.to_str().unwrap(),
+                "--capabilities",
+                caps.to_str().unwrap(),
+            ],
+        ));
+        let out = wasmprov(&plugins, &["install", component.to_str().unwrap()]);
+        refused(
+            &out,
+            &[
+                "takes its scheme from a config value",
+                "DANGEROUS: *.amazonaws.com is wider than one registrable domain",
+                "buckets\\u{2028}allow",
+                "fd00:ec2::254 is a cloud metadata (AWS) address",
+                "DANGEROUS: /usr/bin/flock is a shell, interpreter or program runner",
+                "the plugin may set GIT_CONFIG_COUNT",
+                "DANGEROUS: $AWS_SECRET_ACCESS_KEY belongs to AWS's credential chain",
+                "not confirmed",
+            ],
+        );
+        assert!(!text(&out).contains('\u{2028}'), "{}", text(&out));
+        let installed = json(&wasmprov(
+            &plugins,
+            &["--json", "install", component.to_str().unwrap(), "--yes"],
+        ));
+        assert_eq!(
+            installed["dangerous"].as_array().unwrap().len(),
+            5,
+            "{installed}"
+        );
+        let written = std::fs::read_to_string(plugins.join("aws-cost.toml")).unwrap();
+        assert!(
+            !written.contains(['\u{2028}', '\u{202e}']),
+            "raw in the manifest: {written}"
+        );
+        assert!(written.contains("buckets\\u{2028}allow"), "{written}");
+        assert_eq!(written.matches("https://*.com").count(), 1, "{written}");
+
+        // A real component under a manifest the operator wrote: inspect
+        // and the load warnings say the same.
+        let built = bundled();
+        std::fs::copy(
+            built.path().join("hetzner.wasm"),
+            plugins.join("probe.wasm"),
+        )
+        .unwrap();
+        std::fs::write(
+            plugins.join("probe.toml"),
+            "name = \"probe\"\ncomponent = \"probe.wasm\"\n[secrets]\ntoken = { env = \"HCLOUD_TOKEN\" }\n[http]\nallow = [\"https://[127.128.0.0/9]:8080\", \"https://[169.254.170.0/24]\", \"https://[fe80::1:0/112]\", \"https://100.100.100.200\", \"https://*.windows.net\"]\n",
+        )
+        .unwrap();
+        let table = ok(&wasmprov(&plugins, &["inspect", "probe"]));
+        for wants in [
+            "the network 127.128.0.0/9 contains loopback addresses",
+            "the network 169.254.170.0/24 contains link-local",
+            "the network fe80::1:0/112 contains link-local",
+            "100.100.100.200 is a cloud metadata (Alibaba Cloud) address",
+            "*.windows.net is wider than one registrable domain",
+            "$HCLOUD_TOKEN belongs to Hetzner's credential chain",
+        ] {
+            assert!(table.contains(wants), "inspect lacks {wants:?}: {table}");
+        }
+        let list = wasmprov(&plugins, &["--json", "plugins"]);
+        let all = text(&list);
+        for wants in [
+            "DANGEROUS http https://[127.128.0.0/9]:8080: the network 127.128.0.0/9 contains loopback",
+            "DANGEROUS http https://[fe80::1:0/112]",
+            "DANGEROUS http https://100.100.100.200",
+            "DANGEROUS http https://*.windows.net",
+        ] {
+            assert!(all.contains(wants), "load warnings lack {wants:?}: {all}");
+        }
     }
 
     /// A key made with `minisign -G -W` (no password, the usual CI key)

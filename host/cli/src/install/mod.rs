@@ -17,7 +17,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use wasmprov_host::lock::LockEntry;
 use wasmprov_host::plugin_dir::PluginDir;
-use wasmprov_host::policy::manifest::valid_plugin_name;
+use wasmprov_host::policy::manifest::plugin_name_problem;
 use wasmprov_host::policy::requests::{FILE as REQUESTS_FILE, Requests, SECTION};
 use wasmprov_host::policy::trust::{
     DirSettings, FILE as SETTINGS_FILE, MAX_SIGNATURE_BYTES, SignedFacts, Verdict,
@@ -93,9 +93,24 @@ fn read_local(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
     PluginDir::open_existing(parent)?.read(name, max)
 }
 
+/// Whether `REF` is a local file rather than a registry reference. A
+/// reference whose first part names a registry host (`127.0.0.1:5000/…`,
+/// `ghcr.io/…`, `localhost/…`) is never a path, even when a file of that
+/// name exists here, unless it is written as one: starting with `/`, `./`
+/// or `../`, or ending in `.wasm`. Anything else is a path only when such
+/// a file exists.
 fn is_local(reference: &str) -> bool {
-    let p = Path::new(reference);
-    reference.ends_with(".wasm") || p.is_absolute() || reference.starts_with('.') || p.is_file()
+    if reference.ends_with(".wasm")
+        || reference.starts_with('/')
+        || reference.starts_with("./")
+        || reference.starts_with("../")
+    {
+        return true;
+    }
+    let registry_host = reference.split_once('/').is_some_and(|(first, _)| {
+        first.contains(['.', ':']) || first == "localhost" || first.starts_with('[')
+    });
+    !registry_host && Path::new(reference).is_file()
 }
 
 /// The default name: the file's stem, or the repository's last segment,
@@ -124,10 +139,8 @@ async fn candidate(args: &InstallArgs) -> Result<Candidate> {
         .clone()
         .or_else(|| default_name(&args.reference))
         .context("cannot tell the plugin's name; give it with --name")?;
-    if !valid_plugin_name(&name) {
-        bail!(
-            "{name:?} is not a valid plugin name; use lowercase letters, digits, `-` and `_` (give one with --name)"
-        );
+    if let Some(problem) = plugin_name_problem(&name) {
+        bail!("{problem} (give another with --name)");
     }
     if is_local(&args.reference) {
         let path = PathBuf::from(&args.reference);
@@ -395,6 +408,10 @@ pub async fn install(dir_path: &Path, args: &InstallArgs, json: bool) -> Result<
     };
     let manifest = Manifest::parse(&manifest_file, &manifest_text)
         .map_err(|e| anyhow::anyhow!("the manifest written for {what} does not parse: {e}"))?;
+    let grants_moved = old_manifest
+        .as_ref()
+        .map(|old| old.grant_diff(&manifest))
+        .unwrap_or_default();
 
     say!(json, "plugin:    {}", c(&cand.name));
     say!(json, "source:    {}", c(&cand.source));
@@ -473,6 +490,19 @@ pub async fn install(dir_path: &Path, args: &InstallArgs, json: bool) -> Result<
                 say!(json, "    {}", line(&d));
             }
         }
+        // What the plugin can really reach: the grants in effect, filled
+        // from templates, old manifest against new (a changed default
+        // moves a grant while the declaration's text stays the same).
+        if old_manifest.is_some() {
+            if grants_moved.is_empty() {
+                say!(json, "  grants in effect: unchanged");
+            } else {
+                say!(json, "  grants in effect (installed -> this one):");
+                for d in &grants_moved {
+                    say!(json, "    {}", line(d));
+                }
+            }
+        }
     }
     if let Some(why) = &downgrade
         && !args.allow_downgrade
@@ -508,23 +538,32 @@ pub async fn install(dir_path: &Path, args: &InstallArgs, json: bool) -> Result<
     )?;
 
     // Every write goes through the directory's one writer (no symlink
-    // followed, unpredictable temporary names, renamed into place).
-    dir.replace(&component_file, &cand.bytes)?;
-    match (&verdict, &cand.signature) {
-        (Verdict::Signed { .. }, Some(sig)) => dir.replace(&signature_file, sig.as_bytes())?,
-        _ => dir.remove(&signature_file)?,
-    }
-    dir.replace(&manifest_file, manifest_text.as_bytes())?;
-    wasmprov_host::lock::record_entry(
-        dir_path,
-        &cand.name,
+    // followed, unpredictable temporary names, renamed into place), under
+    // its writer lock (another install or a host recording a first use
+    // waits), all or nothing: component, signature, manifest and the lock
+    // entry, every target checked before the first byte is written.
+    let _writer = dir.lock()?;
+    let mut lock_now = wasmprov_host::lock::read(dir_path)?;
+    lock_now.plugins.insert(
+        cand.name.clone(),
         LockEntry {
             component: component_file.clone(),
             sha256: digest.clone(),
             source: Some(cand.source.clone()),
             signer: Some(verdict.label()),
         },
-    )?;
+    );
+    let lock_text = lock_now.text()?;
+    let signature_bytes = match (&verdict, &cand.signature) {
+        (Verdict::Signed { .. }, Some(sig)) => Some(sig.as_bytes()),
+        _ => None,
+    };
+    dir.replace_all(&[
+        (component_file.as_str(), Some(cand.bytes.as_slice())),
+        (signature_file.as_str(), signature_bytes),
+        (manifest_file.as_str(), Some(manifest_text.as_bytes())),
+        (wasmprov_host::lock::LOCK_FILE, Some(lock_text.as_bytes())),
+    ])?;
     if json {
         return crate::output::print_json(&serde_json::json!({
             "plugin": cand.name,
@@ -534,6 +573,7 @@ pub async fn install(dir_path: &Path, args: &InstallArgs, json: bool) -> Result<
             "updated": update,
             "downgrade": downgrade,
             "dangerous": dangerous,
+            "grants_moved": grants_moved,
             "to_set": missing,
         }));
     }
@@ -605,8 +645,8 @@ async fn push_inner(args: &PushArgs, json: bool) -> Result<()> {
         .clone()
         .or_else(|| default_name(&args.reference))
         .context("give the plugin's name with --name")?;
-    if !valid_plugin_name(&name) {
-        bail!("{name:?} is not a valid plugin name (give one with --name)");
+    if let Some(problem) = plugin_name_problem(&name) {
+        bail!("{problem} (give another with --name)");
     }
     declared(&bytes, &args.file.display().to_string())?;
     let digest = wasmprov_host::lock::sha256_hex(&bytes);

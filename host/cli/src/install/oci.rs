@@ -10,22 +10,24 @@
 //! bounded here, before it is buffered ([`Bounds`]: manifests, signature
 //! manifests, signatures, token answers, error bodies, the component) and
 //! checked against its digest; oci-client reads manifests, token answers
-//! and error bodies whole, so the pull side speaks the distribution API
-//! itself over the same HTTP client (reqwest) and keeps oci-client's
-//! references and manifest types. `push` goes through oci-client with a
-//! token got here. Credentials go only to the registry's own host
-//! ([`Session`]). Nothing else in wasmprov talks to a registry.
+//! and error bodies whole, so wasmprov speaks the distribution API itself
+//! over one HTTP client (reqwest), for pull and push, and keeps
+//! oci-client's references and manifest types. Credentials go only to the
+//! registry's own host ([`Session`]): oci-client, handed them, asked
+//! `/v2/` again and sent them to whatever token realm the second answer
+//! named. Nothing else in wasmprov talks to a registry.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
-use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::Reference;
+use oci_client::client::{Config, ImageLayer};
 use oci_client::manifest::{OciDescriptor, OciImageManifest, OciManifest};
-use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, HeaderMap, WWW_AUTHENTICATE};
+use reqwest::header::{
+    ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, WWW_AUTHENTICATE,
+};
 use sha2::{Digest as _, Sha256};
 
 /// Media type of the component layer.
@@ -120,28 +122,19 @@ fn scheme(registry: &str) -> &'static str {
     }
 }
 
-fn client(reference: &Reference) -> Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let registry = reference.resolve_registry().to_string();
-    let protocol = if is_loopback(&registry) {
-        ClientProtocol::HttpsExcept(vec![registry])
-    } else {
-        ClientProtocol::Https
-    };
-    Client::new(ClientConfig {
-        protocol,
-        connect_timeout: Some(Duration::from_secs(10)),
-        read_timeout: Some(Duration::from_secs(60)),
-        ..ClientConfig::default()
-    })
-}
-
 /// The operator's credentials for a registry: `WASMPROV_REGISTRY_USERNAME`
 /// and `WASMPROV_REGISTRY_PASSWORD`, else the Docker credential file
 /// (`$DOCKER_CONFIG/config.json` or `~/.docker/config.json`, its
-/// `auths`, `credHelpers` and `credsStore`, as Docker, Podman and ORAS read
-/// it), else none.
-fn credentials(registry: &str) -> Option<(String, String)> {
+/// `credHelpers`, `auths` and `credsStore`, in the order the
+/// `docker_credential` crate reads them, as Docker, Podman and ORAS do),
+/// else none.
+///
+/// A credential helper (`docker-credential-NAME get`) is a program that
+/// may hang (a locked keychain): it runs here, asynchronously, in a
+/// process group of its own, so the caller's deadline bounds it and
+/// dropping this future (the deadline passing) kills the helper and
+/// whatever it started.
+async fn credentials(registry: &str) -> Option<(String, String)> {
     if let (Ok(user), Ok(password)) = (
         std::env::var("WASMPROV_REGISTRY_USERNAME"),
         std::env::var("WASMPROV_REGISTRY_PASSWORD"),
@@ -149,7 +142,39 @@ fn credentials(registry: &str) -> Option<(String, String)> {
     {
         return Some((user, password));
     }
-    match docker_credential::get_credential(registry) {
+    let dir = std::env::var_os("DOCKER_CONFIG")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".docker")))?;
+    // Read as untrusted input: a regular file, bounded, opened without blocking.
+    let text = wasmprov_host::plugin_dir::PluginDir::open_existing(&dir)
+        .ok()?
+        .read("config.json", 1 << 20)
+        .ok()??;
+    let mut config: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&text).ok()?;
+    let helper = |key: &str| {
+        config
+            .get(key)
+            .and_then(serde_json::Value::as_str)
+            .filter(|h| !h.is_empty())
+            .map(str::to_string)
+    };
+    let per_registry = config
+        .get("credHelpers")
+        .and_then(|h| h.get(registry))
+        .and_then(serde_json::Value::as_str)
+        .filter(|h| !h.is_empty())
+        .map(str::to_string);
+    if let Some(h) = per_registry {
+        return from_helper(&h, registry).await;
+    }
+    let store = helper("credsStore");
+    // The file's own entries, read by the crate with the helpers taken out
+    // (it would run them synchronously, past any deadline).
+    config.remove("credHelpers");
+    config.remove("credsStore");
+    let stripped = serde_json::to_vec(&config).ok()?;
+    match docker_credential::get_credential_from_reader(stripped.as_slice(), registry) {
         Ok(docker_credential::DockerCredential::UsernamePassword(u, p)) => Some((u, p)),
         Ok(docker_credential::DockerCredential::IdentityToken(_)) => {
             tracing::info!(
@@ -157,8 +182,80 @@ fn credentials(registry: &str) -> Option<(String, String)> {
             );
             None
         }
+        Err(docker_credential::CredentialRetrievalError::NoCredentialConfigured) => match store {
+            Some(h) => from_helper(&h, registry).await,
+            None => None,
+        },
         Err(_) => None,
     }
+}
+
+/// Kills a credential helper's process group when dropped (the deadline
+/// passed, or the helper answered and anything it left behind goes too).
+struct HelperGroup(Option<u32>);
+
+impl Drop for HelperGroup {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// Asks `docker-credential-HELPER get` for a registry's credentials.
+async fn from_helper(helper: &str, registry: &str) -> Option<(String, String)> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    if !helper
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+    {
+        tracing::warn!("ignoring the Docker credential helper {helper:?}: not a helper name");
+        return None;
+    }
+    let program = format!("docker-credential-{helper}");
+    let mut child = tokio::process::Command::new(&program)
+        .arg("get")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| tracing::info!("{program}: {e}"))
+        .ok()?;
+    let _group = HelperGroup(child.id());
+    let mut stdin = child.stdin.take()?;
+    stdin.write_all(registry.as_bytes()).await.ok()?;
+    drop(stdin);
+    let mut out = Vec::new();
+    child
+        .stdout
+        .take()?
+        .take(64 << 10)
+        .read_to_end(&mut out)
+        .await
+        .ok()?;
+    if !child.wait().await.ok()?.success() {
+        tracing::info!("{program} found no credentials for {registry}");
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct Answer {
+        username: String,
+        secret: String,
+    }
+    let answer: Answer = serde_json::from_slice(&out).ok()?;
+    if answer.username == "<token>" {
+        tracing::info!(
+            "{program} holds an identity token for {registry}; wasmprov uses username and password only"
+        );
+        return None;
+    }
+    Some((answer.username, answer.secret))
 }
 
 fn basic(user: &str, password: &str) -> String {
@@ -335,7 +432,7 @@ impl Session {
             .filter_map(|v| v.to_str().ok().map(str::to_string))
             .collect();
         let _ = read_capped(ping, bounds.error_body, "the registry's answer").await;
-        let creds = credentials(&registry);
+        let creds = credentials(&registry).await;
         let mut bearer = None;
         let mut basic_ok = false;
         for text in &challenges {
@@ -415,14 +512,129 @@ impl Session {
         Ok(session)
     }
 
-    /// What `oci-client` should present (push): the token got here.
-    fn registry_auth(&self) -> RegistryAuth {
-        match self.authorization.as_deref() {
-            Some(a) if a.starts_with("Bearer ") => RegistryAuth::Bearer(a[7..].to_string()),
-            Some(_) => credentials(self.reference.resolve_registry())
-                .map_or(RegistryAuth::Anonymous, |(u, p)| RegistryAuth::Basic(u, p)),
-            None => RegistryAuth::Anonymous,
+    /// A URL below the repository (`blobs/…`, `manifests/…`).
+    fn repo_url(&self, path: &str) -> Result<reqwest::Url> {
+        let text = format!("{}/v2/{}/{path}", self.base, self.reference.repository());
+        reqwest::Url::parse(&text).with_context(|| format!("{text:?} is not a URL"))
+    }
+
+    /// `request` with the session's `Authorization` when `url` is on the
+    /// registry's own origin (scheme, host and port), without it anywhere
+    /// else (an upload location on blob storage elsewhere, say).
+    fn authorized(
+        &self,
+        request: reqwest::RequestBuilder,
+        url: &reqwest::Url,
+    ) -> reqwest::RequestBuilder {
+        let own = reqwest::Url::parse(&self.base).is_ok_and(|b| {
+            b.scheme() == url.scheme()
+                && b.host_str() == url.host_str()
+                && b.port_or_known_default() == url.port_or_known_default()
+        });
+        match &self.authorization {
+            Some(a) if own => request.header(AUTHORIZATION, a),
+            _ => request,
         }
+    }
+
+    /// A refusal, with the note that credentials were withheld if they were.
+    async fn refusal(&self, response: reqwest::Response, what: &str) -> anyhow::Error {
+        let e = status_error(response, self.bounds.error_body, what).await;
+        match &self.withheld {
+            Some(w) => e.context(w.clone()),
+            None => e,
+        }
+    }
+
+    /// Uploads a blob unless the registry has it: `POST` an upload, then
+    /// one `PUT` of the whole blob to the location it answers (the
+    /// distribution spec's monolithic upload).
+    async fn upload_blob(&self, bytes: &[u8], what: &str) -> Result<()> {
+        let registry = self.reference.resolve_registry().to_string();
+        let sent = |e: reqwest::Error| unreachable(&registry, what, &e);
+        let digest = sha256_digest(bytes);
+        let url = self.repo_url(&format!("blobs/{digest}"))?;
+        let head = self
+            .authorized(self.http.head(url.clone()), &url)
+            .send()
+            .await
+            .map_err(sent)?;
+        if head.status().is_success() {
+            return Ok(());
+        }
+        let start = self.repo_url("blobs/uploads/")?;
+        let response = self
+            .authorized(self.http.post(start.clone()), &start)
+            .header(CONTENT_LENGTH, "0")
+            .send()
+            .await
+            .map_err(sent)?;
+        if !response.status().is_success() {
+            return Err(self.refusal(response, what).await);
+        }
+        let location = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+            .with_context(|| format!("{what}: the registry gave no upload location"))?;
+        let _ = read_capped(response, self.bounds.error_body, what).await;
+        let mut put = start
+            .join(&location)
+            .with_context(|| format!("{what}: the upload location {location:?} is not a URL"))?;
+        if !matches!(put.scheme(), "http" | "https") {
+            bail!("{what}: the upload location {location:?} is not HTTP(S)");
+        }
+        put.query_pairs_mut().append_pair("digest", &digest);
+        let response = self
+            .authorized(self.http.put(put.clone()), &put)
+            .header(CONTENT_TYPE, "application/octet-stream")
+            .body(bytes.to_vec())
+            .send()
+            .await
+            .map_err(sent)?;
+        if !response.status().is_success() {
+            return Err(self.refusal(response, what).await);
+        }
+        let _ = read_capped(response, self.bounds.error_body, what).await;
+        Ok(())
+    }
+
+    /// Puts an image manifest under `tag`; returns its digest (of the
+    /// bytes sent, checked against the registry's word when it gives one).
+    async fn put_manifest(
+        &self,
+        tag: &str,
+        manifest: &OciImageManifest,
+        what: &str,
+    ) -> Result<String> {
+        let registry = self.reference.resolve_registry().to_string();
+        let body = serde_json::to_vec(manifest)?;
+        let digest = sha256_digest(&body);
+        let url = self.repo_url(&format!("manifests/{tag}"))?;
+        let response = self
+            .authorized(self.http.put(url.clone()), &url)
+            .header(CONTENT_TYPE, oci_client::manifest::OCI_IMAGE_MEDIA_TYPE)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| unreachable(&registry, what, &e))?;
+        if !response.status().is_success() {
+            return Err(self.refusal(response, what).await);
+        }
+        if let Some(claimed) = response
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            && claimed.starts_with("sha256:")
+            && claimed != digest
+        {
+            bail!(
+                "{what}: the registry says the manifest is {claimed}, but its bytes are {digest}"
+            );
+        }
+        let _ = read_capped(response, self.bounds.error_body, what).await;
+        Ok(digest)
     }
 
     async fn get(
@@ -497,11 +709,14 @@ impl Session {
     /// that does not hash to the descriptor's digest.
     async fn blob(&self, layer: &OciDescriptor, max: u64, what: &str) -> Result<Vec<u8>> {
         let reference = &self.reference;
-        if u64::try_from(layer.size).unwrap_or(u64::MAX) > max {
+        let Ok(size) = u64::try_from(layer.size) else {
             bail!(
-                "{reference}: the layer is {} bytes; at most {max} are accepted",
+                "{reference}: the layer's size is {}, not a size",
                 layer.size
             );
+        };
+        if size > max {
+            bail!("{reference}: the layer is {size} bytes; at most {max} are accepted");
         }
         let response = self
             .get(&format!("blobs/{}", layer.digest), None)
@@ -510,9 +725,12 @@ impl Session {
         if !response.status().is_success() {
             return Err(status_error(response, self.bounds.error_body, what).await);
         }
-        let (out, over) = read_capped(response, max, what).await?;
+        // The descriptor says how large the blob is: nothing past that is read.
+        let (out, over) = read_capped(response, size, what).await?;
         if over {
-            bail!("{reference}: the registry sent more than {max} bytes for one layer");
+            bail!(
+                "{reference}: the registry sent more than {size} bytes for a layer its manifest says is {size} bytes"
+            );
         }
         let actual = sha256_digest(&out);
         if actual != layer.digest {
@@ -532,29 +750,6 @@ fn signature_tag(manifest_digest: &str) -> String {
 
 fn sha256_digest(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
-}
-
-/// Says what went wrong talking to a registry through oci-client (push).
-fn registry_error(
-    reference: &Reference,
-    what: &str,
-    e: oci_client::errors::OciDistributionError,
-) -> anyhow::Error {
-    let text = format!("{e:#}");
-    let source = std::error::Error::source(&e)
-        .map(ToString::to_string)
-        .unwrap_or_default();
-    let unreachable = text.contains("error sending request")
-        || text.contains("connect")
-        || source.contains("connect");
-    if unreachable {
-        anyhow::anyhow!(
-            "cannot reach the registry {} ({what}): {text}; nothing was changed",
-            reference.resolve_registry()
-        )
-    } else {
-        anyhow::anyhow!("{what} {reference}: {text}")
-    }
 }
 
 /// Fetches a plugin: resolves the reference to a manifest digest, checks
@@ -653,6 +848,12 @@ pub async fn fetch(reference_text: &str, bounds: Bounds) -> Result<Fetched> {
 /// Publishes a component under `reference_text`, and its signature beside
 /// it when one is given. Returns the manifest digest.
 ///
+/// The push speaks the distribution API itself, over the session's one
+/// token flow ([`Session`]): blobs by monolithic upload, then the
+/// manifest. Credentials go to the registry's own origin only (a token
+/// realm elsewhere gets none unless listed; an upload location elsewhere
+/// gets no `Authorization`), and every answer is bounded as for install.
+///
 /// # Errors
 /// A bad reference, or a registry that refuses.
 pub async fn push(
@@ -665,14 +866,14 @@ pub async fn push(
     if reference.digest().is_some() {
         bail!("push to a tag (registry/repository:tag), not to a digest");
     }
+    let tag = reference.tag().unwrap_or("latest").to_string();
     let session = Session::open(
         &reference,
         Access::Push,
         Bounds::with_component(component.len() as u64),
     )
     .await?;
-    let auth = session.registry_auth();
-    let client = client(&reference);
+    let what = format!("pushing {reference}");
     let layer_digest = sha256_digest(component);
     let config = serde_json::json!({
         "created": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
@@ -693,31 +894,26 @@ pub async fn push(
             format!("{plugin}.wasm"),
         ),
     ]);
-    let manifest = OciImageManifest::build(&layers, &config, Some(annotations));
-    client
-        .push(&reference, &layers, config, &auth, Some(manifest))
-        .await
-        .map_err(|e| registry_error(&reference, "pushing", e))?;
-    let digest = client
-        .fetch_manifest_digest(&reference, &auth)
-        .await
-        .map_err(|e| registry_error(&reference, "reading back the digest of", e))?;
+    let mut manifest = OciImageManifest::build(&layers, &config, Some(annotations));
+    manifest.media_type = Some(oci_client::manifest::OCI_IMAGE_MEDIA_TYPE.to_string());
+    session.upload_blob(&config.data, &what).await?;
+    session.upload_blob(component, &what).await?;
+    let digest = session.put_manifest(&tag, &manifest, &what).await?;
     if let Some(sig) = signature {
-        let sig_ref = Reference::with_tag(
-            reference.registry().to_string(),
-            reference.repository().to_string(),
-            signature_tag(&digest),
-        );
+        let what = format!("pushing the signature of {reference}");
         let layers = [ImageLayer::new(
             sig.as_bytes().to_vec(),
             MINISIGN_LAYER.to_string(),
             None,
         )];
         let config = Config::new(b"{}".to_vec(), EMPTY_CONFIG.to_string(), None);
-        client
-            .push(&sig_ref, &layers, config, &auth, None)
-            .await
-            .map_err(|e| registry_error(&sig_ref, "pushing the signature", e))?;
+        let mut manifest = OciImageManifest::build(&layers, &config, None);
+        manifest.media_type = Some(oci_client::manifest::OCI_IMAGE_MEDIA_TYPE.to_string());
+        session.upload_blob(&config.data, &what).await?;
+        session.upload_blob(sig.as_bytes(), &what).await?;
+        session
+            .put_manifest(&signature_tag(&digest), &manifest, &what)
+            .await?;
     }
     Ok(digest)
 }

@@ -94,21 +94,28 @@ impl CapacityGroup {
         desired.clamp(self.min, self.max.max(self.min))
     }
 
-    /// Checks the group's definition.
+    /// Checks the group's definition. The name follows the id syntax of
+    /// `wasmprov_api::ids` (1 to 63 lowercase letters, digits, `-`, `_`):
+    /// it becomes a label value on every member and part of its request id.
+    ///
+    /// ```
+    /// use wasmprov_api::NodeShape;
+    /// use wasmprov_fleet::CapacityGroup;
+    ///
+    /// let shape = NodeShape::new(2.0, 4 << 30);
+    /// assert!(CapacityGroup::new("web-1", shape.clone(), 0, 4).validate().is_ok());
+    /// let long = "y".repeat(100_000);
+    /// for bad in ["", "Web", "a/b", "-a", &"x".repeat(64), &long] {
+    ///     let e = CapacityGroup::new(bad, shape.clone(), 0, 4).validate().unwrap_err();
+    ///     assert!(e.to_string().len() < 300, "{bad:.20}: the error does not echo the name whole");
+    /// }
+    /// ```
     ///
     /// # Errors
-    /// An empty or unsafe name, `min > max`, or a shape asking for nothing.
+    /// A name outside the id syntax, `min > max`, or a shape asking for nothing.
     pub fn validate(&self) -> Result<()> {
-        if self.name.is_empty()
-            || !self
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            anyhow::bail!(
-                "group name {:?} must be non-empty letters, digits, '-' or '_'",
-                self.name
-            );
+        if let Some(problem) = wasmprov_api::ids::id_problem("group name", &self.name) {
+            anyhow::bail!("{problem}");
         }
         if self.min > self.max {
             anyhow::bail!(

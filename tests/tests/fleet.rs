@@ -1148,6 +1148,11 @@ mod safety {
             .provision("hetzner", &shape(), opts("kept"))
             .await
             .unwrap();
+        // Not before a reconcile listed the cloud once since the journal
+        // was opened; then on its own.
+        let swept = fleet.expire_leases().await.unwrap();
+        assert!(swept.expired.is_empty(), "{swept}");
+        assert!(fleet.reconcile(&now_policy()).await.unwrap().is_clean());
         assert!(fleet.expire_leases().await.unwrap().is_clean());
         tokio::time::sleep(Duration::from_millis(400)).await;
         let report = fleet.expire_leases().await.unwrap();

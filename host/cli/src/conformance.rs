@@ -79,7 +79,19 @@ pub async fn run(args: TestArgs) -> Result<()> {
     if let Some(spec) = &args.faults {
         suite = suite.faults(FaultSpec::parse(spec)?);
     }
-    if let Some(owner) = &args.owner {
+    if args.live {
+        // A live run provisions, then terminates every node of its owner it
+        // can list: never under the owner id of a fleet (--owner and
+        // WASMPROV_OWNER are not used), always under a fresh one of its own.
+        let owner = format!(
+            "wasmprov-test-{}",
+            &wasmprov_fleet::random_request_id()["auto-".len()..][..12]
+        );
+        eprintln!(
+            "wasmprov test: a live run, under owner id {owner} (its own; only its nodes are terminated)"
+        );
+        suite = suite.owner(&owner);
+    } else if let Some(owner) = &args.owner {
         suite = suite.owner(owner);
     }
     if args.no_cache {

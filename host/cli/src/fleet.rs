@@ -165,10 +165,19 @@ pub async fn renew(
         print_json(&intent)?;
     } else {
         let ends = intent.expires_ms.unwrap_or_default();
+        let when = std::time::UNIX_EPOCH
+            .checked_add(std::time::Duration::from_millis(ends))
+            .filter(|t| {
+                t.duration_since(std::time::UNIX_EPOCH)
+                    .is_ok_and(|d| d.as_secs() < 253_402_300_800)
+            })
+            .map_or_else(
+                || format!("at {ends} ms since the epoch (past the year 9999)"),
+                httpdate::fmt_http_date,
+            );
         println!(
-            "{request_id}: lease renewed for {} s, ends {}",
-            lease.as_secs(),
-            httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ends))
+            "{request_id}: lease renewed for {} s, ends {when}",
+            lease.as_secs()
         );
     }
     Ok(())

@@ -221,11 +221,18 @@ async fn repeated_sigkills_leave_no_duplicate_and_no_leak() {
     // leak, terminated once a second list shows it, and `wasmprov history`
     // says what, when and why. Beside it, a node of this owner the journal
     // cannot prove it made: an orphan, left alone.
+    // A generation the journal issued for no intent it has now (what an
+    // intent since forgotten leaves on its node).
     let provenance = {
         let j = wasmprov_host_journal(&state);
+        let born: BTreeSet<u64> = j.all().unwrap().iter().map(|i| i.born).collect();
+        let generation = (0..=j.high_water().unwrap())
+            .rev()
+            .find(|g| !born.contains(g) && j.issued(*g).unwrap())
+            .expect("an issued generation");
         wasmprov_api::provenance::Provenance {
             journal: j.identity().to_string(),
-            generation: j.high_water().unwrap(),
+            generation,
         }
     };
     let labels = [
@@ -488,4 +495,57 @@ fn a_scale_against_a_refused_connection_is_short_and_says_so() {
 fn ok_out(out: Output) -> Output {
     ok(&out);
     out
+}
+
+/// `wasmprov test --live` against the cloud a fleet uses, with the fleet's
+/// owner id in the environment: it runs under an owner id of its own and
+/// terminates none of the fleet's nodes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_live_conformance_run_leaves_the_fleets_nodes_alone() {
+    let fake = HetznerFake::start(
+        "127.0.0.1:0".parse().unwrap(),
+        HetznerFakeOptions {
+            boot_delay_polls: 0,
+            ..HetznerFakeOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let token = fake.token().to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let (plugins, state, cache) = bundle_hetzner(tmp.path(), &fake.url());
+    let run = |args: &[&str]| {
+        wasmprov(&plugins, &state, &cache, &token, args)
+            .output()
+            .unwrap()
+    };
+    for id in ["keep-1", "keep-2"] {
+        ok_out(run(&[
+            "provision",
+            "hetzner",
+            "--cpu",
+            "2",
+            "--memory",
+            "4GiB",
+            "--request-id",
+            id,
+        ]));
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmprov"))
+        .arg("--plugin-dir")
+        .arg(&plugins)
+        .args(["--owner", OWNER, "test", "hetzner", "--live"])
+        .env("XDG_CACHE_HOME", &cache)
+        .env("HCLOUD_TOKEN", &token)
+        .env("WASMPROV_OWNER", OWNER)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("under owner id wasmprov-test-"), "{err}");
+    assert_eq!(
+        servers(&fake),
+        BTreeSet::from(["keep-1".to_string(), "keep-2".to_string()]),
+        "stdout: {}\nstderr: {err}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }

@@ -212,9 +212,12 @@ fn plant_leak(fake: &HetznerFake, request: &str, provenance: &str) -> String {
     fake.plant(request, &labels).unwrap().to_string()
 }
 
-/// The provenance label of the first intent the server lists.
+/// A provenance label this server's journal issued for no intent of
+/// today (what a node of an intent since forgotten carries): one past the
+/// generation the first intent it lists was born under, which the write
+/// that made that intent active used.
 async fn some_provenance(c: &mut ProvisionerClient<tonic::transport::Channel>) -> String {
-    rpc(
+    let born = rpc(
         "ListIntents",
         c.list_intents(authed(TOKEN, pb::ListIntentsRequest { group: None })),
     )
@@ -222,7 +225,13 @@ async fn some_provenance(c: &mut ProvisionerClient<tonic::transport::Channel>) -
     .intents
     .into_iter()
     .find_map(|i| i.provenance)
-    .expect("an intent born in this journal")
+    .expect("an intent born in this journal");
+    let p = wasmprov_api::provenance::Provenance::parse(&born).expect("a provenance label");
+    wasmprov_api::provenance::Provenance {
+        generation: p.generation + 1,
+        ..p
+    }
+    .label_value()
 }
 
 /// The bundled plugins written to `d`, Hetzner's pointed at `endpoint`;

@@ -7,7 +7,7 @@ use anyhow::Result;
 use wasmprov_api::{NodeHandle, NodeShape, provenance};
 
 use crate::fleet::{Fleet, GROUP_LABEL, REQUEST_LABEL};
-use crate::journal::{EventKind, Intent, IntentState, now_ms, sighting_key};
+use crate::journal::{DoubtKind, EventKind, Intent, IntentState, now_ms, sighting_key};
 use crate::report::{Orphan, ReconcileReport};
 
 impl Fleet {
@@ -60,7 +60,16 @@ impl Fleet {
                 Err(_) => left.push(o),
             }
         }
-        if left.is_empty() {
+        // Adopting answers a hold that orphans raised; one raised when the
+        // journal was opened (rewound, repaired) is about writes no node
+        // shows, and is lifted by confirming only.
+        if left.is_empty()
+            && let Some(doubt) = self.journal().doubt()?
+            && matches!(
+                doubt.kind,
+                DoubtKind::Foreign | DoubtKind::Stale | DoubtKind::Returned
+            )
+        {
             self.journal().clear_doubt()?;
         }
         Ok(left)

@@ -18,7 +18,8 @@ use anyhow::Result;
 use wasmprov_api::provenance::{OWNER_LABEL, Provenance, owned_by};
 use wasmprov_api::{CloudProvisioner, NodeHandle, ProvisionerError};
 
-use crate::fleet::Fleet;
+use crate::fleet::{Fleet, REQUEST_LABEL};
+use crate::journal::Intent;
 use crate::report::OrphanKind;
 
 /// A backend's list of nodes, as the fleet believes it.
@@ -124,14 +125,36 @@ impl Fleet {
         Provenance::of(node).is_none_or(|p| p.journal == self.journal().identity())
     }
 
-    /// The conflict for a node of another journal answered for `request_id`.
-    pub(crate) fn foreign_conflict(&self, request_id: &str, node: &NodeHandle) -> ProvisionerError {
-        let other = Provenance::of(node).map_or_else(String::new, |p| p.journal);
-        ProvisionerError::Conflict(format!(
-            "the node {} answered for request {request_id:?} was made by another journal ({other}; this one is {}): another host uses this owner id, or this journal was lost or replaced; adopt it (reconcile --adopt) or use another request id",
-            node.provider_id,
-            self.journal().identity()
-        ))
+    /// Why `node`, answered by a backend for `intent`'s provision, is not
+    /// that intent's node, if it is not: another journal made it, or this
+    /// journal made it for another intent (its provenance names another
+    /// generation, its request label another request).
+    pub(crate) fn not_the_answer(&self, intent: &Intent, node: &NodeHandle) -> Option<String> {
+        let rid = &intent.request_id;
+        if let Some(r) = node.labels.get(REQUEST_LABEL)
+            && r != rid
+        {
+            return Some(format!(
+                "the backend answered the provision of request {rid:?} with node {}, which was made for request {r:?}",
+                node.provider_id
+            ));
+        }
+        let p = Provenance::of(node)?;
+        if p.journal != self.journal().identity() {
+            return Some(format!(
+                "the node {} answered for request {rid:?} was made by another journal ({}; this one is {}): another host uses this owner id, this journal was lost or replaced, or the backend answered wrong; adopt it (reconcile --adopt) or use another request id",
+                node.provider_id,
+                p.journal,
+                self.journal().identity()
+            ));
+        }
+        if intent.born > 0 && p.generation != intent.born {
+            return Some(format!(
+                "the backend answered the provision of request {rid:?} with node {}, which this journal made for another intent (generation {}, not {})",
+                node.provider_id, p.generation, intent.born
+            ));
+        }
+        None
     }
 
     /// Whether this journal can prove it made `node` (which no intent

@@ -168,6 +168,10 @@ pub struct Fleet {
     pub(crate) max_group_size: u32,
     /// Why this fleet may not use its journal: it serves another owner id.
     owner_conflict: Option<String>,
+    /// The plugins a reconcile listed since the journal was opened: the
+    /// lease sweep ends a lease only once its plugin's cloud was listed (so
+    /// a hold its nodes would raise had its chance).
+    pub(crate) listed: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for Fleet {
@@ -225,6 +229,7 @@ impl Fleet {
             catalogues: crate::Catalogues::default(),
             max_group_size: crate::DEFAULT_MAX_GROUP_SIZE,
             owner_conflict,
+            listed: std::sync::Mutex::default(),
         }
     }
 
@@ -482,7 +487,13 @@ impl Fleet {
         ticket.provisioning(&request_id, intent.generation);
         let request = self.request_for(&intent);
         let answer = match backend.provision_request(&request).await {
-            Ok(node) if !self.made_here(&node) => Err(self.foreign_conflict(&request_id, &node)),
+            Ok(node) => match self.not_the_answer(&intent, &node) {
+                Some(why) => {
+                    tracing::warn!(request_id, node = %node.provider_id, "{why}");
+                    Err(ProvisionerError::Conflict(why))
+                }
+                None => Ok(node),
+            },
             other => other,
         };
         match answer {

@@ -80,6 +80,14 @@ const DOUBT_KEY: &str = "doubt";
 const OWNER_KEY: &str = "owner";
 /// Forgotten nodes kept (oldest dropped first).
 const FORGOTTEN_KEEP: u64 = 100_000;
+/// How far past the floor a session's first generation may land, at random
+/// (2^32 µs: about 72 minutes of generations); two sessions from one floor
+/// overlap with a chance of about their length over this.
+const SESSION_SPREAD: u64 = 1 << 32;
+/// How far ahead of now a generation seen on a node may be and still be
+/// believed (clocks ahead, and the random stretches of many sessions): a
+/// century. Beyond it, it is a forgery.
+const PLAUSIBLE_AHEAD: u64 = 100 * 365 * 24 * 3600 * 1_000_000;
 /// Where [`Journal::check`] writes.
 const PROBE_KEY: &str = "\u{0}probe";
 /// What [`Journal::check`] writes: more than the largest intent (64 KiB of
@@ -395,7 +403,12 @@ impl std::fmt::Display for Doubt {
                 "node returned: {}/{} {}; the cloud's lists and get said it was gone, and were wrong (a wrong endpoint, project, token or owner id, or an outage)",
                 self.plugin, self.provider_id, self.detail
             ),
-            DoubtKind::Repaired | DoubtKind::Rewound => write!(f, "{}", self.detail),
+            DoubtKind::Repaired | DoubtKind::Rewound => {
+                write!(f, "{}", self.detail)?;
+                return f.write_str(
+                    ". Destructive actions are held until the operator lifts the hold (reconcile --confirm-orphans)",
+                );
+            }
         }?;
         f.write_str(
             ". Destructive actions are held until the operator adopts the orphans (reconcile --adopt) or confirms them (reconcile --confirm-orphans)",
@@ -486,6 +499,8 @@ pub struct Journal {
     session: Mutex<Option<u64>>,
     /// The last generation this process wrote (committed or not).
     last: std::sync::atomic::AtomicU64,
+    /// Held while the mark is written.
+    marking: Mutex<()>,
     _lock: nix::fcntl::Flock<std::fs::File>,
 }
 
@@ -573,6 +588,7 @@ impl Journal {
             failures: std::sync::atomic::AtomicU64::new(0),
             session: Mutex::new(None),
             last: std::sync::atomic::AtomicU64::new(0),
+            marking: Mutex::new(()),
             _lock: lock,
         };
         // Read every record once: a damaged page is an error here, not a
@@ -589,21 +605,87 @@ impl Journal {
             )?;
         }
         let hw = journal.high_water()?;
-        match read_mark(&journal.mark_path()) {
-            Some((id, mark)) if id == journal.identity && mark > hw => {
+        let mark_path = journal.mark_path();
+        match read_mark(&mark_path) {
+            Mark::Of(id, mark) if id == journal.identity && mark > hw => {
                 journal.raise_open_doubt(
                     DoubtKind::Rewound,
                     format!(
-                        "journal rewound: {} is at generation {hw}, but this state directory last ran it at {mark} (its mark, {}): it was restored from an older copy, and what was written since is lost (intents, lease renewals)",
+                        "journal rewound: {} is at generation {hw}, but this state directory last ran it at {mark} (its mark, {}): it was restored from an older copy, and what was written since is lost: intents, and lease renewals{}",
                         journal.path.display(),
-                        journal.mark_path().display()
+                        mark_path.display(),
+                        journal.leases_to_check()?
                     ),
                 )?;
             }
-            // The mark of a journal replaced by another: not this one's.
+            Mark::Damaged(why) if hw > 0 => {
+                journal.raise_open_doubt(
+                    DoubtKind::Rewound,
+                    format!(
+                        "journal mark damaged: {} ({why}), so whether {} was restored from an older copy cannot be told{}",
+                        mark_path.display(),
+                        journal.path.display(),
+                        journal.leases_to_check()?
+                    ),
+                )?;
+            }
+            Mark::Missing if hw > 0 => {
+                tracing::warn!(
+                    journal = %journal.path.display(),
+                    "the journal has no mark beside it (a journal written by a version before marks, or the mark was removed): a restore of this journal file from an older copy could not be told this time"
+                );
+                journal.write_mark(hw, true);
+            }
+            Mark::Of(id, _) if id != journal.identity => {
+                tracing::warn!(
+                    journal = %journal.path.display(),
+                    "the journal's mark belongs to another journal ({id}): the journal file was replaced"
+                );
+                journal.write_mark(hw, true);
+            }
             _ => journal.write_mark(hw, true),
         }
         Ok(journal)
+    }
+
+    /// The leases a rewound journal holds, for the operator to check: each
+    /// may have been renewed since, and would end at the old time.
+    fn leases_to_check(&self) -> Result<String> {
+        let leased: Vec<String> = self
+            .all()?
+            .into_iter()
+            .filter(|i| i.expires_ms.is_some())
+            .map(|i| {
+                format!(
+                    "{} ({}/{}) ends at {} ms",
+                    i.request_id,
+                    i.plugin,
+                    i.provider_id().unwrap_or("pending"),
+                    i.expires_ms.unwrap_or_default()
+                )
+            })
+            .collect();
+        Ok(if leased.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ". Renew any of these leases renewed since (wasmprov renew) before lifting the hold with reconcile --confirm-orphans: {}{}",
+                leased
+                    .iter()
+                    .take(20)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if leased.len() > 20 {
+                    format!(
+                        " and {} more (wasmprov --json reconcile lists every intent)",
+                        leased.len() - 20
+                    )
+                } else {
+                    String::new()
+                }
+            )
+        })
     }
 
     /// Raises a doubt found when opening (no node to name).
@@ -641,6 +723,11 @@ impl Journal {
     /// every other write (it survives the process, which is what restores
     /// follow).
     fn write_mark(&self, generation: u64, sync: bool) {
+        // One writer at a time: they share the temporary file.
+        let _one = self
+            .marking
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let path = self.mark_path();
         let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
         tmp_name.push(".tmp");
@@ -857,10 +944,21 @@ impl Journal {
         let last = counters.get(GENERATION)?.map_or(0, |v| v.value());
         let (start, generation) = match *session {
             // This process issued the last generation: go on with its interval.
-            Some(start) if issued.get(start)?.map(|v| v.value()) == Some(last) => (start, last + 1),
+            Some(start) if issued.get(start)?.map(|v| v.value()) == Some(last) => (
+                start,
+                last.checked_add(1)
+                    .context("the journal's generations are used up")?,
+            ),
             _ => {
+                // Above everything issued or seen, at least now, and a
+                // random stretch further: two copies of one journal that
+                // start a session from the same point (a clock behind the
+                // last generation, say) still issue different generations.
                 let seen = counters.get(MAX_SEEN)?.map_or(0, |v| v.value());
-                let start = (last + 1).max(now_us()).max(seen + 1);
+                let floor = last.max(seen).max(now_us());
+                let start = floor
+                    .checked_add(1 + rand::random::<u64>() % SESSION_SPREAD)
+                    .context("the journal's generations are used up")?;
                 (start, start)
             }
         };
@@ -918,6 +1016,12 @@ impl Journal {
     /// # Errors
     /// When the database cannot be written.
     pub fn saw_generation(&self, generation: u64) -> Result<()> {
+        // A generation no journal could have issued yet (beyond this much of
+        // the future) is a forgery: kept out of the floor, so a lying list
+        // cannot use the generations up.
+        if generation > now_us().saturating_add(PLAUSIBLE_AHEAD) {
+            return Ok(());
+        }
         self.write(|txn| {
             let mut counters = txn.open_table(COUNTERS)?;
             let seen = counters.get(MAX_SEEN)?.map_or(0, |v| v.value());
@@ -1446,13 +1550,34 @@ fn request_key(plugin: &str, request_id: &str) -> String {
     format!("{plugin}\u{0}\u{0}{request_id}")
 }
 
-/// The identity and generation a journal's mark holds.
-fn read_mark(path: &Path) -> Option<(String, u64)> {
-    let text = std::fs::read_to_string(path).ok()?;
+/// What stands beside a journal as its mark.
+enum Mark {
+    /// Nothing.
+    Missing,
+    /// Something that is not a mark.
+    Damaged(String),
+    /// The mark of the journal of this identity, at this generation.
+    Of(String, u64),
+}
+
+fn read_mark(path: &Path) -> Mark {
+    let text = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Mark::Missing,
+        Err(e) => return Mark::Damaged(e.to_string()),
+    };
+    let text = String::from_utf8_lossy(&text);
     let mut words = text.split_whitespace();
-    let id = words.next()?.to_string();
-    let generation = words.next()?.parse().ok()?;
-    Some((id, generation))
+    match (
+        words.next(),
+        words.next().and_then(|g| g.parse().ok()),
+        words.next(),
+    ) {
+        (Some(id), Some(generation), None) if wasmprov_api::provenance::is_journal_id(id) => {
+            Mark::Of(id.to_string(), generation)
+        }
+        _ => Mark::Damaged("not a journal's mark".into()),
+    }
 }
 
 /// Runs `f` on the database, turning a panic of the database (a damaged
@@ -1726,6 +1851,57 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         let fresh = Journal::open(&path).unwrap();
         assert!(fresh.doubt().unwrap().is_none());
+    }
+
+    /// A mark that is not a journal's (damaged) holds a journal that has
+    /// written; none at all is only said.
+    #[test]
+    fn a_damaged_mark_holds_and_a_missing_one_is_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.redb");
+        let mark = dir.path().join("j.redb.mark");
+        {
+            let j = Journal::open(&path).unwrap();
+            let mut leased = intent("a");
+            leased.expires_ms = Some(123);
+            j.insert_new(&leased).unwrap().unwrap();
+        }
+        std::fs::remove_file(&mark).unwrap();
+        assert!(Journal::open(&path).unwrap().doubt().unwrap().is_none());
+        std::fs::write(&mark, b"\xff\xfe not a mark").unwrap();
+        let j = Journal::open(&path).unwrap();
+        let d = j.doubt().unwrap().expect("held");
+        assert_eq!(d.kind, DoubtKind::Rewound);
+        let text = d.to_string();
+        assert!(text.contains("mark damaged"), "{text}");
+        assert!(text.contains("a (p/n-1) ends at 123 ms"), "{text}");
+        assert!(text.contains("--confirm-orphans"), "{text}");
+    }
+
+    /// Two copies of one journal, each opened and written from the same
+    /// point (a clock behind its last generation, say), issue different
+    /// generations: neither takes the other's for its own.
+    #[test]
+    fn two_copies_from_one_point_issue_different_generations() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.redb"), dir.path().join("b.redb"));
+        {
+            let j = Journal::open(&a).unwrap();
+            // A generation far ahead of the clock is the floor of both.
+            j.saw_generation(now_us() + 3_600_000_000).unwrap();
+            j.insert_new(&intent("x")).unwrap().unwrap();
+        }
+        std::fs::copy(&a, &b).unwrap();
+        let (ja, jb) = (Journal::open(&a).unwrap(), Journal::open(&b).unwrap());
+        assert_eq!(ja.identity(), jb.identity());
+        let ga = ja.insert_new(&intent("y")).unwrap().unwrap().generation;
+        let gb = jb.insert_new(&intent("y")).unwrap().unwrap().generation;
+        assert_ne!(ga, gb);
+        assert!(!ja.issued(gb).unwrap() && !jb.issued(ga).unwrap());
+        // A generation no journal could have issued yet raises no floor.
+        ja.saw_generation(u64::MAX - 1).unwrap();
+        ja.insert_new(&intent("z")).unwrap().unwrap();
+        ja.insert_new(&intent("w")).unwrap().unwrap();
     }
 
     #[test]

@@ -109,6 +109,10 @@ impl Fleet {
             };
             match self.list(&name, &*backend).await {
                 Ok(listing) => {
+                    self.listed
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .insert(name.clone());
                     self.backends().nodes_listed(&name, listing.nodes.len());
                     if listing.foreign > 0 {
                         report.foreign_answers.push((name.clone(), listing.foreign));
@@ -190,10 +194,14 @@ impl Fleet {
             .into_iter()
             .map(|i| (i.request_id.clone(), i))
             .collect();
-        let named: BTreeSet<&str> = intents
+        // Named by any intent, of any plugin: two manifests may reach one
+        // cloud (a renamed manifest, a second region), and a node one of
+        // them made is never another's leak.
+        let named: BTreeSet<&str> = intents.values().filter_map(Intent::provider_id).collect();
+        let born: BTreeMap<u64, &Intent> = intents
             .values()
-            .filter(|i| i.plugin == name)
-            .filter_map(Intent::provider_id)
+            .filter(|i| i.born > 0)
+            .map(|i| (i.born, i))
             .collect();
         let mut seen = BTreeSet::new();
         for node in nodes {
@@ -217,10 +225,37 @@ impl Fleet {
                             continue;
                         }
                         Some(i) if i.plugin == name => format!("a second node for request {r}"),
-                        _ => format!("request {r} is not in the journal"),
+                        Some(i) => {
+                            tracing::warn!(
+                                plugin = name,
+                                node = %node.provider_id,
+                                request_id = %r,
+                                journaled_for = %i.plugin,
+                                "a node of a request journaled for another plugin (two manifests reaching one cloud?): left alone"
+                            );
+                            continue;
+                        }
+                        None => format!("request {r} is not in the journal"),
                     }
                 }
             };
+            // The node of an intent (by the generation it was born under)
+            // listed through another plugin, or under another request label.
+            if let Some(p) = wasmprov_api::provenance::Provenance::of(node)
+                && p.journal == journal.identity()
+                && let Some(owner) = born.get(&p.generation)
+                && !(owner.plugin == name
+                    && node.labels.get(REQUEST_LABEL) == Some(&owner.request_id))
+            {
+                tracing::warn!(
+                    plugin = name,
+                    node = %node.provider_id,
+                    intent = %owner.request_id,
+                    intent_plugin = %owner.plugin,
+                    "a node born for another intent's request or plugin: left alone"
+                );
+                continue;
+            }
             let key = sighting_key(name, &node.provider_id);
             seen.insert(key.clone());
             let known = journal.sighting(&key)?;
@@ -370,7 +405,7 @@ impl Fleet {
                     // not this one's answer.
                     let found = by_request.get(rid).and_then(|v| {
                         v.iter()
-                            .filter(|n| self.made_here(n))
+                            .filter(|n| self.not_the_answer(&intent, n).is_none())
                             .min_by_key(|n| n.provider_id.clone())
                             .copied()
                     });
@@ -432,14 +467,11 @@ impl Fleet {
                     let request = self.request_for(&intent);
                     let answer = backend.provision_request(&request).await;
                     if let Ok(node) = &answer
-                        && !self.made_here(node)
+                        && let Some(why) = self.not_the_answer(&intent, node)
                     {
-                        // Another journal's node: neither this intent's
-                        // answer nor a refusal of it. Kept, and said.
-                        report.errors.push(format!(
-                            "{name}: resuming {rid}: {}",
-                            self.foreign_conflict(rid, node)
-                        ));
+                        // Not this intent's node: neither its answer nor a
+                        // refusal of it. Kept, and said.
+                        report.errors.push(format!("{name}: resuming {rid}: {why}"));
                         continue;
                     }
                     match answer {
@@ -520,7 +552,7 @@ impl Fleet {
                                 Some(rid),
                                 Some(&provider_id),
                                 format!(
-                                    "missed by the lists for {} ms, and get says it does not exist",
+                                    "missed by the lists for {} ms, and get answers no node of this owner with that id",
                                     now.saturating_sub(since)
                                 ),
                             );
@@ -532,7 +564,7 @@ impl Fleet {
                                     plugin = name,
                                     request_id = rid,
                                     node = %provider_id,
-                                    "forgotten as vanished: two lists missed it and get says it does not exist (if it is listed again it is an orphan that holds the journal, never a leak)"
+                                    "forgotten as vanished: two lists missed it and get answers no node of this owner with that id (if it is listed again it is an orphan that holds the journal, never a leak)"
                                 );
                                 report.vanished.push((rid.to_string(), provider_id));
                             }
@@ -712,6 +744,18 @@ impl Fleet {
                 continue;
             };
             let provider_id = provider_id.clone();
+            let listed = self
+                .listed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .contains(&intent.plugin);
+            if !listed {
+                report.held_back.push(format!(
+                    "ending the lease of {}/{provider_id} ({}): no reconcile has listed {} since the journal was opened",
+                    intent.plugin, intent.request_id, intent.plugin
+                ));
+                continue;
+            }
             self.expire_or_hold(
                 &*backend,
                 &intent,

@@ -42,7 +42,8 @@ fn main() {
     generate_grpc();
 }
 
-/// Writes `wasmprov.v1.rs` (messages, server and client) to `OUT_DIR`. The
+/// Writes `wasmprov.v1.rs` (messages, server and client) and
+/// `wasmprov_descriptor.bin` (the encoded descriptors) to `OUT_DIR`. The
 /// client has no transport of its own, so the binary needs only tonic's
 /// server side; the tests hand it a channel.
 fn generate_grpc() {
@@ -52,6 +53,11 @@ fn generate_grpc() {
         Ok(fds) => fds,
         Err(e) => panic!("{PROTO}: {e}"),
     };
+    // The compiled descriptors, for `wasmprov serve`'s server reflection.
+    let out =
+        Path::new(&std::env::var("OUT_DIR").expect("set by cargo")).join("wasmprov_descriptor.bin");
+    std::fs::write(&out, protox::prost::Message::encode_to_vec(&fds))
+        .unwrap_or_else(|e| panic!("writing {}: {e}", out.display()));
     if let Err(e) = tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)

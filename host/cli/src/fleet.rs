@@ -5,6 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Result;
+use wasmprov_api::{
+    Backends, CloudProvisioner, NodeHandle, NodeShape, ProviderNodeId, Result as ApiResult,
+};
 use wasmprov_fleet::{CapacityGroup, Fleet, LeakPolicy, ReconcilePolicy};
 use wasmprov_host::Host;
 
@@ -142,10 +145,111 @@ pub async fn provision(
         .map_err(fleet_error)
 }
 
-/// A terminate through the journal (when a state directory is given).
-pub async fn terminate(host: Host, state_dir: &Path, plugin: &str, id: &str) -> Result<()> {
-    let fleet = open(host, state_dir)?;
-    fleet.terminate(plugin, id).await.map_err(fleet_error)
+/// A terminate through the journal (when a state directory is given);
+/// true when the plugin said the node was already gone (which the fleet
+/// takes as success, as the contract does).
+pub async fn terminate(host: Host, state_dir: &Path, plugin: &str, id: &str) -> Result<bool> {
+    let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let backends = Arc::new(NotingGone {
+        host,
+        gone: gone.clone(),
+    });
+    let fleet = Fleet::open(backends, state_dir.join(JOURNAL_FILE))?;
+    fleet.terminate(plugin, id).await.map_err(fleet_error)?;
+    Ok(gone.load(std::sync::atomic::Ordering::SeqCst))
+}
+
+/// The host's plugins, each noting a terminate answered `not_found`, so the
+/// CLI can say a node was already gone when the fleet reports success.
+struct NotingGone {
+    host: Host,
+    gone: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Backends for NotingGone {
+    fn backend_names(&self) -> Vec<String> {
+        Backends::backend_names(&self.host)
+    }
+
+    fn backend(&self, name: &str) -> Option<Arc<dyn CloudProvisioner>> {
+        let inner = Backends::backend(&self.host, name)?;
+        Some(Arc::new(GoneNoted {
+            inner,
+            gone: self.gone.clone(),
+        }))
+    }
+
+    fn owner_id(&self) -> Option<String> {
+        Backends::owner_id(&self.host)
+    }
+
+    fn nodes_listed(&self, name: &str, count: usize) {
+        Backends::nodes_listed(&self.host, name, count);
+    }
+
+    fn orphans_found(&self, name: &str, count: usize) {
+        Backends::orphans_found(&self.host, name, count);
+    }
+
+    fn fleet_event(&self, name: &str, event: &str) {
+        Backends::fleet_event(&self.host, name, event);
+    }
+}
+
+/// One plugin, unchanged but for noting a terminate answered `not_found`.
+struct GoneNoted {
+    inner: Arc<dyn CloudProvisioner>,
+    gone: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[async_trait::async_trait]
+impl CloudProvisioner for GoneNoted {
+    async fn provision(&self, shape: &NodeShape) -> ApiResult<NodeHandle> {
+        self.inner.provision(shape).await
+    }
+
+    async fn terminate(&self, id: &ProviderNodeId) -> ApiResult<()> {
+        let answer = self.inner.terminate(id).await;
+        if matches!(answer, Err(wasmprov_api::ProvisionerError::NotFound(_))) {
+            self.gone.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        answer
+    }
+
+    async fn describe(&self) -> ApiResult<Vec<NodeHandle>> {
+        self.inner.describe().await
+    }
+
+    fn capacity_types(&self) -> &[wasmprov_api::CapacityType] {
+        self.inner.capacity_types()
+    }
+
+    fn price_hint(&self, shape: &NodeShape) -> Option<wasmprov_api::PriceHint> {
+        self.inner.price_hint(shape)
+    }
+
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    async fn provision_request(
+        &self,
+        request: &wasmprov_api::ProvisionRequest,
+    ) -> ApiResult<NodeHandle> {
+        self.inner.provision_request(request).await
+    }
+
+    fn try_price_hint(&self, shape: &NodeShape) -> ApiResult<Option<wasmprov_api::PriceHint>> {
+        self.inner.try_price_hint(shape)
+    }
+
+    async fn get(&self, id: &ProviderNodeId) -> ApiResult<Option<NodeHandle>> {
+        self.inner.get(id).await
+    }
+
+    async fn offerings(&self) -> ApiResult<Vec<wasmprov_api::Offering>> {
+        self.inner.offerings().await
+    }
 }
 
 /// Renews the lease of a journaled request (no plugin is loaded: a renewal

@@ -4,8 +4,11 @@ mod bundled;
 mod conformance;
 mod declare;
 mod demo;
+mod exit;
 mod fleet;
+mod help;
 mod install;
+mod manual;
 mod output;
 mod scaffold;
 mod serve;
@@ -22,49 +25,69 @@ use wasmprov_host::{Host, HostBuilder};
 
 /// Run cloud provisioner plugins (WebAssembly components) under a deny-by-default sandbox.
 #[derive(Debug, Parser)]
-#[command(name = "wasmprov", version, about)]
+#[command(name = "wasmprov", version, about, after_help = help::TOP)]
 struct Cli {
     /// Directory holding NAME.wasm + NAME.toml plugins.
     #[arg(
         long,
         global = true,
         default_value = "./plugins.d",
-        env = "WASMPROV_PLUGIN_DIR"
+        env = "WASMPROV_PLUGIN_DIR",
+        help_heading = help::GLOBAL
     )]
     plugin_dir: PathBuf,
     /// Owner id every created node is tagged with [default: wasmprov-<hostname>].
-    #[arg(long, global = true, env = "WASMPROV_OWNER", value_parser = parse_owner_id)]
+    #[arg(long, global = true, env = "WASMPROV_OWNER", value_parser = parse_owner_id,
+          help_heading = help::GLOBAL)]
     owner: Option<String>,
-    /// Print JSON instead of tables.
-    #[arg(long, global = true)]
+    /// Print JSON instead of tables (errors too: {"error": {...}} on stdout).
+    #[arg(long, global = true, help_heading = help::GLOBAL)]
     json: bool,
     /// Do not use the on-disk compile cache.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = help::GLOBAL)]
     no_cache: bool,
     /// Price hints one plugin instance may answer before it is replaced
     /// (1: a fresh instance for every call). Calls that can do I/O always
     /// get a fresh instance.
     #[arg(long, global = true, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..))]
+          value_parser = clap::value_parser!(u32).range(1..), help_heading = help::GLOBAL)]
     price_hint_reuse: u32,
     /// Directory of the intent journal (`scale`, `reconcile`; `provision` and
     /// `terminate` journal too when it is given).
-    #[arg(long, global = true, env = "WASMPROV_STATE_DIR")]
+    #[arg(long, global = true, env = "WASMPROV_STATE_DIR", help_heading = help::GLOBAL)]
     state_dir: Option<PathBuf>,
+    /// How log records on stderr look: text for people, json (one object
+    /// per line) for collectors. WASMPROV_LOG sets what is logged; NO_COLOR
+    /// (or a stderr that is not a terminal) turns colours off.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text,
+          env = "WASMPROV_LOG_FORMAT", help_heading = help::GLOBAL)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The form of log records (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// One line per record, for people.
+    Text,
+    /// One JSON object per line (tracing-subscriber's JSON format).
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// List the plugins of the directory, and those that failed to load.
+    #[command(after_help = help::PLUGINS)]
     Plugins,
     /// Show a plugin's grants, limits, config keys and digest (never secret values).
+    #[command(after_help = help::INSPECT)]
     Inspect {
         /// Plugin name.
         plugin: String,
     },
     /// Ask a plugin what a shape costs.
+    #[command(after_help = help::PRICE)]
     Price {
         /// Plugin name.
         plugin: String,
@@ -73,11 +96,13 @@ enum Command {
     },
     /// Rank every plugin offering that fits a shape, cheapest first (plugins without
     /// offerings by their price hint).
+    #[command(after_help = help::RANK)]
     Rank {
         #[command(flatten)]
         shape: ShapeArgs,
     },
     /// Create a node (idempotent per request id).
+    #[command(after_help = help::PROVISION)]
     Provision {
         /// Plugin name.
         plugin: String,
@@ -98,6 +123,7 @@ enum Command {
         boot: BootArgs,
     },
     /// Move the lease of a journaled request to SECS from now (kept in the history).
+    #[command(after_help = help::RENEW)]
     Renew {
         /// The request id the node was provisioned under.
         #[arg(value_parser = parse_request_id)]
@@ -107,11 +133,13 @@ enum Command {
         lease_secs: u64,
     },
     /// List the nodes this owner has on the plugin's cloud.
+    #[command(after_help = help::DESCRIBE)]
     Describe {
         /// Plugin name.
         plugin: String,
     },
-    /// Show one node of this owner (exit 1 when it does not exist or is not owned).
+    /// Show one node of this owner (exit 66 when it does not exist or is not owned).
+    #[command(after_help = help::GET)]
     Get {
         /// Plugin name.
         plugin: String,
@@ -120,11 +148,13 @@ enum Command {
     },
     /// List the instance types a plugin can create: size, GPUs, architecture,
     /// disk, zones and prices.
+    #[command(after_help = help::OFFERINGS)]
     Offerings {
         /// Plugin name.
         plugin: String,
     },
-    /// Terminate a node.
+    /// Terminate a node (a node already gone is success, with a note).
+    #[command(after_help = help::TERMINATE)]
     Terminate {
         /// Plugin name.
         plugin: String,
@@ -133,6 +163,7 @@ enum Command {
     },
     /// Settle the journal against every plugin's describe: confirm or resume
     /// interrupted provisions, finish terminations, end expired leases, find leaks.
+    #[command(after_help = help::RECONCILE)]
     Reconcile {
         /// Terminate leaked nodes (owned, but wanted by no intent) instead of only listing them.
         #[arg(long)]
@@ -157,6 +188,7 @@ enum Command {
     /// What was terminated, forgotten, found or adopted, when and why (terminations of
     /// every kind, written before the cloud is asked; lease renewals; orphans; holds;
     /// vanished nodes; abandoned provisions).
+    #[command(after_help = help::HISTORY)]
     History {
         /// The newest this many entries.
         #[arg(long, default_value_t = 50)]
@@ -164,6 +196,7 @@ enum Command {
     },
     /// Scale a capacity group to a desired size on the cheapest plugins with room
     /// (after settling what an earlier run left half done).
+    #[command(after_help = help::SCALE)]
     Scale {
         /// Group name (part of each member's request id).
         group: String,
@@ -191,11 +224,13 @@ enum Command {
         boot: BootArgs,
     },
     /// Run a fake cloud API on loopback for trying plugins without an account.
+    #[command(after_help = help::FAKE)]
     Fake {
         #[command(subcommand)]
         cloud: FakeCloud,
     },
     /// Write the bundled plugins (components and manifests) into a directory.
+    #[command(after_help = help::BUNDLE)]
     Bundle {
         /// Target directory (created if missing).
         #[arg(long, default_value = "./plugins.d")]
@@ -205,9 +240,11 @@ enum Command {
         hetzner_endpoint: Option<String>,
     },
     /// The whole path on an embedded fake cloud: price, provision, describe, terminate.
+    #[command(after_help = help::DEMO)]
     Demo,
     /// Run the conformance suite against a plugin of the directory, under the sandbox,
     /// with its HTTP sent to a fake cloud (or a cassette) and its exec to stubs.
+    #[command(after_help = help::TEST)]
     Test {
         /// Plugin name, in the plugin directory [default with --manifest: the manifest's name].
         #[arg(required_unless_present = "manifest")]
@@ -246,6 +283,7 @@ enum Command {
     },
     /// Create a plugin crate on the guest SDK's rest layer: a manifest with minimal
     /// grants, a fake of its cloud, and a test running `wasmprov test` against it.
+    #[command(after_help = help::NEW)]
     New {
         /// Plugin name: lowercase letters, digits and `-`.
         name: String,
@@ -266,10 +304,12 @@ enum Command {
     },
     /// Serve the plugins over gRPC (wasmprov.v1.Provisioner, bearer-token auth) and
     /// their metrics over HTTP (GET /metrics), hot-reloading the plugin directory.
+    #[command(after_help = help::SERVE)]
     Serve(serve::ServeArgs),
     /// Install a plugin from an OCI registry (registry/repo:tag or @sha256:…) or a
     /// local .wasm: verify its digest and signature, show what it requests, write
     /// NAME.wasm and a NAME.toml granting exactly that, and record it in wasmprov.lock.
+    #[command(after_help = help::INSTALL)]
     Install {
         /// OCI reference, or a path to a .wasm (its signature, if any, beside it as FILE.minisig).
         reference: String,
@@ -297,6 +337,7 @@ enum Command {
     },
     /// Embed a capabilities.toml in a component built by another language's tools
     /// (componentize-py, ComponentizeJS), as export_provider! does for Rust.
+    #[command(after_help = help::DECLARE)]
     Declare {
         /// The component (.wasm), rewritten in place unless --out is given.
         component: PathBuf,
@@ -309,6 +350,7 @@ enum Command {
     },
     /// Publish a built component to an OCI registry (registry/repo:tag), in the
     /// wasm-pkg-tools layout, with its minisign signature beside it.
+    #[command(after_help = help::PUSH)]
     Push {
         /// The component (.wasm).
         file: PathBuf,
@@ -329,6 +371,7 @@ enum Command {
         timeout: u64,
     },
     /// Check or update wasmprov.lock, the digests of the directory's components.
+    #[command(after_help = help::LOCK)]
     Lock {
         /// Fail (exit 1) if any component differs from the lock, is not in it, or is gone.
         #[arg(long, conflicts_with = "update", required_unless_present = "update")]
@@ -336,6 +379,19 @@ enum Command {
         /// Record the current digest of every component.
         #[arg(long)]
         update: bool,
+    },
+    /// Print a shell completion script to stdout.
+    #[command(after_help = help::COMPLETIONS)]
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) to stdout, or write one page per command to a directory.
+    #[command(after_help = help::MAN)]
+    Man {
+        /// Write wasmprov.1 and wasmprov-COMMAND.1 pages here instead.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
 }
 
@@ -575,14 +631,15 @@ fn plugin(host: &Host, name: &str) -> Result<std::sync::Arc<wasmprov_host::WasmP
         bail!("plugin {name:?} did not load: {err}");
     }
     let known = host.plugin_names();
-    bail!(
+    Err(exit::UnknownPlugin(format!(
         "no plugin {name:?} in the plugin directory (loaded: {})",
         if known.is_empty() {
             "none".to_string()
         } else {
             known.join(", ")
         }
-    )
+    ))
+    .into())
 }
 
 /// A provisioner error, kept typed for JSON output.
@@ -668,7 +725,10 @@ async fn run(cli: Cli) -> Result<()> {
             let node = match &cli.state_dir {
                 Some(state) => fleet::provision(host, state, name, request, lease).await?,
                 None if lease.is_some() => {
-                    bail!("--lease-secs needs --state-dir: a lease lives in the journal")
+                    return Err(exit::Usage(
+                        "--lease-secs needs --state-dir: a lease lives in the journal".into(),
+                    )
+                    .into());
                 }
                 None => p.provision_request(&request).await.map_err(CallFailed)?,
             };
@@ -699,12 +759,23 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Terminate { plugin: name, id } => {
             let host = load_named(&cli, name).await?;
             let p = plugin(&host, name)?;
-            match &cli.state_dir {
+            // The contract: a node already gone is `not_found`, and the
+            // node is as the caller wants it, so that is success.
+            let already_gone = match &cli.state_dir {
                 Some(state) => fleet::terminate(host, state, name, id).await?,
-                None => p.terminate(id).await.map_err(CallFailed)?,
-            }
+                None => match p.terminate(id).await {
+                    Ok(()) => false,
+                    Err(ProvisionerError::NotFound(_)) => true,
+                    Err(e) => return Err(CallFailed(e).into()),
+                },
+            };
             if json {
-                println!("{}", serde_json::json!({ "terminated": id }));
+                println!(
+                    "{}",
+                    serde_json::json!({ "terminated": id, "already_gone": already_gone })
+                );
+            } else if already_gone {
+                println!("{} was already gone; nothing to terminate", output::c(id));
             } else {
                 println!("terminated {}", output::c(id));
             }
@@ -966,6 +1037,37 @@ async fn run(cli: Cli) -> Result<()> {
             )
             .await?;
         }
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                *shell,
+                &mut Cli::command(),
+                "wasmprov",
+                &mut std::io::stdout().lock(),
+            );
+        }
+        Command::Man { out } => {
+            use clap::CommandFactory;
+            use std::io::Write;
+            match out {
+                None => {
+                    let page = manual::page(Cli::command())?;
+                    match std::io::stdout().lock().write_all(page.as_bytes()) {
+                        // `wasmprov man | head` is not an error.
+                        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                        other => other.context("writing the manual page")?,
+                    }
+                }
+                Some(dir) => {
+                    let written = manual::write_pages(Cli::command(), dir)?;
+                    if json {
+                        println!("{}", serde_json::json!({ "dir": dir, "pages": written }));
+                    } else {
+                        println!("wrote {} manual pages to {}", written.len(), dir.display());
+                    }
+                }
+            }
+        }
         Command::Lock { check, .. } => {
             if *check {
                 let drift = wasmprov_host::lock::check(&cli.plugin_dir)?;
@@ -1018,9 +1120,50 @@ fn new_request_id() -> String {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // The runtime's own debug output echoes raw guest I/O (secrets included),
-    // so it stays at info unless the operator names those targets explicitly.
+    // Usage errors exit 2 (clap's code, `exit::USAGE`), --help and
+    // --version 0.
     let cli = Cli::parse();
+    let log_format = cli.log_format;
+    init_logging(&cli);
+    let json = cli.json;
+    let daemon = matches!(cli.command, Command::Serve(_));
+    let code = match run(cli).await {
+        Ok(()) => exit::SUCCESS,
+        Err(e) => {
+            let failure = exit::classify(&e);
+            if json && e.downcast_ref::<Reported>().is_none() {
+                println!("{}", exit::json_error(&e, &failure));
+            }
+            // One line, whatever a plugin put in its message.
+            let line = output::line(&format!("{e:#}").replace('\n', " "));
+            match log_format {
+                LogFormat::Text => eprintln!("error: {line}"),
+                // A log collector reading stderr sees only JSON lines.
+                LogFormat::Json => tracing::error!(
+                    target: "wasmprov",
+                    kind = failure.kind,
+                    retryable = failure.retryable,
+                    retry_after_ms = failure.retry_after_ms,
+                    exit_code = failure.code,
+                    "{line}"
+                ),
+            }
+            failure.code
+        }
+    };
+    if daemon {
+        // Shutdown is never held up by work on blocking threads (a reload
+        // pass stuck on a file, say): the runtime would wait for it on drop.
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        std::process::exit(i32::from(code));
+    }
+    ExitCode::from(code)
+}
+
+/// Log records go to stderr, as text or JSON (`--log-format`), filtered
+/// by `WASMPROV_LOG`; colour only on a terminal and without `NO_COLOR`.
+fn init_logging(cli: &Cli) {
     // A daemon reports what it does (reloads, reconciles) by default; a
     // one-shot command only its errors.
     let default = if matches!(cli.command, Command::Serve(_)) {
@@ -1029,46 +1172,21 @@ async fn main() -> ExitCode {
         "error"
     };
     let mut filter = std::env::var("WASMPROV_LOG").unwrap_or_else(|_| default.into());
+    // The runtime's own debug output echoes raw guest I/O (secrets
+    // included), so it stays at info unless the operator names those
+    // targets explicitly.
     if !filter.contains("wasmtime") {
         filter.push_str(
             ",wasmtime=info,wasmtime_wasi=info,wasmtime_wasi_io=info,wasmtime_wasi_http=info",
         );
     }
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    let json = cli.json;
-    let daemon = matches!(cli.command, Command::Serve(_));
-    let code = match run(cli).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            if json && e.downcast_ref::<Reported>().is_none() {
-                let value = match e.downcast_ref::<CallFailed>() {
-                    Some(CallFailed(err)) => serde_json::json!({ "error": err }),
-                    None => {
-                        serde_json::json!({ "error": { "kind": "host", "message": format!("{e:#}") } })
-                    }
-                };
-                println!("{value}");
-            }
-            // One line, whatever a plugin put in its message.
-            eprintln!(
-                "error: {}",
-                output::line(&format!("{e:#}").replace('\n', " "))
-            );
-            ExitCode::FAILURE
-        }
-    };
-    if daemon {
-        // Shutdown is never held up by work on blocking threads (a reload
-        // pass stuck on a file, say): the runtime would wait for it on drop.
-        use std::io::Write;
-        let _ = std::io::stdout().flush();
-        std::process::exit(if code == ExitCode::SUCCESS { 0 } else { 1 });
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => builder.with_ansi(output::colour(&std::io::stderr())).init(),
+        LogFormat::Json => builder.json().with_ansi(false).init(),
     }
-    code
 }
 
 #[cfg(test)]

@@ -14,12 +14,39 @@ use wasmprov_host::{Host, PluginInfo};
 /// Rows a table shows; the rest are counted below it.
 pub const MAX_ROWS: usize = 1000;
 
+/// A terminal narrower than this is taken for one that did not say its
+/// width (a pseudo-terminal of 0 columns, as some CI runners and
+/// `docker exec` give): tables are laid out for [`FALLBACK_WIDTH`] (or
+/// `$COLUMNS`) instead of collapsing to one character per column.
+const MIN_WIDTH: u16 = 20;
+/// The width tables take when the terminal's is not believable.
+const FALLBACK_WIDTH: u16 = 80;
+
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)
         .set_header(header.iter().copied());
+    // On a terminal, `width` is the terminal's; elsewhere `None` (no wrapping).
+    if t.width().is_some_and(|w| w < MIN_WIDTH) {
+        t.set_width(fallback_width(std::env::var("COLUMNS").ok().as_deref()));
+    }
     t
+}
+
+/// `$COLUMNS` when it is a believable width, else [`FALLBACK_WIDTH`].
+fn fallback_width(columns: Option<&str>) -> u16 {
+    columns
+        .and_then(|c| c.trim().parse::<u16>().ok())
+        .filter(|w| *w >= MIN_WIDTH)
+        .unwrap_or(FALLBACK_WIDTH)
+}
+
+/// Whether to colour what goes to `stream`: only a terminal, and only
+/// without `NO_COLOR` (set to anything but the empty string, as
+/// no-color.org has it).
+pub(crate) fn colour(stream: &impl std::io::IsTerminal) -> bool {
+    stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// A value shown in a table cell or a line: escaped and cut.
@@ -477,5 +504,13 @@ mod tests {
 
     fn table_for_test() -> Table {
         table(&["value"])
+    }
+
+    #[test]
+    fn an_unbelievable_terminal_width_falls_back() {
+        assert_eq!(fallback_width(None), FALLBACK_WIDTH);
+        assert_eq!(fallback_width(Some("0")), FALLBACK_WIDTH);
+        assert_eq!(fallback_width(Some("wide")), FALLBACK_WIDTH);
+        assert_eq!(fallback_width(Some("132")), 132);
     }
 }

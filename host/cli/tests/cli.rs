@@ -319,11 +319,19 @@ async fn provision_describe_terminate_through_the_cli() {
         &["--json", "terminate", "hetzner", &id],
     ));
     assert_eq!(done["terminated"], id.as_str());
-    let gone = wasmprov(d, token, &["--json", "terminate", "hetzner", &id]);
-    assert!(!gone.status.success());
-    let err: serde_json::Value = serde_json::from_slice(&gone.stdout).unwrap();
+    // A node already gone is success (the contract's not_found), with a note.
+    let gone = json(&wasmprov(
+        d,
+        token,
+        &["--json", "terminate", "hetzner", &id],
+    ));
+    assert_eq!(gone["already_gone"], true, "{gone}");
+    // A node that is not there is exit 66, with the one-line error.
+    let missing = wasmprov(d, token, &["--json", "get", "hetzner", &id]);
+    assert_eq!(missing.status.code(), Some(66));
+    let err: serde_json::Value = serde_json::from_slice(&missing.stdout).unwrap();
     assert_eq!(err["error"]["kind"], "not_found");
-    let stderr = String::from_utf8_lossy(&gone.stderr);
+    let stderr = String::from_utf8_lossy(&missing.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.starts_with("error: not found"), "{stderr}");
 

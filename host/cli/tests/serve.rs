@@ -2266,3 +2266,227 @@ async fn a_journal_that_cannot_write_makes_the_daemon_not_serving() {
     let log = std::fs::read_to_string(&served.stderr).unwrap();
     assert!(log.contains("NOT_SERVING"), "{log}");
 }
+
+/// The names a `grpc.reflection` service (v1 or v1alpha) lists, asked as
+/// grpcurl's `list` does: one ListServices request on the stream.
+macro_rules! reflected_services {
+    ($version:ident, $channel:expr) => {{
+        use tonic_reflection::pb::$version::ServerReflectionRequest;
+        use tonic_reflection::pb::$version::server_reflection_client::ServerReflectionClient;
+        use tonic_reflection::pb::$version::server_reflection_request::MessageRequest;
+        use tonic_reflection::pb::$version::server_reflection_response::MessageResponse;
+        let mut client = ServerReflectionClient::new($channel);
+        let request = ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        };
+        let mut answers = rpc(
+            "ServerReflectionInfo",
+            client.server_reflection_info(tokio_stream_once(request)),
+        )
+        .await;
+        let answer = bounded("a reflection answer", STEP_LIMIT, answers.message())
+            .await
+            .unwrap()
+            .expect("one answer");
+        match answer.message_response {
+            Some(MessageResponse::ListServicesResponse(list)) => list
+                .service
+                .into_iter()
+                .map(|s| s.name)
+                .collect::<Vec<String>>(),
+            other => panic!("not a service list: {other:?}"),
+        }
+    }};
+}
+
+/// A request stream of one message.
+fn tokio_stream_once<T: Send + 'static>(
+    message: T,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    futures::stream::iter([message])
+}
+
+/// Server reflection (v1 and v1alpha) lists the daemon's services, so
+/// grpcurl-style tools need no `.proto`, without a token, as health; and a
+/// symbol resolves to the file that defines it. SIGHUP reloads the plugin
+/// directory: with `--no-watch` a plugin written there is served only
+/// after the signal, and the reload is logged.
+#[tokio::test(flavor = "multi_thread")]
+async fn reflection_lists_the_services_and_sighup_reloads_plugins() {
+    let fake = start_fake(HetznerFakeOptions::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    bundle_hetzner_only(d, &fake.url()).await;
+    let mut cmd = wasmprov(d);
+    cmd.env("HCLOUD_TOKEN", fake.token())
+        .env("WASMPROV_SERVE_TOKEN", TOKEN);
+    let served = serve(
+        cmd,
+        &["--no-metrics", "--no-watch", "--state-dir", "state"],
+        d,
+    )
+    .await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", served.grpc))
+        .unwrap()
+        .connect_timeout(STEP_LIMIT)
+        .connect()
+        .await
+        .unwrap();
+
+    for names in [
+        reflected_services!(v1, channel.clone()),
+        reflected_services!(v1alpha, channel.clone()),
+    ] {
+        for service in ["wasmprov.v1.Provisioner", "grpc.health.v1.Health"] {
+            assert!(
+                names.iter().any(|n| n == service),
+                "{service} not in {names:?}"
+            );
+        }
+        assert!(
+            names.iter().any(|n| n.starts_with("grpc.reflection.")),
+            "{names:?}"
+        );
+    }
+    {
+        use tonic_reflection::pb::v1::ServerReflectionRequest;
+        use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+        use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+        use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+        let mut client = ServerReflectionClient::new(channel.clone());
+        let mut answers = rpc(
+            "ServerReflectionInfo",
+            client.server_reflection_info(tokio_stream_once(ServerReflectionRequest {
+                host: String::new(),
+                message_request: Some(MessageRequest::FileContainingSymbol(
+                    "wasmprov.v1.Provisioner".into(),
+                )),
+            })),
+        )
+        .await;
+        let answer = bounded("a reflection answer", STEP_LIMIT, answers.message())
+            .await
+            .unwrap()
+            .expect("one answer");
+        match answer.message_response {
+            Some(MessageResponse::FileDescriptorResponse(files)) => {
+                let file = files.file_descriptor_proto.first().expect("a file");
+                let text = String::from_utf8_lossy(file);
+                assert!(
+                    text.contains("wasmprov.proto") && text.contains("Provision"),
+                    "{text}"
+                );
+            }
+            other => panic!("not a file descriptor: {other:?}"),
+        }
+    }
+
+    // SIGHUP: a plugin written while the daemon runs is served after it.
+    let mut c = client(served.grpc).await;
+    let names = |r: pb::ListPluginsResponse| -> Vec<String> {
+        r.plugins.into_iter().map(|p| p.name).collect()
+    };
+    let before = names(
+        rpc(
+            "ListPlugins",
+            c.list_plugins(authed(TOKEN, pb::ListPluginsRequest {})),
+        )
+        .await,
+    );
+    assert_eq!(before, ["hetzner"]);
+    let manifest = std::fs::read_to_string(d.join("hetzner.toml"))
+        .unwrap()
+        .replace("name = \"hetzner\"", "name = \"second\"");
+    std::fs::write(d.join("second.toml"), manifest).unwrap();
+    // Not watched: nothing changes by itself.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let unchanged = names(
+        rpc(
+            "ListPlugins",
+            c.list_plugins(authed(TOKEN, pb::ListPluginsRequest {})),
+        )
+        .await,
+    );
+    assert_eq!(unchanged, ["hetzner"], "--no-watch");
+    send_signal(&served.child, nix::sys::signal::Signal::SIGHUP);
+    bounded("the SIGHUP reload", STEP_LIMIT, async {
+        loop {
+            let now = names(
+                rpc(
+                    "ListPlugins",
+                    c.list_plugins(authed(TOKEN, pb::ListPluginsRequest {})),
+                )
+                .await,
+            );
+            if now == ["hetzner", "second"] {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    bounded("the reload in the log", STEP_LIMIT, async {
+        loop {
+            let log = std::fs::read_to_string(&served.stderr).unwrap_or_default();
+            if log.contains("SIGHUP") && log.contains("added second") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    // Still serving: SIGHUP is not a stop.
+    rpc(
+        "ListPlugins after SIGHUP",
+        c.list_plugins(authed(TOKEN, pb::ListPluginsRequest {})),
+    )
+    .await;
+}
+
+/// `--log-format json`: the daemon's stderr is JSON lines, its own
+/// messages (the generated token's path, a drain) included.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_daemon_logs_json_lines() {
+    let fake = start_fake(HetznerFakeOptions::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    bundle_hetzner_only(d, &fake.url()).await;
+    let mut cmd = wasmprov(d);
+    cmd.env("HCLOUD_TOKEN", fake.token());
+    let mut served = serve(
+        cmd,
+        &[
+            "--log-format",
+            "json",
+            "--no-metrics",
+            "--state-dir",
+            "state",
+            "--token-out",
+            "t.token",
+        ],
+        d,
+    )
+    .await;
+    wait_ready(&served).await;
+    send_signal(&served.child, nix::sys::signal::Signal::SIGTERM);
+    let status = bounded("stopping", STEP_LIMIT, served.child.wait())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let log = std::fs::read_to_string(&served.stderr).unwrap();
+    let records: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    let said = |what: &str| {
+        records.iter().any(|r| {
+            r["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(what))
+        })
+    };
+    assert!(said("generated a bearer token"), "{log}");
+    assert!(said("startup reconcile"), "{log}");
+    assert!(said("draining calls in flight"), "{log}");
+}

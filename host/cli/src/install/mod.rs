@@ -287,11 +287,11 @@ pub async fn install(dir_path: &Path, args: &InstallArgs, json: bool) -> Result<
     let cand = tokio::time::timeout(args.timeout, candidate(args))
         .await
         .map_err(|_| {
-            anyhow::anyhow!(
+            crate::exit::Temporary(format!(
                 "{}: gave up after {} s (the install deadline; --timeout SECONDS sets it); nothing was changed",
                 args.reference,
                 args.timeout.as_secs()
-            )
+            ))
         })??;
     let dir = PluginDir::open(dir_path)?;
     let what = cand.source.clone();
@@ -627,11 +627,11 @@ pub async fn push(args: &PushArgs, json: bool) -> Result<()> {
     tokio::time::timeout(args.timeout, push_inner(args, json))
         .await
         .map_err(|_| {
-            anyhow::anyhow!(
+            crate::exit::Temporary(format!(
                 "{}: gave up after {} s (--timeout SECONDS sets it)",
                 args.reference,
                 args.timeout.as_secs()
-            )
+            ))
         })?
 }
 

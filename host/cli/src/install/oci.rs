@@ -354,15 +354,24 @@ async fn status_error(response: reqwest::Response, max: u64, what: &str) -> anyh
         .await
         .map(|(b, _)| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
-    anyhow::anyhow!(
+    let message = format!(
         "{what}: the registry answered {status}: {}",
         crate::output::line(body.trim())
-    )
+    );
+    // Overloaded or down for now: the same command may work later.
+    if status == reqwest::StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
+        crate::exit::Temporary(message).into()
+    } else {
+        anyhow::anyhow!(message)
+    }
 }
 
 fn unreachable(registry: &str, what: &str, e: &reqwest::Error) -> anyhow::Error {
     if e.is_connect() || e.is_timeout() || e.is_request() {
-        anyhow::anyhow!("cannot reach the registry {registry} ({what}): {e:#}; nothing was changed")
+        crate::exit::Temporary(format!(
+            "cannot reach the registry {registry} ({what}): {e:#}; nothing was changed"
+        ))
+        .into()
     } else {
         anyhow::anyhow!("{what}: {e:#}")
     }

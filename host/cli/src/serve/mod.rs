@@ -30,7 +30,13 @@
 //!   or forgot, when and why.
 //!
 //! The plugin directory is also watched, so plugins hot-reload without a
-//! `Reload` call.
+//! `Reload` call (`--no-watch` turns that off); SIGHUP reloads it as
+//! `Reload` does, and logs what changed.
+//!
+//! gRPC server reflection (`grpc.reflection.v1`, and `v1alpha` that older
+//! clients ask) describes every service from the compiled `.proto`, so
+//! grpcurl-style tools list and call them without it. Like health, it
+//! needs no token: it tells only the schema, which is public.
 //!
 //! # Journal and reconcile
 //! The journal is `<state dir>/journal.redb` (`--state-dir`, else
@@ -68,9 +74,10 @@
 //! journal's: a failed journal write turns it NOT_SERVING (health and
 //! `/ready`) until the journal can be written again. The outcome is logged with
 //! `tracing` (target `wasmprov::serve`; `serve` logs at info by default,
-//! `WASMPROV_LOG` overrides): the startup reconcile always, a periodic
-//! one or a sweep when it found something to settle; a report with errors
-//! at `warn`.
+//! `WASMPROV_LOG` overrides; `--log-format json` makes every line on
+//! stderr a JSON object, the daemon's own messages included): the startup
+//! reconcile always, a periodic one or a sweep when it found something to
+//! settle; a report with errors at `warn`.
 //!
 //! # Errors
 //! A failed call has a gRPC code chosen for what a generic client should do
@@ -142,6 +149,10 @@ use wasmprov_host::Host;
 )]
 pub(crate) mod pb {
     tonic::include_proto!("wasmprov.v1");
+
+    /// `proto/wasmprov.proto` compiled, for server reflection.
+    pub(crate) const FILE_DESCRIPTOR_SET: &[u8] =
+        tonic::include_file_descriptor_set!("wasmprov_descriptor");
 }
 
 mod convert;
@@ -216,6 +227,9 @@ pub(crate) struct ServeArgs {
     /// ran out of capacity is skipped by Scale and Rank; 0 never skips.
     #[arg(long, value_name = "SECS", default_value_t = 180)]
     unavailable_for: u64,
+    /// Do not watch the plugin directory: plugins reload only on SIGHUP or the Reload RPC.
+    #[arg(long)]
+    no_watch: bool,
 }
 
 /// Runs `wasmprov serve` until SIGINT or SIGTERM.
@@ -242,18 +256,33 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
             ),
     );
     for err in host.errors() {
-        eprintln!("wasmprov serve: not loaded: {err}");
+        tracing::warn!(target: LOG_TARGET, "not loaded: {err}");
     }
     let token = match configured {
         Some(token) => token,
         None => generate_token(args)?,
     };
-    let _watcher = match host.watch(wasmprov_host::DEFAULT_DEBOUNCE) {
-        Ok(w) => Some(w),
-        Err(e) => {
-            eprintln!("wasmprov serve: plugins will not hot-reload (use the Reload RPC): {e:#}");
-            None
+    let _watcher = if args.no_watch {
+        None
+    } else {
+        match host.watch(wasmprov_host::DEFAULT_DEBOUNCE) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::warn!(
+                    target: LOG_TARGET,
+                    "plugins will not hot-reload (send SIGHUP or use the Reload RPC): {e:#}"
+                );
+                None
+            }
         }
+    };
+    // A plugin still compiling when a SIGHUP's reload stops waiting is
+    // loaded by the watcher once compiled; without one, the reload waits
+    // for the compile (which its budget bounds).
+    let hangup_wait = if _watcher.is_some() {
+        Duration::from_secs(args.compile_wait)
+    } else {
+        wasmprov_host::DEFAULT_COMPILE_BUDGET + Duration::from_secs(5)
     };
 
     let grpc_listener = tokio::net::TcpListener::bind(args.listen)
@@ -274,6 +303,9 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
     };
 
     let mut signals = Signals::new()?;
+    // Handled from here on (SIGHUP's default would end the process).
+    let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("handling SIGHUP")?;
     let policy = ReconcilePolicy {
         leaks: if args.terminate_leaks {
             LeakPolicy::Terminate
@@ -322,9 +354,12 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
         },
         bearer_check(token.into_bytes()),
     );
+    let (reflection_v1, reflection_v1alpha) = reflection()?;
     let mut grpc = tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(health_service)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
             .add_service(service)
             .serve_with_incoming_shutdown(
                 tonic::transport::server::TcpIncoming::from(grpc_listener),
@@ -377,10 +412,18 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
         stop_rx.clone(),
     ));
 
+    tokio::spawn(reload_on_hangup(
+        host.clone(),
+        hangup,
+        hangup_wait,
+        stop_rx.clone(),
+    ));
+
     let early = tokio::select! {
         signal = signals.recv() => {
-            eprintln!(
-                "wasmprov serve: {signal}, draining calls in flight (up to {} s), then stopping",
+            tracing::info!(
+                target: LOG_TARGET,
+                "{signal}, draining calls in flight (up to {} s), then stopping",
                 drain_for.as_secs()
             );
             None
@@ -399,15 +442,16 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
     let started = tokio::time::Instant::now();
     let drained = fleet.drain(drain_for).await;
     match &drained {
-        Ok(r) if !r.drained => eprintln!(
-            "wasmprov serve: {} call(s) still running after {} s; {} provision(s) marked as cut short ({}), which reconcile settles without asking the cloud again",
+        Ok(r) if !r.drained => tracing::warn!(
+            target: LOG_TARGET,
+            "{} call(s) still running after {} s; {} provision(s) marked as cut short ({}), which reconcile settles without asking the cloud again",
             r.still_running,
             drain_for.as_secs(),
             r.cut_short.len(),
             r.cut_short.join(", ")
         ),
         Ok(_) => {}
-        Err(e) => eprintln!("wasmprov serve: marking calls cut short failed: {e:#}"),
+        Err(e) => tracing::error!(target: LOG_TARGET, "marking calls cut short failed: {e:#}"),
     }
     let left = drain_for
         .saturating_sub(started.elapsed())
@@ -417,7 +461,7 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
         let metrics = flatten(metrics.await);
         // It only ends once told to; a panic in it is worth saying.
         if let Err(e) = background.await {
-            eprintln!("wasmprov serve: the background reconcile failed: {e}");
+            tracing::error!(target: LOG_TARGET, "the background reconcile failed: {e}");
         }
         grpc.and(metrics)
     })
@@ -425,10 +469,62 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
     match stopped {
         Ok(result) => result,
         Err(_) => {
-            eprintln!("wasmprov serve: calls still running after {drain_for:?}; exiting anyway");
+            tracing::warn!(
+                target: LOG_TARGET,
+                "calls still running after {drain_for:?}; exiting anyway"
+            );
             Ok(())
         }
     }
+}
+
+/// SIGHUP reloads the plugin directory (as the Reload RPC does), and logs
+/// what changed, until `stop` turns true.
+async fn reload_on_hangup(
+    host: Arc<Host>,
+    mut hangup: tokio::signal::unix::Signal,
+    compile_wait: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            () = wait_stop(&mut stop) => return,
+            got = hangup.recv() => if got.is_none() { return },
+        }
+        tracing::info!(target: LOG_TARGET, "SIGHUP: reloading the plugin directory");
+        match host.reload_within(compile_wait).await {
+            Ok(report) if report.failed.is_empty() => {
+                tracing::info!(target: LOG_TARGET, "SIGHUP reload: {report}");
+            }
+            Ok(report) => tracing::warn!(target: LOG_TARGET, "SIGHUP reload: {report}"),
+            Err(e) => tracing::warn!(target: LOG_TARGET, "SIGHUP reload failed: {e:#}"),
+        }
+    }
+}
+
+/// The gRPC server reflection services (`grpc.reflection.v1` and the
+/// older `v1alpha` many clients still ask first), describing the health
+/// service and `wasmprov.v1.Provisioner`, so grpcurl-style tools need no
+/// `.proto`. Like health, they need no token: the schema is public.
+fn reflection() -> Result<(
+    tonic_reflection::server::v1::ServerReflectionServer<
+        impl tonic_reflection::server::v1::ServerReflection,
+    >,
+    tonic_reflection::server::v1alpha::ServerReflectionServer<
+        impl tonic_reflection::server::v1alpha::ServerReflection,
+    >,
+)> {
+    let v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .context("building the gRPC reflection service")?;
+    let v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()
+        .context("building the gRPC reflection service (v1alpha)")?;
+    Ok((v1, v1alpha))
 }
 
 /// The startup reconcile (then ready), the periodic reconciles every
@@ -611,8 +707,9 @@ fn configured_token(args: &ServeArgs) -> Result<Option<String>> {
 fn generate_token(args: &ServeArgs) -> Result<String> {
     let token = hex::encode(rand::random::<[u8; 32]>());
     write_private(&args.token_out, &token)?;
-    eprintln!(
-        "wasmprov serve: generated a bearer token in {} (mode 0600)",
+    tracing::info!(
+        target: LOG_TARGET,
+        "generated a bearer token in {} (mode 0600)",
         args.token_out.display()
     );
     Ok(token)

@@ -1039,25 +1039,14 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Completions { shell } => {
             use clap::CommandFactory;
-            clap_complete::generate(
-                *shell,
-                &mut Cli::command(),
-                "wasmprov",
-                &mut std::io::stdout().lock(),
-            );
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "wasmprov", &mut script);
+            write_out(&script, "the completion script")?;
         }
         Command::Man { out } => {
             use clap::CommandFactory;
-            use std::io::Write;
             match out {
-                None => {
-                    let page = manual::page(Cli::command())?;
-                    match std::io::stdout().lock().write_all(page.as_bytes()) {
-                        // `wasmprov man | head` is not an error.
-                        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-                        other => other.context("writing the manual page")?,
-                    }
-                }
+                None => write_out(manual::page(Cli::command())?.as_bytes(), "the manual page")?,
                 Some(dir) => {
                     let written = manual::write_pages(Cli::command(), dir)?;
                     if json {
@@ -1102,6 +1091,17 @@ async fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Writes `bytes` to stdout; a reader that stopped reading (`| head`) is
+/// not an error.
+fn write_out(bytes: &[u8], what: &str) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.with_context(|| format!("writing {what}")),
+    }
 }
 
 /// The state directory: `--state-dir`, else `./wasmprov-state`.

@@ -100,6 +100,20 @@ fn rate_limited_api() -> String {
     format!("http://{addr}/v1")
 }
 
+/// An API on 127.0.0.1 that takes connections and never answers; its
+/// base URL.
+fn silent_api() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    format!("http://{addr}/v1")
+}
+
 /// Every exit code through the binary: 0, 2 (usage), 66 (not found), 75
 /// (retryable: transport, not sent, rate limited, a journal in use), 1
 /// (the rest); `--json` errors carry `retryable`, `retry_after_ms` and
@@ -241,6 +255,27 @@ async fn exit_codes_say_retry_or_give_up() {
     assert_eq!(err["error"]["retryable"], true);
     assert_eq!(err["error"]["retry_after_ms"], 7000);
     assert_eq!(err["error"]["detail"]["retry_after_ms"], 7000);
+
+    // 75: a plugin that ran out of its call's time (a cloud that never
+    // answers, a call deadline of 1 s).
+    let slow = tempfile::tempdir().unwrap();
+    bundle(slow.path(), &silent_api());
+    let manifest = std::fs::read_to_string(slow.path().join("hetzner.toml")).unwrap();
+    assert!(manifest.contains("call_timeout_ms = 60000"), "{manifest}");
+    std::fs::write(
+        slow.path().join("hetzner.toml"),
+        manifest.replace("call_timeout_ms = 60000", "call_timeout_ms = 1000"),
+    )
+    .unwrap();
+    let (code, err) = failed(&wasmprov(
+        slow.path(),
+        token,
+        &["--json", "describe", "hetzner"],
+    ));
+    assert_eq!(code, TEMPFAIL, "{err}");
+    assert_eq!(err["error"]["kind"], "plugin");
+    assert_eq!(err["error"]["detail"]["fault"], "timeout", "{err}");
+    assert_eq!(err["error"]["retryable"], true);
 
     // 75: the journal is held by another process (here: this one).
     std::fs::create_dir_all(&state).unwrap();

@@ -471,6 +471,7 @@ fn moved_tags_tampered_blobs_and_bad_signatures_are_refused() {
         &["install", &format!("{}:stable", at("hetzner")), "--yes"],
     );
     refused(&out, &["cannot reach the registry", "nothing was changed"]);
+    assert_eq!(out.status.code(), Some(75), "retryable (EX_TEMPFAIL)");
     let list = json(&wasmprov(&plugins, &["--json", "plugins"]));
     assert_eq!(list["errors"].as_array().unwrap().len(), 0, "{list}");
     let price = json(&wasmprov(
@@ -1036,6 +1037,7 @@ mod hostile {
             &r.out,
             &["gave up after 3 s", "--timeout", "nothing was changed"],
         );
+        assert_eq!(r.out.status.code(), Some(75), "retryable (EX_TEMPFAIL)");
         eprintln!("dripped layer: refused in {:?}", r.took);
         assert!(
             r.took >= Duration::from_secs(3) && r.took < Duration::from_secs(10),

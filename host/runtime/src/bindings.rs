@@ -8,7 +8,7 @@
 /// Contract 0.2.0.
 pub(crate) mod v02 {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "wit",
         world: "wasmprov:provisioner/provider@0.2.0",
         imports: {
             "wasmprov:provisioner/exec@0.2.0.run": async | trappable,
@@ -29,7 +29,7 @@ pub(crate) mod v02 {
 /// Contract 0.1.0, frozen.
 pub(crate) mod v01 {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "wit",
         world: "wasmprov:provisioner/provider@0.1.0",
         imports: {
             "wasmprov:provisioner/exec@0.1.0.run": async | trappable,

@@ -52,40 +52,43 @@ pub enum Lang {
 const WIT: &[(&str, &str)] = &[
     (
         "wit/provisioner.wit",
-        include_str!("../../../wit/provisioner.wit"),
+        include_str!("../templates/wit/provisioner.wit"),
     ),
     (
         "wit/deps/cli.wit",
-        include_str!("../../../wit/deps/cli.wit"),
+        include_str!("../templates/wit/deps/cli.wit"),
     ),
     (
         "wit/deps/clocks.wit",
-        include_str!("../../../wit/deps/clocks.wit"),
+        include_str!("../templates/wit/deps/clocks.wit"),
     ),
     (
         "wit/deps/config/store.wit",
-        include_str!("../../../wit/deps/config/store.wit"),
+        include_str!("../templates/wit/deps/config/store.wit"),
     ),
     (
         "wit/deps/config/world.wit",
-        include_str!("../../../wit/deps/config/world.wit"),
+        include_str!("../templates/wit/deps/config/world.wit"),
     ),
     (
         "wit/deps/filesystem.wit",
-        include_str!("../../../wit/deps/filesystem.wit"),
+        include_str!("../templates/wit/deps/filesystem.wit"),
     ),
     (
         "wit/deps/http.wit",
-        include_str!("../../../wit/deps/http.wit"),
+        include_str!("../templates/wit/deps/http.wit"),
     ),
-    ("wit/deps/io.wit", include_str!("../../../wit/deps/io.wit")),
+    (
+        "wit/deps/io.wit",
+        include_str!("../templates/wit/deps/io.wit"),
+    ),
     (
         "wit/deps/random.wit",
-        include_str!("../../../wit/deps/random.wit"),
+        include_str!("../templates/wit/deps/random.wit"),
     ),
     (
         "wit/deps/sockets.wit",
-        include_str!("../../../wit/deps/sockets.wit"),
+        include_str!("../templates/wit/deps/sockets.wit"),
     ),
 ];
 
@@ -94,23 +97,23 @@ const WIT: &[(&str, &str)] = &[
 const PYTHON: &[(&str, &str)] = &[
     (
         "app.py",
-        include_str!("../../../plugins/python/refcloud/app.py"),
+        include_str!("../templates/new-python/refcloud/app.py"),
     ),
     (
         "{{name}}.toml",
-        include_str!("../../../plugins/python/refcloud/refcloud-py.toml"),
+        include_str!("../templates/new-python/refcloud/refcloud-py.toml"),
     ),
     (
         "capabilities.toml",
-        include_str!("../../../plugins/python/refcloud/capabilities.toml"),
+        include_str!("../templates/new-python/refcloud/capabilities.toml"),
     ),
     (
         ".gitignore",
-        include_str!("../../../plugins/python/refcloud/.gitignore"),
+        include_str!("../templates/new-python/refcloud/.gitignore"),
     ),
     (
         "test_plugin.py",
-        include_str!("../../../plugins/python/refcloud/test_plugin.py"),
+        include_str!("../templates/new-python/refcloud/test_plugin.py"),
     ),
     (
         "README.md",
@@ -122,31 +125,31 @@ const PYTHON: &[(&str, &str)] = &[
 const JS: &[(&str, &str)] = &[
     (
         "app.js",
-        include_str!("../../../plugins/js/refcloud/app.js"),
+        include_str!("../templates/new-js/refcloud/app.js"),
     ),
     (
         "{{name}}.toml",
-        include_str!("../../../plugins/js/refcloud/refcloud-js.toml"),
+        include_str!("../templates/new-js/refcloud/refcloud-js.toml"),
     ),
     (
         "capabilities.toml",
-        include_str!("../../../plugins/js/refcloud/capabilities.toml"),
+        include_str!("../templates/new-js/refcloud/capabilities.toml"),
     ),
     (
         ".gitignore",
-        include_str!("../../../plugins/js/refcloud/.gitignore"),
+        include_str!("../templates/new-js/refcloud/.gitignore"),
     ),
     (
         "package.json",
-        include_str!("../../../plugins/js/refcloud/package.json"),
+        include_str!("../templates/new-js/refcloud/package.json"),
     ),
     (
         "package-lock.json",
-        include_str!("../../../plugins/js/refcloud/package-lock.json"),
+        include_str!("../templates/new-js/refcloud/package-lock.json"),
     ),
     (
         "test.mjs",
-        include_str!("../../../plugins/js/refcloud/test.mjs"),
+        include_str!("../templates/new-js/refcloud/test.mjs"),
     ),
     (
         "README.md",
@@ -193,7 +196,7 @@ pub const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The lock file wasmprov is built and tested with: the generated crate
 /// starts from these versions (cargo drops what it does not use).
-const LOCK: &str = include_str!("../../../Cargo.lock");
+const LOCK: &str = include_str!("../templates/new/Cargo.lock.tmpl");
 
 /// Longest plugin name accepted.
 pub const MAX_NAME_LEN: usize = 40;

@@ -290,7 +290,8 @@ enum Command {
         /// Directory to create [default: ./NAME].
         #[arg(long)]
         path: Option<PathBuf>,
-        /// A wasmprov checkout whose guest-sdk and host/fake the crate builds with
+        /// A wasmprov checkout whose guest-sdk and host/fake the crate builds with,
+        /// through a [patch.crates-io] section (the dependencies stay versions)
         /// [default: the checkout this wasmprov was built from, if it is still there].
         #[arg(long, conflicts_with = "crates_io")]
         sdk: Option<PathBuf>,
@@ -830,7 +831,8 @@ async fn run(cli: Cli) -> Result<()> {
                     scaffold::Lang::Rust => {
                         match &checkout {
                             Some(c) => println!(
-                                "the SDK and fake kit come from the checkout {}",
+                                "the SDK and fake kit (version {}) come from the checkout {}, through [patch.crates-io] in Cargo.toml: delete that section to build with the published crates",
+                                scaffold::SDK_VERSION,
                                 c.display()
                             ),
                             None => println!(

@@ -6,11 +6,13 @@
 //! and a conformance test that runs the installed `wasmprov` binary (so the
 //! crate never compiles the host). It builds on its own, outside any
 //! workspace, and from anywhere it is moved to: its dependencies are by
-//! version, with a path to a wasmprov checkout when one is given, and it
-//! comes with a lock file (the versions wasmprov itself is tested with).
-//! Templates use `{{placeholder}}`s, replaced here: `name`, `crate_name`
-//! (with `_` for `-`), `type_name` (the provider type), `guest_dep` and
-//! `fake_dep` (the dependency tables of the SDK and the fake kit).
+//! version, and it comes with a lock file (the versions wasmprov itself is
+//! tested with). Made with a wasmprov checkout, it also gets a
+//! `[patch.crates-io]` section pointing at the checkout's SDK and fake kit;
+//! deleting that section leaves a crate that builds with the published
+//! crates. Templates use `{{placeholder}}`s, replaced here: `name`,
+//! `crate_name` (with `_` for `-`), `type_name` (the provider type),
+//! `sdk_version` (of the SDK and fake kit) and `patch` (the section).
 
 use std::path::{Path, PathBuf};
 
@@ -27,9 +29,10 @@ pub struct ScaffoldOptions {
     /// directory must be empty.
     pub dest: PathBuf,
     /// A wasmprov checkout whose `guest-sdk` and `host/fake` the crate
-    /// uses instead of the published crates of the same version (a relative
-    /// path is taken from the current directory; the generated
-    /// `Cargo.toml` gets the absolute path). `None`: the published crates.
+    /// uses instead of the published crates of the same version, through a
+    /// `[patch.crates-io]` section (a relative path is taken from the
+    /// current directory; the section gets the absolute path). `None`: the
+    /// published crates.
     pub checkout: Option<PathBuf>,
     /// The language of the plugin.
     pub lang: Lang,
@@ -334,17 +337,8 @@ pub fn scaffold(opts: &ScaffoldOptions) -> anyhow::Result<Vec<PathBuf>> {
     if opts.lang != Lang::Rust {
         return scaffold_other(opts);
     }
-    let dep = |path: Option<PathBuf>| -> anyhow::Result<String> {
-        Ok(match path {
-            None => format!("\"{SDK_VERSION}\""),
-            Some(p) => format!(
-                "{{ version = \"{SDK_VERSION}\", path = \"{}\" }}",
-                toml_escape(&utf8(&p)?)
-            ),
-        })
-    };
-    let (guest, fake) = match &opts.checkout {
-        None => (None, None),
+    let patch = match &opts.checkout {
+        None => String::new(),
         Some(checkout) => {
             let root = absolute(checkout, "the wasmprov checkout")?;
             let (guest, fake) = (root.join("guest-sdk"), root.join("host").join("fake"));
@@ -357,7 +351,17 @@ pub fn scaffold(opts: &ScaffoldOptions) -> anyhow::Result<Vec<PathBuf>> {
                     );
                 }
             }
-            (Some(guest), Some(fake))
+            format!(
+                "\n# The SDK and fake kit of the wasmprov checkout at {root}, instead of\n\
+                 # the published crates of the same version. Delete this section to build\n\
+                 # with the published crates (on another machine, in CI).\n\
+                 [patch.crates-io]\n\
+                 wasmprov-guest = {{ path = \"{guest}\" }}\n\
+                 wasmprov-fake = {{ path = \"{fake}\" }}\n",
+                root = toml_escape(&utf8(&root)?),
+                guest = toml_escape(&utf8(&guest)?),
+                fake = toml_escape(&utf8(&fake)?),
+            )
         }
     };
 
@@ -365,8 +369,8 @@ pub fn scaffold(opts: &ScaffoldOptions) -> anyhow::Result<Vec<PathBuf>> {
         ("{{name}}", opts.name.clone()),
         ("{{crate_name}}", opts.name.replace('-', "_")),
         ("{{type_name}}", type_name(&opts.name)),
-        ("{{guest_dep}}", dep(guest)?),
-        ("{{fake_dep}}", dep(fake)?),
+        ("{{sdk_version}}", SDK_VERSION.to_string()),
+        ("{{patch}}", patch),
     ];
     let render = |text: &str| {
         vars.iter().fold(text.to_string(), |text, (key, value)| {
@@ -562,26 +566,36 @@ mod tests {
         }
         assert_eq!(read(&dest.join("Cargo.lock")), LOCK);
 
-        // Cargo.toml: versions with the checkout's paths, the fake native
-        // only, no debug info, its own workspace.
-        let cargo: toml::Table = toml::from_str(&read(&dest.join("Cargo.toml"))).unwrap();
+        // Cargo.toml: versions, the checkout's crates patched in, the fake
+        // native only, no debug info, its own workspace.
+        let text = read(&dest.join("Cargo.toml"));
+        let cargo: toml::Table = toml::from_str(&text).unwrap();
         assert_eq!(cargo["package"]["name"].as_str(), Some("acme-cloud"));
         assert_eq!(
             cargo["lib"]["crate-type"],
             toml::Value::from(vec!["cdylib", "rlib"])
         );
         let checkout = std::path::absolute(opts.checkout.as_ref().unwrap()).unwrap();
-        let guest = &cargo["dependencies"]["wasmprov-guest"];
-        assert_eq!(guest["version"].as_str(), Some(SDK_VERSION));
         assert_eq!(
-            guest["path"].as_str(),
-            Some(checkout.join("guest-sdk").to_str().unwrap())
+            cargo["dependencies"]["wasmprov-guest"].as_str(),
+            Some(SDK_VERSION)
         );
         let native = &cargo["target"]["cfg(not(target_family = \"wasm\"))"]["dependencies"];
+        assert_eq!(native["wasmprov-fake"].as_str(), Some(SDK_VERSION));
+        let patch = cargo["patch"]["crates-io"].as_table().unwrap();
         assert_eq!(
-            native["wasmprov-fake"]["path"].as_str(),
+            patch["wasmprov-guest"]["path"].as_str(),
+            Some(checkout.join("guest-sdk").to_str().unwrap())
+        );
+        assert_eq!(
+            patch["wasmprov-fake"]["path"].as_str(),
             Some(checkout.join("host/fake").to_str().unwrap())
         );
+        assert_eq!(patch.len(), 2);
+        // A path appears only in the section, so deleting it leaves versions.
+        let (before, section) = text.split_once("[patch.crates-io]").unwrap();
+        assert!(!before.contains(checkout.to_str().unwrap()));
+        assert!(!section.contains('['), "the section is the last: {section}");
         assert_eq!(cargo["bin"][0]["name"].as_str(), Some("acme-cloud-fake"));
         assert_eq!(cargo["profile"]["dev"]["debug"].as_bool(), Some(false));
         assert!(cargo["workspace"].as_table().unwrap().is_empty());
@@ -600,6 +614,9 @@ mod tests {
             cargo["dependencies"]["wasmprov-guest"].as_str(),
             Some(SDK_VERSION)
         );
+        assert!(!cargo.contains_key("patch"));
+        let text = read(&published.dest.join("Cargo.toml"));
+        assert!(!text.contains("guest-sdk") && !text.contains("host/fake"));
 
         // The manifest is one the host accepts, with minimal grants.
         let manifest = wasmprov_policy::Manifest::parse(

@@ -694,6 +694,11 @@ fn a_scaffolded_plugin_builds_and_passes_its_test_unchanged() {
     std::fs::rename(&made, &crate_dir).unwrap();
     let manifest = std::fs::read_to_string(crate_dir.join("Cargo.toml")).unwrap();
     assert!(!manifest.contains("testkit") && !manifest.contains("wasmprov-host"));
+    // Versions, and the checkout only in the [patch.crates-io] section.
+    let (deps, patch) = manifest.split_once("[patch.crates-io]").unwrap();
+    assert!(deps.contains("wasmprov-guest = \"") && deps.contains("wasmprov-fake = \""));
+    assert!(!deps.contains(workspace.to_str().unwrap()), "{manifest}");
+    assert!(patch.contains(workspace.join("guest-sdk").to_str().unwrap()));
 
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| workspace.join("target"), std::path::PathBuf::from);

@@ -130,6 +130,40 @@ fn main() {
             b.path.display().to_string()
         ));
     }
+    code.push_str(
+        "/// `wasm-tools component targets wit/ COMPONENT --world WORLD` of every guest,\n\
+         /// as `wit_component::targets` (the function behind the command) answered\n\
+         /// here: (package, world, `None` when the component fits the world, else why\n\
+         /// not). Each guest against its contract's world; the future contract's\n\
+         /// guest, and the Hetzner plugin against 0.1, are there to fail.\n\
+         pub const TARGETS: &[(&str, &str, Option<&str>)] = &[\n",
+    );
+    let wit = root.join("wit");
+    for ((_, package, _), b) in guests.iter().zip(&built) {
+        let mut worlds = vec![if package == "wasmprov-test-contract-0-1" {
+            "wasmprov:provisioner/provider@0.1.0"
+        } else {
+            "wasmprov:provisioner/provider@0.2.0"
+        }];
+        if package == "wasmprov-plugin-hetzner" {
+            worlds.push("wasmprov:provisioner/provider@0.1.0");
+        }
+        for world in worlds {
+            let fits = targets(&wit, world, &b.path)
+                .err()
+                .map(|e| format!("{e:#}"));
+            code.push_str(&format!("    ({package:?}, {world:?}, {fits:?}),\n"));
+        }
+    }
+    code.push_str("];\n");
     let out = Path::new(&std::env::var("OUT_DIR").expect("set by cargo")).join("guests.rs");
     std::fs::write(out, code).expect("writing guests.rs");
+}
+
+/// What `wasm-tools component targets WIT COMPONENT --world WORLD` checks.
+fn targets(wit: &Path, world: &str, component: &Path) -> anyhow::Result<()> {
+    let mut resolve = wit_parser::Resolve::default();
+    let (package, _) = resolve.push_path(wit)?;
+    let world = resolve.select_world(&[package], Some(world))?;
+    wit_component::targets(&resolve, world, &std::fs::read(component)?)
 }

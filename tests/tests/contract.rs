@@ -1,7 +1,9 @@
 //! Contract versions: a plugin built against the frozen 0.1.0 WIT (without
 //! the SDK) still loads and works under the 0.2 host, mapped as
 //! `wasmprov_host::contract` says; and what 0.2 adds (status, `get`, boot
-//! data, architecture) reaches callers from a 0.2 plugin.
+//! data, architecture) reaches callers from a 0.2 plugin; every component
+//! the test build makes fits its contract's world as the standard tool
+//! checks it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -561,5 +563,100 @@ mod hetzner {
             Err(ProvisionerError::Conflict(_))
         ));
         assert_eq!(fake.servers().len(), 2);
+    }
+}
+
+/// The check of `wasm-tools component targets wit/ X.wasm --world W`, made
+/// with the function that command calls (by the build script, which has it
+/// from wasmtime's bindgen): every component the test build makes (the
+/// bundled plugins, the test and hostile guests; the 0.1 guest against the
+/// frozen 0.1 world) imports only what its world declares, WASI included,
+/// and exports the provisioner. And where the `wasmprov-*` custom sections
+/// are, as docs/AUTHORING.md says.
+mod wit_targets {
+    use super::*;
+
+    #[test]
+    fn every_built_component_fits_its_world() {
+        let v02 = "wasmprov:provisioner/provider@0.2.0";
+        let v01 = "wasmprov:provisioner/provider@0.1.0";
+        let mut fitting = Vec::new();
+        for (package, world, fits) in guests::TARGETS {
+            match (*package, *world) {
+                // Built for a contract this host does not speak (it is
+                // refused by name): the check is not vacuous.
+                ("wasmprov-test-future-contract", _) => {
+                    assert!(fits.is_some(), "{package} fits {world}");
+                }
+                // A 0.2 plugin is not a 0.1 one.
+                ("wasmprov-plugin-hetzner", w) if w == v01 => {
+                    assert!(fits.is_some(), "{package} fits {world}");
+                }
+                _ => {
+                    if let Some(why) = fits {
+                        panic!("{package} does not fit {world}: {why}");
+                    }
+                    fitting.push((*package, *world));
+                }
+            }
+        }
+        for bundled in [
+            "wasmprov-plugin-hetzner",
+            "wasmprov-plugin-aws-ec2",
+            "wasmprov-plugin-cloud-init",
+            "wasmprov-plugin-digitalocean",
+            "wasmprov-test-probe",
+            "wasmprov-hostile-raw-socket",
+        ] {
+            assert!(fitting.contains(&(bundled, v02)), "{bundled} not checked");
+        }
+        assert!(fitting.contains(&("wasmprov-test-contract-0-1", v01)));
+    }
+
+    /// Custom sections by name, with their depth: 0 at the component's top
+    /// level, 1 inside a module or component nested in it.
+    fn custom_sections(bytes: &[u8]) -> Vec<(usize, String)> {
+        let mut depth = 0usize;
+        let mut found = Vec::new();
+        for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+            match payload.unwrap() {
+                wasmparser::Payload::ModuleSection { .. }
+                | wasmparser::Payload::ComponentSection { .. } => depth += 1,
+                wasmparser::Payload::End(_) => depth = depth.saturating_sub(1),
+                wasmparser::Payload::CustomSection(r) => {
+                    found.push((depth, r.name().to_string()));
+                }
+                _ => {}
+            }
+        }
+        found
+    }
+
+    /// `export_provider!` writes its sections with `#[link_section]`, so
+    /// they land in the component's core module (a component's linker
+    /// keeps them there); `wasmprov declare` appends its section at the
+    /// top level. The host reads either.
+    #[test]
+    fn custom_sections_are_where_the_docs_say() {
+        for path in [guests::HETZNER, guests::CLOUD_INIT] {
+            let sections = custom_sections(&std::fs::read(path).unwrap());
+            for name in ["wasmprov-contract", "wasmprov-capabilities"] {
+                assert!(
+                    sections.contains(&(1, name.to_string())),
+                    "{path}: {name} not in the core module: {sections:?}"
+                );
+            }
+        }
+        let hetzner = std::fs::read(guests::HETZNER).unwrap();
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../plugins/hetzner/capabilities.toml"
+        ))
+        .unwrap();
+        let declared = wasmprov_host::policy::requests::embed(&hetzner, &text).unwrap();
+        assert!(
+            custom_sections(&declared).contains(&(0, "wasmprov-capabilities".to_string())),
+            "declare writes at the top level"
+        );
     }
 }

@@ -16,10 +16,16 @@ pub(crate) mod v02 {
         },
         exports: { default: async },
         require_store_data_send: true,
+        // Every WASI import the world declares (`wasi:cli/imports`) is
+        // wasmtime-wasi's own, linked by `wasmtime_wasi::p2::add_to_linker_async`.
         with: {
             "wasi:http": wasmtime_wasi_http::p2::bindings::http,
             "wasi:io": wasmtime_wasi::p2::bindings::io,
             "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+            "wasi:cli": wasmtime_wasi::p2::bindings::cli,
+            "wasi:filesystem": wasmtime_wasi::p2::bindings::filesystem,
+            "wasi:sockets": wasmtime_wasi::p2::bindings::sockets,
+            "wasi:random": wasmtime_wasi::p2::bindings::random,
         },
     });
 
@@ -37,10 +43,16 @@ pub(crate) mod v01 {
         },
         exports: { default: async },
         require_store_data_send: true,
+        // Every WASI import the world declares (`wasi:cli/imports`) is
+        // wasmtime-wasi's own, linked by `wasmtime_wasi::p2::add_to_linker_async`.
         with: {
             "wasi:http": wasmtime_wasi_http::p2::bindings::http,
             "wasi:io": wasmtime_wasi::p2::bindings::io,
             "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+            "wasi:cli": wasmtime_wasi::p2::bindings::cli,
+            "wasi:filesystem": wasmtime_wasi::p2::bindings::filesystem,
+            "wasi:sockets": wasmtime_wasi::p2::bindings::sockets,
+            "wasi:random": wasmtime_wasi::p2::bindings::random,
         },
     });
 

@@ -3,7 +3,7 @@
 //! backend implements, to find the cheapest cloud for a shape.
 //!
 //! ```sh
-//! cargo run -p wasmprov -- bundle --out plugins.d
+//! cargo run -p wasmprov -- bundle --all --out plugins.d
 //! cargo run -p wasmprov-example-embed -- plugins.d 4 16
 //! ```
 

@@ -159,34 +159,101 @@ args = ["destroy", "*"]
     )
 }
 
-/// Writes every bundled plugin into `dir`; returns their names.
-pub fn write(dir: &Path, hetzner_endpoint: Option<&str>) -> Result<Vec<String>> {
+/// The bundled plugins' names, in the order they are written.
+pub const NAMES: [&str; 4] = ["hetzner", "aws-ec2", "cloud-init", "digitalocean"];
+
+/// What `wasmprov bundle` writes when not told: the one plugin that works
+/// with nothing but a token, and whose cloud has a fake inside wasmprov
+/// (`wasmprov fake hetzner`). Each of the others needs what only the
+/// operator has, and a plugin that cannot list its nodes makes every
+/// reconcile and scale fail, so it is written only when named.
+pub const DEFAULT: [&str; 1] = ["hetzner"];
+
+/// Something a bundled plugin needs before it can reach its cloud.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// A host environment variable its manifest reads a secret from.
+    Env(&'static str),
+    /// A config key of its manifest the operator must set.
+    Config(&'static str, &'static str),
+    /// A program its manifest grants and runs.
+    Program(&'static str),
+}
+
+impl Need {
+    /// Whether this machine already has it (a config key never: it is an
+    /// edit of the manifest written).
+    #[must_use]
+    pub fn met(&self) -> bool {
+        match self {
+            Need::Env(var) => std::env::var_os(var).is_some_and(|v| !v.is_empty()),
+            Need::Config(..) => false,
+            Need::Program(path) => Path::new(path).is_file(),
+        }
+    }
+}
+
+impl std::fmt::Display for Need {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Need::Env(var) => write!(f, "${var}"),
+            Need::Config(key, what) => write!(f, "{key} ({what}) in the [config]"),
+            Need::Program(path) => write!(f, "the program {path}"),
+        }
+    }
+}
+
+/// What each bundled plugin needs before `describe`, `provision`, `scale`
+/// or `reconcile` work (`price`, `offerings`, `rank` and `test` need none).
+#[must_use]
+pub fn needs(name: &str) -> &'static [Need] {
+    match name {
+        "hetzner" => &[Need::Env("HCLOUD_TOKEN")],
+        "aws-ec2" => &[
+            Need::Env("AWS_ACCESS_KEY_ID"),
+            Need::Env("AWS_SECRET_ACCESS_KEY"),
+            Need::Config("image_id", "an AMI of the region, for provision"),
+        ],
+        "cloud-init" => &[
+            Need::Program(CLOUD_INIT_COMMAND),
+            Need::Env("CLUSTER_JOIN_TOKEN"),
+        ],
+        "digitalocean" => &[Need::Env("DIGITALOCEAN_TOKEN")],
+        _ => &[],
+    }
+}
+
+/// Writes the bundled plugins `names` (each one of [`NAMES`]) into `dir`
+/// with their manifests, and records them in its lock; returns the names
+/// written, in [`NAMES`] order.
+pub fn write(dir: &Path, names: &[&str], hetzner_endpoint: Option<&str>) -> Result<Vec<String>> {
+    if let Some(unknown) = names.iter().find(|n| !NAMES.contains(n)) {
+        bail!(
+            "no bundled plugin {unknown:?}; the bundled plugins are {}",
+            NAMES.join(", ")
+        );
+    }
     // Through the plugin directory's one writer, as `install` writes.
     let out = wasmprov_host::plugin_dir::PluginDir::open(dir)?;
-    let plugins: [(&str, &[u8], String); 4] = [
-        (
-            "hetzner",
-            components::HETZNER,
-            hetzner_manifest(hetzner_endpoint.unwrap_or(HETZNER_ENDPOINT))?,
-        ),
-        ("aws-ec2", components::AWS_EC2, aws_ec2_manifest()),
-        ("cloud-init", components::CLOUD_INIT, cloud_init_manifest()),
-        (
-            "digitalocean",
-            components::DIGITALOCEAN,
-            digitalocean_manifest(),
-        ),
-    ];
-    let mut names = Vec::new();
-    for (name, component, manifest) in plugins {
+    let mut written = Vec::new();
+    for name in NAMES.into_iter().filter(|n| names.contains(n)) {
+        let (component, manifest): (&[u8], String) = match name {
+            "hetzner" => (
+                components::HETZNER,
+                hetzner_manifest(hetzner_endpoint.unwrap_or(HETZNER_ENDPOINT))?,
+            ),
+            "aws-ec2" => (components::AWS_EC2, aws_ec2_manifest()),
+            "cloud-init" => (components::CLOUD_INIT, cloud_init_manifest()),
+            _ => (components::DIGITALOCEAN, digitalocean_manifest()),
+        };
         let wasm = format!("{name}.wasm");
         out.replace(&wasm, component)?;
         out.replace(&format!("{name}.toml"), manifest.as_bytes())?;
         // Installing is the operator's act: record what was installed.
         wasmprov_host::lock::record(dir, name, &wasm, component)?;
-        names.push(name.to_string());
+        written.push(name.to_string());
     }
-    Ok(names)
+    Ok(written)
 }
 
 #[cfg(test)]
@@ -205,5 +272,28 @@ mod tests {
         assert!(super::grant_for("ftp://x/").is_err());
         let m = super::hetzner_manifest("http://127.0.0.1:9/v1").unwrap();
         wasmprov_host::policy::Manifest::parse("hetzner.toml", &m).unwrap();
+    }
+
+    /// Every need named is one its manifest has: the variables its
+    /// secrets read, the program it runs, the key it leaves to set.
+    #[test]
+    fn needs_are_the_manifests_own() {
+        for name in super::NAMES {
+            let manifest = match name {
+                "hetzner" => super::hetzner_manifest(super::HETZNER_ENDPOINT).unwrap(),
+                "aws-ec2" => super::aws_ec2_manifest(),
+                "cloud-init" => super::cloud_init_manifest(),
+                _ => super::digitalocean_manifest(),
+            };
+            assert!(!super::needs(name).is_empty(), "{name}");
+            for need in super::needs(name) {
+                let word = match need {
+                    super::Need::Env(v) => format!("env = \"{v}\""),
+                    super::Need::Config(k, _) => format!("# {k} = "),
+                    super::Need::Program(p) => format!("program = \"{p}\""),
+                };
+                assert!(manifest.contains(&word), "{name}: {word} in\n{manifest}");
+            }
+        }
     }
 }

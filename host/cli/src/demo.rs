@@ -35,7 +35,7 @@ pub async fn run(json: bool) -> Result<()> {
 
     step(json, "writing the bundled plugins into a plugin directory");
     let dir = tempfile::tempdir().context("creating a plugin directory")?;
-    let written = bundled::write(dir.path(), Some(&fake.url()))?;
+    let written = bundled::write(dir.path(), &bundled::NAMES, Some(&fake.url()))?;
     if !json {
         println!("    {} -> {}", written.join(", "), dir.path().display());
         let manifest = std::fs::read_to_string(dir.path().join("hetzner.toml"))?;

@@ -96,9 +96,15 @@ Examples:
   wasmprov fake refcloud";
 
 pub(crate) const BUNDLE: &str = "\
+Without --only or --all only hetzner is written: the others each need something only
+you have (credentials, an AMI, a program), and a plugin that cannot list its nodes
+makes every reconcile and scale fail. Each written plugin's needs are printed.
+
 Examples:
-  wasmprov bundle --out plugins.d
-  wasmprov bundle --out plugins.d --hetzner-endpoint http://127.0.0.1:8787/v1";
+  wasmprov bundle --out plugins.d                               # hetzner
+  wasmprov bundle --out plugins.d --hetzner-endpoint http://127.0.0.1:8787/v1
+  wasmprov bundle --out plugins.d --only aws-ec2 digitalocean
+  wasmprov bundle --out plugins.d --all                         # every bundled plugin";
 
 pub(crate) const DEMO: &str = "\
 Examples:

@@ -229,12 +229,20 @@ enum Command {
         #[command(subcommand)]
         cloud: FakeCloud,
     },
-    /// Write the bundled plugins (components and manifests) into a directory.
+    /// Write bundled plugins (components and manifests) into a directory: hetzner,
+    /// unless --only or --all says otherwise.
     #[command(after_help = help::BUNDLE)]
     Bundle {
         /// Target directory (created if missing).
         #[arg(long, default_value = "./plugins.d")]
         out: PathBuf,
+        /// Write these bundled plugins [default: hetzner].
+        #[arg(long, value_name = "NAME", num_args = 1.., value_delimiter = ',',
+              value_parser = clap::builder::PossibleValuesParser::new(bundled::NAMES))]
+        only: Vec<String>,
+        /// Write every bundled plugin.
+        #[arg(long, conflicts_with = "only")]
+        all: bool,
         /// Point the Hetzner plugin at this API base URL (such as a fake's) instead of the real one.
         #[arg(long)]
         hetzner_endpoint: Option<String>,
@@ -858,15 +866,10 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Bundle {
             out,
+            only,
+            all,
             hetzner_endpoint,
-        } => {
-            let written = bundled::write(out, hetzner_endpoint.as_deref())?;
-            if json {
-                println!("{}", serde_json::json!({ "dir": out, "plugins": written }));
-            } else {
-                println!("wrote {} to {}", written.join(", "), out.display());
-            }
-        }
+        } => bundle(out, only, *all, hetzner_endpoint.as_deref(), json)?,
         Command::Renew {
             request_id,
             lease_secs,
@@ -1091,6 +1094,75 @@ async fn run(cli: Cli) -> Result<()> {
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// `wasmprov bundle`: writes the plugins asked for (hetzner when none
+/// is named), then says what each needs before it can reach its cloud,
+/// and which were left out.
+fn bundle(
+    out: &std::path::Path,
+    only: &[String],
+    all: bool,
+    hetzner_endpoint: Option<&str>,
+    json: bool,
+) -> Result<()> {
+    let names: Vec<&str> = if all {
+        bundled::NAMES.to_vec()
+    } else if only.is_empty() {
+        bundled::DEFAULT.to_vec()
+    } else {
+        only.iter().map(String::as_str).collect()
+    };
+    if hetzner_endpoint.is_some() && !names.contains(&"hetzner") {
+        return Err(exit::Usage(
+            "--hetzner-endpoint configures the hetzner plugin, which this bundle does not write (add it to --only)"
+                .into(),
+        )
+        .into());
+    }
+    let written = bundled::write(out, &names, hetzner_endpoint)?;
+    let left_out: Vec<&str> = bundled::NAMES
+        .into_iter()
+        .filter(|n| !written.iter().any(|w| w == n))
+        .collect();
+    if json {
+        let needs: serde_json::Map<String, serde_json::Value> = written
+            .iter()
+            .map(|name| {
+                let list = bundled::needs(name)
+                    .iter()
+                    .map(|n| serde_json::json!({ "need": n.to_string(), "met": n.met() }))
+                    .collect();
+                (name.clone(), serde_json::Value::Array(list))
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({ "dir": out, "plugins": written, "needs": needs, "not_written": left_out })
+        );
+        return Ok(());
+    }
+    println!("wrote {} to {}", written.join(", "), out.display());
+    for name in &written {
+        let needs: Vec<String> = bundled::needs(name)
+            .iter()
+            .map(|n| match n {
+                bundled::Need::Env(_) if n.met() => format!("{n} (set)"),
+                bundled::Need::Env(_) => format!("{n} (unset)"),
+                bundled::Need::Program(_) if n.met() => n.to_string(),
+                bundled::Need::Program(_) => format!("{n} (missing)"),
+                bundled::Need::Config(..) => format!("{n} of {name}.toml"),
+            })
+            .collect();
+        println!("  {name} needs {}", needs.join(", "));
+    }
+    if !left_out.is_empty() {
+        println!(
+            "not written: {} (name them with --only, or --all)",
+            left_out.join(", ")
+        );
     }
     Ok(())
 }

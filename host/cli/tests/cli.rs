@@ -45,7 +45,7 @@ async fn provision_describe_terminate_through_the_cli() {
     let d = dir.path();
     let url = fake.url();
     let out = Command::new(env!("CARGO_BIN_EXE_wasmprov"))
-        .args(["bundle", "--out"])
+        .args(["bundle", "--all", "--out"])
         .arg(d)
         .args(["--hetzner-endpoint", &url])
         .output()
@@ -457,7 +457,7 @@ fn every_bundled_plugin_passes_wasmprov_test_with_and_without_faults() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let out = Command::new(env!("CARGO_BIN_EXE_wasmprov"))
-        .args(["bundle", "--out"])
+        .args(["bundle", "--all", "--out"])
         .arg(d)
         .output()
         .unwrap();
@@ -805,4 +805,191 @@ fn escape_sequences_from_a_plugin_never_reach_the_terminal_raw() {
         said.contains("error:") && said.contains("the probe says: \\x1b[2J\\x1b]52;c;"),
         "{said}"
     );
+}
+
+/// `bundle` writes hetzner unless told otherwise (the one plugin that
+/// works with a token alone, against `wasmprov fake hetzner`), so
+/// `scale` and `reconcile` succeed right after it; `--only` and `--all`
+/// write others, each with what it still needs; the others cannot list
+/// their nodes here, and a reconcile over them says so and fails.
+#[tokio::test(flavor = "multi_thread")]
+async fn bundle_writes_what_works_unless_told_and_scale_and_reconcile_succeed() {
+    let fake = HetznerFake::start(
+        "127.0.0.1:0".parse().unwrap(),
+        HetznerFakeOptions {
+            boot_delay_polls: 0,
+            ..HetznerFakeOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let url = fake.url();
+    let token = Some(fake.token());
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = |dir: &std::path::Path, extra: &[&str]| {
+        let mut args = vec!["--json", "bundle", "--out", dir.to_str().unwrap()];
+        args.extend(extra);
+        wasmprov(dir, None, &args)
+    };
+
+    let d = tmp.path().join("default");
+    let written = json(&bundle(&d, &["--hetzner-endpoint", &url]));
+    assert_eq!(written["plugins"], serde_json::json!(["hetzner"]));
+    assert_eq!(
+        written["not_written"],
+        serde_json::json!(["aws-ec2", "cloud-init", "digitalocean"])
+    );
+    assert_eq!(
+        written["needs"]["hetzner"],
+        serde_json::json!([{ "need": "$HCLOUD_TOKEN", "met": false }])
+    );
+    let mut files: Vec<String> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| !f.starts_with('.'))
+        .collect();
+    files.sort();
+    assert_eq!(files, ["hetzner.toml", "hetzner.wasm", "wasmprov.lock"]);
+    // All of them: the three without their credentials or program make a
+    // reconcile fail, each named (the cloud is still empty here).
+    let all = tmp.path().join("all");
+    let written = json(&bundle(&all, &["--all", "--hetzner-endpoint", &url]));
+    assert_eq!(written["plugins"].as_array().unwrap().len(), 4);
+    let all_state = tmp.path().join("all-state");
+    let out = wasmprov(
+        &all,
+        token,
+        &["--state-dir", all_state.to_str().unwrap(), "reconcile"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("3 thing(s) could not be settled"), "{said}");
+    for name in ["aws-ec2", "cloud-init", "digitalocean"] {
+        assert!(said.contains(&format!("{name}: describe failed")), "{said}");
+    }
+
+    let state = tmp.path().join("state");
+    let state_arg = ["--state-dir", state.to_str().unwrap()];
+    let scaled = json(&wasmprov(
+        &d,
+        token,
+        &[
+            &state_arg[..],
+            &[
+                "--json",
+                "scale",
+                "web",
+                "--desired",
+                "1",
+                "--cpu",
+                "1",
+                "--memory",
+                "1GiB",
+            ],
+        ]
+        .concat(),
+    ));
+    assert_eq!(fake.servers().len(), 1, "{scaled}");
+    json(&wasmprov(
+        &d,
+        token,
+        &[&state_arg[..], &["--json", "reconcile"]].concat(),
+    ));
+
+    // Named ones, in the order of the list, and what each still needs.
+    let some = tmp.path().join("some");
+    let written = json(&bundle(&some, &["--only", "digitalocean", "aws-ec2"]));
+    assert_eq!(
+        written["plugins"],
+        serde_json::json!(["aws-ec2", "digitalocean"])
+    );
+    let ec2_needs = written["needs"]["aws-ec2"].to_string();
+    for need in ["$AWS_ACCESS_KEY_ID", "$AWS_SECRET_ACCESS_KEY", "image_id"] {
+        assert!(ec2_needs.contains(need), "{ec2_needs}");
+    }
+    let text = wasmprov(
+        &some,
+        None,
+        &[
+            "bundle",
+            "--out",
+            some.to_str().unwrap(),
+            "--only",
+            "cloud-init",
+        ],
+    );
+    let said = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        said.contains("cloud-init needs the program /usr/local/bin/wasmprov-nodes")
+            && said.contains("not written: hetzner, aws-ec2, digitalocean"),
+        "{said}"
+    );
+
+    // Usage errors, nothing written.
+    let none = tmp.path().join("none");
+    for extra in [
+        &["--only", "azure"][..],
+        &["--only", "aws-ec2", "--hetzner-endpoint", &url],
+        &["--only", "hetzner", "--all"],
+    ] {
+        let out = bundle(&none, extra);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {out:?}");
+        assert!(!none.exists(), "{extra:?}");
+    }
+}
+
+/// A command about one plugin reads and compiles that plugin alone: with
+/// every bundled plugin and a broken manifest beside it, `price hetzner`
+/// succeeds and its log shows one plugin loaded, while `plugins` loads
+/// them all and reports the broken one.
+#[test]
+fn a_command_about_one_plugin_loads_that_plugin_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    json(&wasmprov(
+        d,
+        None,
+        &["--json", "bundle", "--all", "--out", d.to_str().unwrap()],
+    ));
+    std::fs::write(
+        d.join("broken.toml"),
+        "name = \"broken\"\ncomponent = \"missing.wasm\"\n",
+    )
+    .unwrap();
+    let logged = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_wasmprov"))
+            .arg("--plugin-dir")
+            .arg(d)
+            .arg("--no-cache")
+            .args(args)
+            .env("WASMPROV_LOG", "wasmprov_host=info")
+            .env_remove("WASMPROV_LOG_FORMAT")
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    let loaded = |out: &Output| -> Vec<String> {
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .filter(|l| l.contains("plugin loaded"))
+            .map(str::to_string)
+            .collect()
+    };
+    let out = logged(&["price", "hetzner", "--cpu", "2", "--memory", "4GiB"]);
+    assert!(out.status.success(), "{out:?}");
+    let one = loaded(&out);
+    assert_eq!(one.len(), 1, "{one:?}");
+    assert!(one[0].contains("plugin=hetzner"), "{one:?}");
+    let log = String::from_utf8_lossy(&out.stderr);
+    for other in ["aws-ec2", "cloud-init", "digitalocean", "broken"] {
+        assert!(!log.contains(other), "{other} in {log}");
+    }
+    let out = logged(&["plugins"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(loaded(&out).len(), 4, "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("broken.toml"));
 }

@@ -136,7 +136,7 @@ fn json(out: &Output) -> serde_json::Value {
 fn bundled() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_wasmprov"))
-        .args(["bundle", "--out"])
+        .args(["bundle", "--all", "--out"])
         .arg(dir.path())
         .output()
         .unwrap();

@@ -149,7 +149,7 @@ Examples:
 pub(crate) const LOCK: &str = "\
 Examples:
   wasmprov lock --check            # exits 1 on any drift
-  wasmprov lock --update";
+  cp new/hetzner.wasm plugins.d/ && wasmprov lock --update   # accept it (lock and pin)";
 
 pub(crate) const COMPLETIONS: &str = "\
 Examples:

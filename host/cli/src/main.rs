@@ -382,10 +382,12 @@ enum Command {
     /// Check or update wasmprov.lock, the digests of the directory's components.
     #[command(after_help = help::LOCK)]
     Lock {
-        /// Fail (exit 1) if any component differs from the lock, is not in it, or is gone.
+        /// Fail (exit 1) if any component differs from the lock or its manifest's
+        /// sha256 pin, is not in the lock, or is gone.
         #[arg(long, conflicts_with = "update", required_unless_present = "update")]
         check: bool,
-        /// Record the current digest of every component.
+        /// Accept every component as it is now: record its digest in the lock, and in
+        /// its manifest's sha256 pin when it has one (a hot-reloading host then loads it).
         #[arg(long)]
         update: bool,
     },
@@ -1074,7 +1076,7 @@ async fn run(cli: Cli) -> Result<()> {
                 }
                 if let Some(first) = drift.first() {
                     return Err(Reported(format!(
-                        "{} plugin(s) differ from {}: {first}",
+                        "{} difference(s) from {} or a manifest's pin; first: {first}; `wasmprov lock --update` accepts the components as they are",
                         drift.len(),
                         wasmprov_host::lock::LOCK_FILE
                     ))
@@ -1084,12 +1086,21 @@ async fn run(cli: Cli) -> Result<()> {
                     println!("every component matches {}", wasmprov_host::lock::LOCK_FILE);
                 }
             } else {
-                let lock = wasmprov_host::lock::update(&cli.plugin_dir)?;
+                let updated = wasmprov_host::lock::update_all(&cli.plugin_dir)?;
                 if json {
-                    println!("{}", serde_json::to_string(&lock)?);
+                    let mut value = serde_json::to_value(&updated.lock)?;
+                    value["repinned"] = updated
+                        .repinned
+                        .iter()
+                        .map(|(_, file)| file.as_str())
+                        .collect();
+                    println!("{value}");
                 } else {
-                    for (name, e) in &lock.plugins {
+                    for (name, e) in &updated.lock.plugins {
                         println!("locked {name} {} {}", e.component, e.sha256);
+                    }
+                    for (name, file) in &updated.repinned {
+                        println!("pinned {name} in {file} to the same digest");
                     }
                 }
             }

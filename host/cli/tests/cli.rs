@@ -362,6 +362,9 @@ async fn provision_describe_terminate_through_the_cli() {
     let report: serde_json::Value = serde_json::from_slice(&drift.stdout).unwrap();
     assert_eq!(report["drift"][0]["drift"], "changed");
     assert_eq!(report["drift"][0]["plugin"], "hetzner");
+    // The manifest's pin is stale too, and said so.
+    assert_eq!(report["drift"][1]["drift"], "pinned");
+    assert_eq!(report["drift"][1]["file"], "hetzner.toml");
 }
 
 #[test]

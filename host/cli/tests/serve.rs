@@ -2449,6 +2449,111 @@ async fn reflection_lists_the_services_and_sighup_reloads_plugins() {
     .await;
 }
 
+/// One source of truth for a component's digest, on the hot-reload path:
+/// a component replaced by hand is refused by the watching daemon with the
+/// command that accepts it, while the old version serves on; `wasmprov
+/// lock --update` rewrites the lock and the manifest's pin together, and
+/// the daemon serves the new version without another edit or a restart.
+#[tokio::test(flavor = "multi_thread")]
+async fn lock_update_accepts_a_replaced_component_on_hot_reload() {
+    let fake = start_fake(HetznerFakeOptions::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    bundle_hetzner_only(d, &fake.url()).await;
+    let mut cmd = wasmprov(d);
+    cmd.env("HCLOUD_TOKEN", fake.token())
+        .env("WASMPROV_SERVE_TOKEN", TOKEN);
+    let served = serve(cmd, &["--no-metrics"], d).await;
+    let mut c = client(served.grpc).await;
+    let list = |c: &mut ProvisionerClient<tonic::transport::Channel>| {
+        let mut c = c.clone();
+        async move {
+            rpc(
+                "ListPlugins",
+                c.list_plugins(authed(TOKEN, pb::ListPluginsRequest {})),
+            )
+            .await
+        }
+    };
+    let sha256 = |bytes: &[u8]| {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(bytes))
+    };
+    let old = std::fs::read(d.join("hetzner.wasm")).unwrap();
+    assert_eq!(list(&mut c).await.plugins[0].sha256, sha256(&old));
+
+    // Another build of the plugin: the same component with one more custom
+    // section (id 0, size, name size, name, data) at its end, put in
+    // place by a rename as a deploy would.
+    let mut new = old.clone();
+    new.extend_from_slice(&[0, 12, 5]);
+    new.extend_from_slice(b"build");
+    new.extend_from_slice(b"rev-27");
+    std::fs::write(d.join("hetzner.wasm.new"), &new).unwrap();
+    std::fs::rename(d.join("hetzner.wasm.new"), d.join("hetzner.wasm")).unwrap();
+    let refused = bounded("the refusal", STEP_LIMIT, async {
+        loop {
+            let now = list(&mut c).await;
+            if let Some(e) = now.load_errors.first() {
+                break (e.clone(), now);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    let (error, now) = refused;
+    assert!(
+        error.contains("refusing to load it") && error.contains("wasmprov lock --update"),
+        "{error}"
+    );
+    assert_eq!(
+        now.plugins[0].sha256,
+        sha256(&old),
+        "the old version serves on"
+    );
+
+    let out = wasmprov(d)
+        .args(["lock", "--update"])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("pinned hetzner in hetzner.toml"), "{said}");
+    let manifest = std::fs::read_to_string(d.join("hetzner.toml")).unwrap();
+    assert!(manifest.contains(&sha256(&new)), "{manifest}");
+    assert!(
+        manifest.starts_with("# Hetzner Cloud provider"),
+        "the rest is kept"
+    );
+    bounded("the new version served", STEP_LIMIT, async {
+        loop {
+            let now = list(&mut c).await;
+            if now.load_errors.is_empty() && now.plugins[0].sha256 == sha256(&new) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    rpc(
+        "Describe on the new version",
+        c.describe(authed(
+            TOKEN,
+            pb::DescribeRequest {
+                plugin: "hetzner".into(),
+            },
+        )),
+    )
+    .await;
+    let check = wasmprov(d)
+        .args(["lock", "--check"])
+        .output()
+        .await
+        .unwrap();
+    assert!(check.status.success(), "{check:?}");
+}
+
 /// `--log-format json`: the daemon's stderr is JSON lines, its own
 /// messages (the generated token's path, a drain) included.
 #[tokio::test(flavor = "multi_thread")]

@@ -42,7 +42,7 @@ pub enum LoadError {
     },
     /// The component's sha256 is not the one pinned in the manifest.
     #[error(
-        "{file}: component {component:?} has sha256 {actual}, but the manifest pins {expected}; refusing to load it"
+        "{file}: component {component:?} has sha256 {actual}, but the manifest pins {expected}; refusing to load it; if the change is intended, run `wasmprov lock --update` (it rewrites the pin and wasmprov.lock together)"
     )]
     Digest {
         /// The manifest file.

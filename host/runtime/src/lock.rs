@@ -3,6 +3,12 @@
 //! Terraform's lock file). Afterwards a component whose bytes differ from
 //! the recorded digest is refused until the operator updates the lock
 //! (`wasmprov lock --update`). `wasmprov lock --check` reports any drift.
+//!
+//! A manifest may pin its component's digest too (`sha256 = "…"`, written
+//! by `install` and `bundle`). The lock is the record the tools keep: the
+//! one command that accepts a changed component, [`update`] (`wasmprov
+//! lock --update`), rewrites a pin that no longer matches together with
+//! the lock, so the two never disagree after it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -177,6 +183,18 @@ pub enum Drift {
         /// Plugin name.
         plugin: String,
     },
+    /// The manifest pins another digest than its component's (the plugin
+    /// is refused until `wasmprov lock --update` or an edit of the pin).
+    Pinned {
+        /// Plugin name.
+        plugin: String,
+        /// The manifest file.
+        file: String,
+        /// The digest the manifest pins.
+        pinned: String,
+        /// Digest now.
+        actual: String,
+    },
     /// A manifest or component could not be read.
     Unreadable {
         /// The manifest file.
@@ -203,46 +221,101 @@ impl std::fmt::Display for Drift {
                 write!(f, "{plugin}: not in the lock (now {actual})")
             }
             Self::Missing { plugin } => write!(f, "{plugin}: in the lock but not in the directory"),
+            Self::Pinned {
+                plugin,
+                file,
+                pinned,
+                actual,
+            } => write!(
+                f,
+                "{plugin}: {file} pins sha256 {pinned}, but the component is {actual}"
+            ),
             Self::Unreadable { file, reason } => write!(f, "{file}: {reason}"),
         }
     }
 }
 
-/// The digests of every plugin of a directory, by name, without compiling.
-fn current(dir: &cap_std::fs::Dir) -> Result<(BTreeMap<String, LockEntry>, Vec<Drift>)> {
-    let mut found = BTreeMap::new();
-    let mut problems = Vec::new();
+/// A manifest whose `sha256` pin is not its component's digest.
+struct StalePin {
+    plugin: String,
+    file: String,
+    text: String,
+    pinned: String,
+    actual: String,
+}
+
+/// What a plugin directory holds now, read without compiling.
+struct Current {
+    /// The digest of every plugin, by name.
+    found: BTreeMap<String, LockEntry>,
+    /// Manifests that pin another digest than their component's.
+    stale_pins: Vec<StalePin>,
+    /// Manifests or components that could not be read.
+    problems: Vec<Drift>,
+}
+
+fn current(dir: &cap_std::fs::Dir) -> Result<Current> {
+    let mut now = Current {
+        found: BTreeMap::new(),
+        stale_pins: Vec::new(),
+        problems: Vec::new(),
+    };
     for file in crate::host::manifest_files(dir)? {
-        let entry = crate::files::read_text(dir, &file)
+        let read = crate::files::read_text(dir, &file)
             .map_err(|e| e.to_string())
-            .and_then(|text| Manifest::parse(&file, &text).map_err(|e| e.to_string()))
-            .and_then(|m| {
-                crate::files::read_regular(
+            .and_then(|text| {
+                let m = Manifest::parse(&file, &text).map_err(|e| e.to_string())?;
+                let (_, sha256) = crate::files::read_regular(
                     dir,
                     &m.component,
                     crate::files::DEFAULT_MAX_COMPONENT_BYTES,
                 )
-                .map(|(_, sha256)| {
-                    (
-                        m.name.clone(),
-                        LockEntry {
-                            component: m.component.clone(),
-                            sha256,
-                            source: None,
-                            signer: None,
-                        },
-                    )
-                })
-                .map_err(|e| format!("component {}: {e}", m.component))
+                .map_err(|e| format!("component {}: {e}", m.component))?;
+                Ok((text, m, sha256))
             });
-        match entry {
-            Ok((name, e)) => {
-                found.insert(name, e);
+        let (text, m, sha256) = match read {
+            Ok(read) => read,
+            Err(reason) => {
+                now.problems.push(Drift::Unreadable { file, reason });
+                continue;
             }
-            Err(reason) => problems.push(Drift::Unreadable { file, reason }),
+        };
+        if let Some(pinned) = m.sha256.as_ref().filter(|p| **p != sha256) {
+            now.stale_pins.push(StalePin {
+                plugin: m.name.clone(),
+                file,
+                text,
+                pinned: pinned.clone(),
+                actual: sha256.clone(),
+            });
         }
+        now.found.insert(
+            m.name,
+            LockEntry {
+                component: m.component,
+                sha256,
+                source: None,
+                signer: None,
+            },
+        );
     }
-    Ok((found, problems))
+    Ok(now)
+}
+
+/// `text` (a manifest) with the value of its top-level `sha256` key
+/// replaced by `digest`; everything else, comments included, as it was.
+fn repin(text: &str, digest: &str) -> Result<String> {
+    #[derive(Deserialize)]
+    struct Pin {
+        sha256: Option<toml::Spanned<String>>,
+    }
+    let pin: Pin = toml::from_str(text).context("reading the manifest's sha256")?;
+    let span = pin.sha256.context("the manifest has no sha256 pin")?.span();
+    Ok(format!(
+        "{}\"{digest}\"{}",
+        &text[..span.start],
+        &text[span.end..]
+    ))
 }
 
 /// Compares a plugin directory with its lock.
@@ -253,7 +326,11 @@ pub fn check(dir_path: &Path) -> Result<Vec<Drift>> {
     let dir = cap_std::fs::Dir::open_ambient_dir(dir_path, ambient_authority())
         .with_context(|| format!("opening plugin directory {}", dir_path.display()))?;
     let lock = Lock::read(&dir)?;
-    let (found, mut drift) = current(&dir)?;
+    let Current {
+        found,
+        stale_pins,
+        problems: mut drift,
+    } = current(&dir)?;
     for (name, entry) in &found {
         match lock.plugins.get(name) {
             Some(l) if l.sha256 == entry.sha256 => {}
@@ -275,36 +352,89 @@ pub fn check(dir_path: &Path) -> Result<Vec<Drift>> {
             });
         }
     }
+    drift.extend(stale_pins.into_iter().map(|p| Drift::Pinned {
+        plugin: p.plugin,
+        file: p.file,
+        pinned: p.pinned,
+        actual: p.actual,
+    }));
     Ok(drift)
 }
 
-/// Rewrites the lock from the directory's current components; returns the new lock.
+/// Rewrites the lock from the directory's current components; returns the
+/// new lock. A manifest pin that no longer matches is rewritten with it
+/// ([`update_all`]).
 ///
 /// # Errors
 /// When a manifest or component cannot be read, or the lock cannot be written.
 pub fn update(dir_path: &Path) -> Result<Lock> {
+    update_all(dir_path).map(|u| u.lock)
+}
+
+/// What [`update_all`] wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Updated {
+    /// The lock as written.
+    pub lock: Lock,
+    /// The manifests whose `sha256` pin was rewritten: (plugin, manifest file).
+    pub repinned: Vec<(String, String)>,
+}
+
+/// Accepts every component of the directory as it is now: records its
+/// digest in the lock, and rewrites the `sha256` pin of each manifest that
+/// pins another digest (only that value; the rest of the file, comments
+/// included, stays). The manifests and the lock are replaced as one change
+/// under the directory's writer lock, so a host reloading the directory
+/// never sees a new pin with an old lock for long, and a failure changes
+/// nothing.
+///
+/// # Errors
+/// When a manifest or component cannot be read, or the files cannot be written.
+pub fn update_all(dir_path: &Path) -> Result<Updated> {
     let dir = cap_std::fs::Dir::open_ambient_dir(dir_path, ambient_authority())
         .with_context(|| format!("opening plugin directory {}", dir_path.display()))?;
-    modify_in(&dir, dir_path, |lock| {
-        let (found, problems) = current(&dir)?;
-        if let Some(p) = problems.first() {
-            anyhow::bail!("cannot lock: {p}");
-        }
-        // Where a plugin came from and who signed it stay known while its bytes do not change.
-        let plugins = found
+    let _writer = crate::plugin_dir::lock_in(&dir, dir_path)?;
+    let mut lock = Lock::read(&dir)?;
+    let now = current(&dir)?;
+    if let Some(p) = now.problems.first() {
+        anyhow::bail!("cannot lock: {p}");
+    }
+    // Where a plugin came from and who signed it stay known while its bytes do not change.
+    lock.plugins = now
+        .found
+        .into_iter()
+        .map(|(name, mut entry)| {
+            if let Some(old) = lock.plugins.get(&name)
+                && old.sha256 == entry.sha256
+            {
+                entry.source.clone_from(&old.source);
+                entry.signer.clone_from(&old.signer);
+            }
+            (name, entry)
+        })
+        .collect();
+    let mut texts = Vec::with_capacity(now.stale_pins.len() + 1);
+    for pin in &now.stale_pins {
+        let text = repin(&pin.text, &pin.actual)
+            .with_context(|| format!("updating the sha256 pin of {}", pin.file))?;
+        texts.push((pin.file.as_str(), text));
+    }
+    let lock_text = lock.text()?;
+    let mut changes: Vec<(&str, Option<&[u8]>)> = texts
+        .iter()
+        .map(|(file, text)| (*file, Some(text.as_bytes())))
+        .collect();
+    changes.push((LOCK_FILE, Some(lock_text.as_bytes())));
+    crate::plugin_dir::replace_all_in(&dir, dir_path, &changes)
+        .with_context(|| format!("writing {LOCK_FILE}"))?;
+    Ok(Updated {
+        lock,
+        repinned: now
+            .stale_pins
             .into_iter()
-            .map(|(name, mut entry)| {
-                if let Some(old) = lock.plugins.get(&name)
-                    && old.sha256 == entry.sha256
-                {
-                    entry.source.clone_from(&old.source);
-                    entry.signer.clone_from(&old.signer);
-                }
-                (name, entry)
-            })
-            .collect();
-        lock.plugins = plugins;
-        Ok(())
+            .map(|p| (p.plugin, p.file))
+            .collect(),
     })
 }
 
@@ -344,6 +474,26 @@ pub fn record_entry(dir_path: &Path, plugin: &str, entry: LockEntry) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pin_is_rewritten_in_place() {
+        let new = "a".repeat(64);
+        for (text, want) in [
+            (
+                "# keep me\nname = \"x\"\nsha256 = \"0123\"   # the pin\n[config]\nsha256 = \"not this\"\n",
+                format!(
+                    "# keep me\nname = \"x\"\nsha256 = \"{new}\"   # the pin\n[config]\nsha256 = \"not this\"\n"
+                ),
+            ),
+            (
+                "name = 'x'\nsha256 = 'sha256:0123'\n",
+                format!("name = 'x'\nsha256 = \"{new}\"\n"),
+            ),
+        ] {
+            assert_eq!(repin(text, &new).unwrap(), want);
+        }
+        assert!(repin("name = \"x\"\n", &new).is_err());
+    }
 
     #[test]
     fn the_lock_file_is_one_of_the_directorys_own_files() {

@@ -6,7 +6,7 @@ pub(crate) const GLOBAL: &str = "Global options";
 
 pub(crate) const TOP: &str = "\
 Examples:
-  wasmprov bundle --out plugins.d            # the bundled plugins and their manifests
+  wasmprov bundle --out plugins.d            # the Hetzner plugin and its manifest (--all: every one)
   wasmprov plugins                           # what loaded, with its grants
   wasmprov price hetzner --cpu 4 --memory 16GiB
   wasmprov --json describe hetzner | jq '.[].provider_id'

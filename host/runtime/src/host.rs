@@ -629,7 +629,7 @@ impl Host {
         // (`files.rs`); the bound here is the backstop for anything else
         // that stalls a pass: the old plugins keep serving.
         let pass = tokio::task::spawn_blocking(move || input.run(&before));
-        let (registry, report) = tokio::time::timeout(RELOAD_LIMIT, pass)
+        let ran = tokio::time::timeout(RELOAD_LIMIT, pass)
             .await
             .map_err(|_| {
                 anyhow::anyhow!(
@@ -637,8 +637,16 @@ impl Host {
                     self.plugin_dir.display(),
                     RELOAD_LIMIT.as_secs()
                 )
-            })?
-            .context("plugin loading panicked")??;
+            })
+            .and_then(|joined| joined.context("plugin loading panicked")?);
+        let (registry, report) = match ran {
+            Ok(pass) => pass,
+            Err(e) => {
+                self.metrics().reloaded(None);
+                return Err(e);
+            }
+        };
+        self.metrics().reloaded(Some(&report));
         match self.registry.write() {
             Ok(mut r) => *r = Arc::new(registry),
             Err(poisoned) => *poisoned.into_inner() = Arc::new(registry),

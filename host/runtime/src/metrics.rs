@@ -14,6 +14,7 @@
 //! | `wasmprov_nodes` (gauge) | `plugin` | `wasmprov-fleet`, the nodes each reconcile's describe found |
 //! | `wasmprov_fleet_events_total` | `plugin`, `event` | `wasmprov-fleet`: every history entry by kind (`lease_expired`, `leak_terminated`, `terminated`, `scaled_down`, `vanished`, `abandoned`, `orphaned`, `adopted`, `orphans_confirmed`, `lease_renewed`, `held`), and `foreign_answer` for an answer that named nodes of another owner |
 //! | `wasmprov_fleet_orphans` (gauge) | `plugin` | `wasmprov-fleet`, the orphans (nodes of this owner the journal cannot prove it made) the last reconcile found |
+//! | `wasmprov_reloads_total` | `outcome` (`changed`, `unchanged`, `failed`: some manifest did not load, `error`: the pass did not run) | `host.rs`, once per reload of the plugin directory (watcher, SIGHUP, Reload RPC, [`Host::reload`](crate::Host::reload)) |
 //!
 //! The hot path does not allocate: a plugin takes its handles (one counter
 //! and one histogram per operation, the instance counter and gauge) once at
@@ -155,6 +156,12 @@ pub struct Metrics {
     nodes: Family<PluginLabels, Gauge>,
     orphans: Family<PluginLabels, Gauge>,
     fleet_events: Family<EventLabels, Counter>,
+    reloads: Family<OutcomeLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -185,6 +192,7 @@ impl Metrics {
         let nodes = Family::<PluginLabels, Gauge>::default();
         let orphans = Family::<PluginLabels, Gauge>::default();
         let fleet_events = Family::<EventLabels, Counter>::default();
+        let reloads = Family::<OutcomeLabels, Counter>::default();
         let mut registry = Registry::with_prefix("wasmprov");
         registry.register(
             "calls",
@@ -237,6 +245,11 @@ impl Metrics {
             "Orchestration events on a plugin's nodes (every history entry by kind, and foreign_answer), as the fleet journals them",
             fleet_events.clone(),
         );
+        registry.register(
+            "reloads",
+            "Reloads of the plugin directory by outcome: changed, unchanged, failed (some manifest did not load; the old version of a plugin keeps serving) or error (the pass did not run)",
+            reloads.clone(),
+        );
         Self {
             registry,
             calls,
@@ -249,7 +262,20 @@ impl Metrics {
             nodes,
             orphans,
             fleet_events,
+            reloads,
         }
+    }
+
+    /// Counts one reload of the plugin directory: `Some(report)` for a
+    /// pass that ran, `None` for one that did not.
+    pub(crate) fn reloaded(&self, report: Option<&crate::ReloadReport>) {
+        let outcome = match report {
+            None => "error",
+            Some(r) if !r.failed.is_empty() => "failed",
+            Some(r) if r.changed() => "changed",
+            Some(_) => "unchanged",
+        };
+        self.reloads.get_or_create(&OutcomeLabels { outcome }).inc();
     }
 
     /// Counts one orchestration event on `plugin`'s nodes.
@@ -285,12 +311,21 @@ impl Metrics {
     #[must_use]
     pub fn encode(&self) -> String {
         let mut out = String::with_capacity(8 << 10);
-        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+        self.encode_families(&mut out);
+        out.push_str("# EOF\n");
+        out
+    }
+
+    /// Every family in the OpenMetrics text format, appended to `out`
+    /// without the `# EOF` end marker: for a server that serves these
+    /// beside families of its own and ends the text itself (`wasmprov
+    /// serve` does).
+    pub fn encode_families(&self, out: &mut String) {
+        if let Err(e) = prometheus_client::encoding::text::encode_registry(out, &self.registry) {
             // Writing to a String does not fail; a metric that cannot be
             // encoded is a bug here, not something a scraper can act on.
             tracing::error!("encoding metrics: {e}");
         }
-        out
     }
 
     /// The handles of plugin `name`, taken once at load.

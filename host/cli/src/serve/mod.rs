@@ -156,6 +156,7 @@ pub(crate) mod pb {
 }
 
 mod convert;
+mod metrics;
 
 use convert::*;
 use pb::provisioner_server::{Provisioner, ProvisionerServer};
@@ -346,17 +347,19 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
             .await;
     }
 
+    let daemon_metrics = metrics::DaemonMetrics::new(host.clone(), fleet.clone());
     let service = ProvisionerServer::with_interceptor(
         Service {
             host: host.clone(),
             fleet: fleet.clone(),
             compile_wait: Duration::from_secs(args.compile_wait),
         },
-        bearer_check(token.into_bytes()),
+        bearer_check(token.into_bytes(), daemon_metrics.auth_failures()),
     );
     let (reflection_v1, reflection_v1alpha) = reflection()?;
     let mut grpc = tokio::spawn(
         tonic::transport::Server::builder()
+            .layer(daemon_metrics.grpc_layer())
             .add_service(health_service)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
@@ -370,7 +373,7 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
         Some(listener) => {
             let app = axum::Router::new()
                 .route("/metrics", axum::routing::get(metrics_text))
-                .with_state(host.clone())
+                .with_state(daemon_metrics.clone())
                 .merge(
                     axum::Router::new()
                         .route("/ready", axum::routing::get(ready_text))
@@ -404,6 +407,7 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
     // reconcile periodically.
     let background = tokio::spawn(background_work(
         fleet.clone(),
+        daemon_metrics.clone(),
         policy,
         Duration::from_secs(args.reconcile_every),
         Duration::from_secs(args.lease_every),
@@ -531,8 +535,13 @@ fn reflection() -> Result<(
 /// `every` (from the end of one pass to the start of the next; 0: none)
 /// and the lease sweep every `leases` (0: none), until `stop` turns true;
 /// a pass under way when it does is let finish.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site, each argument named there"
+)]
 async fn background_work(
     fleet: Arc<Fleet>,
+    metrics: Arc<metrics::DaemonMetrics>,
     policy: ReconcilePolicy,
     every: Duration,
     leases: Duration,
@@ -541,10 +550,12 @@ async fn background_work(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
+        let started = std::time::Instant::now();
         let pass = tokio::select! {
             () = wait_stop(&mut stop) => return,
             r = fleet.reconcile(&policy) => r,
         };
+        metrics.ran(metrics::Run::Reconcile, started, &pass);
         match pass {
             Ok(report) => {
                 log_reconcile("startup", &report, true);
@@ -570,7 +581,10 @@ async fn background_work(
         tokio::select! {
             () = wait_stop(&mut stop) => return,
             () = tokio::time::sleep_until(next_sweep) => {
-                match fleet.expire_leases().await {
+                let started = std::time::Instant::now();
+                let pass = fleet.expire_leases().await;
+                metrics.ran(metrics::Run::LeaseSweep, started, &pass);
+                match pass {
                     Ok(report) if !report.is_clean() => log_reconcile("lease sweep", &report, false),
                     Ok(_) => {}
                     Err(e) => tracing::warn!(target: LOG_TARGET, "lease sweep failed (retried in {leases:?}): {e:#}"),
@@ -578,7 +592,10 @@ async fn background_work(
                 next_sweep = tokio::time::Instant::now() + leases;
             }
             () = tokio::time::sleep_until(next_reconcile) => {
-                match fleet.reconcile(&policy).await {
+                let started = std::time::Instant::now();
+                let pass = fleet.reconcile(&policy).await;
+                metrics.ran(metrics::Run::Reconcile, started, &pass);
+                match pass {
                     Ok(report) => log_reconcile("periodic", &report, false),
                     Err(e) => tracing::warn!(
                         target: LOG_TARGET,
@@ -753,6 +770,7 @@ fn write_private(path: &Path, text: &str) -> Result<()> {
 /// The interceptor that admits a call only with `authorization: Bearer <token>`.
 fn bearer_check(
     token: Vec<u8>,
+    failures: metrics::AuthFailures,
 ) -> impl FnMut(Request<()>) -> std::result::Result<Request<()>, Status> + Clone {
     let token: Arc<[u8]> = token.into();
     move |req: Request<()>| {
@@ -769,10 +787,16 @@ fn bearer_check(
             // `ct_eq` compares every byte whatever the first difference;
             // only the length can be learned, and it says nothing here.
             Some(given) if bool::from(given.as_bytes().ct_eq(&token)) => Ok(req),
-            Some(_) => Err(Status::unauthenticated("wrong bearer token")),
-            None => Err(Status::unauthenticated(
-                "missing `authorization: Bearer <token>` metadata",
-            )),
+            Some(_) => {
+                failures.wrong();
+                Err(Status::unauthenticated("wrong bearer token"))
+            }
+            None => {
+                failures.missing();
+                Err(Status::unauthenticated(
+                    "missing `authorization: Bearer <token>` metadata",
+                ))
+            }
         }
     }
 }
@@ -822,15 +846,25 @@ async fn ready_text(
     }
 }
 
+/// `GET /metrics`: every series, in the format the `Accept` header ranks
+/// first (see `metrics.rs`).
 async fn metrics_text(
-    axum::extract::State(host): axum::extract::State<Arc<Host>>,
+    axum::extract::State(metrics): axum::extract::State<Arc<metrics::DaemonMetrics>>,
+    headers: axum::http::HeaderMap,
 ) -> impl axum::response::IntoResponse {
+    let accept = headers
+        .get_all(axum::http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(",");
+    let format = metrics::negotiate((!accept.is_empty()).then_some(accept.as_str()));
     (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            wasmprov_host::metrics::CONTENT_TYPE,
-        )],
-        host.metrics().encode(),
+        [
+            (axum::http::header::CONTENT_TYPE, format.content_type()),
+            (axum::http::header::VARY, "Accept"),
+        ],
+        metrics.render(format),
     )
 }
 
@@ -1286,7 +1320,8 @@ mod tests {
 
     #[test]
     fn only_the_right_bearer_token_passes() {
-        let mut check = bearer_check(b"s3cret".to_vec());
+        let failures = metrics::AuthFailures::default();
+        let mut check = bearer_check(b"s3cret".to_vec(), failures.clone());
         let with = |value: Option<&str>| {
             let mut req = Request::new(());
             if let Some(v) = value {
@@ -1307,6 +1342,8 @@ mod tests {
             let err = check(with(bad)).unwrap_err();
             assert_eq!(err.code(), Code::Unauthenticated, "{bad:?}");
         }
+        // "Basic …" and a bare token present no bearer token at all.
+        assert_eq!((failures.count("missing"), failures.count("wrong")), (3, 2));
     }
 
     #[test]

@@ -1631,21 +1631,49 @@ struct LoadRun {
     retryable: usize,
     other: BTreeMap<String, usize>,
     latencies: Vec<Duration>,
+    /// The latencies of the calls that failed with a retryable kind.
+    refused_latencies: Vec<Duration>,
+    /// What the successful calls answered (a provision's provider id).
+    answers: Vec<String>,
     wall: Duration,
 }
 
 impl LoadRun {
     fn percentile(&self, p: f64) -> Duration {
-        let mut v = self.latencies.clone();
-        v.sort();
-        let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-        v.get(i).copied().unwrap_or_default()
+        percentile(&self.latencies, p)
     }
+}
+
+fn percentile(v: &[Duration], p: f64) -> Duration {
+    let mut v = v.to_vec();
+    v.sort();
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v.get(i).copied().unwrap_or_default()
+}
+
+/// A contract call of the load tests.
+#[derive(Clone, Copy, Debug)]
+enum LoadCall {
+    Provision,
+    Describe,
+    Terminate,
 }
 
 /// `n` Provision RPCs at once (distinct request ids under `prefix`), over
 /// 8 HTTP/2 connections.
 async fn load_run(grpc: SocketAddr, n: usize, prefix: &str) -> LoadRun {
+    load_calls(grpc, LoadCall::Provision, n, prefix, &[]).await
+}
+
+/// `n` calls of `call` at once over 8 HTTP/2 connections: provisions under
+/// request ids `prefix-i`, describes, or terminates of `ids` (`n` of them).
+async fn load_calls(
+    grpc: SocketAddr,
+    call: LoadCall,
+    n: usize,
+    prefix: &str,
+    ids: &[String],
+) -> LoadRun {
     let mut channels = Vec::new();
     for _ in 0..8 {
         channels.push(
@@ -1661,18 +1689,51 @@ async fn load_run(grpc: SocketAddr, n: usize, prefix: &str) -> LoadRun {
     let mut calls = Vec::new();
     for i in 0..n {
         let mut c = ProvisionerClient::new(channels[i % channels.len()].clone());
-        let req = pb::ProvisionRequest {
-            plugin: "hetzner".into(),
-            request_id: format!("{prefix}-{i}"),
-            shape: Some(shape()),
-            lease_seconds: None,
-            group: None,
-            boot: None,
-        };
+        let request_id = format!("{prefix}-{i}");
+        let id = ids.get(i).cloned().unwrap_or_default();
         calls.push(tokio::spawn(async move {
             let t = Instant::now();
-            let r = c.provision(authed(TOKEN, req)).await;
-            (t.elapsed(), r.map(|_| ()))
+            let r = match call {
+                LoadCall::Provision => c
+                    .provision(authed(
+                        TOKEN,
+                        pb::ProvisionRequest {
+                            plugin: "hetzner".into(),
+                            request_id,
+                            shape: Some(shape()),
+                            lease_seconds: None,
+                            group: None,
+                            boot: None,
+                        },
+                    ))
+                    .await
+                    .map(|r| {
+                        r.into_inner()
+                            .node
+                            .map(|n| n.provider_id)
+                            .unwrap_or_default()
+                    }),
+                LoadCall::Describe => c
+                    .describe(authed(
+                        TOKEN,
+                        pb::DescribeRequest {
+                            plugin: "hetzner".into(),
+                        },
+                    ))
+                    .await
+                    .map(|r| r.into_inner().nodes.len().to_string()),
+                LoadCall::Terminate => c
+                    .terminate(authed(
+                        TOKEN,
+                        pb::TerminateRequest {
+                            plugin: "hetzner".into(),
+                            provider_id: id,
+                        },
+                    ))
+                    .await
+                    .map(|_| String::new()),
+            };
+            (t.elapsed(), r)
         }));
     }
     let mut run = LoadRun {
@@ -1680,15 +1741,20 @@ async fn load_run(grpc: SocketAddr, n: usize, prefix: &str) -> LoadRun {
         retryable: 0,
         other: BTreeMap::new(),
         latencies: Vec::new(),
+        refused_latencies: Vec::new(),
+        answers: Vec::new(),
         wall: Duration::ZERO,
     };
     for call in calls {
-        let (t, r) = bounded("a provision under load", START_LIMIT, call)
+        let (t, r) = bounded("a call under load", START_LIMIT, call)
             .await
             .unwrap();
         run.latencies.push(t);
         match r {
-            Ok(()) => run.ok += 1,
+            Ok(answer) => {
+                run.ok += 1;
+                run.answers.push(answer);
+            }
             Err(s) => {
                 let k = s
                     .metadata()
@@ -1696,8 +1762,12 @@ async fn load_run(grpc: SocketAddr, n: usize, prefix: &str) -> LoadRun {
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("none")
                     .to_string();
-                if matches!(k.as_str(), "rate_limited" | "transport" | "capacity") {
+                if matches!(
+                    k.as_str(),
+                    "rate_limited" | "transport" | "capacity" | "not_sent"
+                ) {
                     run.retryable += 1;
+                    run.refused_latencies.push(t);
                 } else {
                     *run.other
                         .entry(format!("{k}: {}", s.message()))
@@ -1750,6 +1820,69 @@ async fn five_hundred_concurrent_provisions_wait_instead_of_failing() {
         run.percentile(0.5),
         run.percentile(0.99)
     );
+}
+
+/// Admission per call: with 50 nodes on the cloud and the default
+/// manifest, 500 concurrent Describe RPCs mostly succeed within the
+/// client's 60 s, and those refused are refused fast with a retryable kind
+/// (`rate_limited` with a retry-after) instead of all finishing late
+/// together; then 500 concurrent Terminates of 500 nodes the same way, and
+/// no node is left that a successful Terminate named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_hundred_concurrent_describes_and_terminates_mostly_succeed() {
+    let fake = start_fake(HetznerFakeOptions::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let served = load_daemon(dir.path(), &fake).await;
+    let made = load_run(served.grpc, 50, "seed").await;
+    assert_eq!(made.ok, 50, "{:?}", made.other);
+
+    let run = load_calls(served.grpc, LoadCall::Describe, 500, "d", &[]).await;
+    eprintln!(
+        "500 describes at once: {} ok, {} refused, {:.0}/s, p50 {:?}, p99 {:?}, refused p99 {:?}",
+        run.ok,
+        run.retryable,
+        500.0 / run.wall.as_secs_f64(),
+        run.percentile(0.5),
+        run.percentile(0.99),
+        percentile(&run.refused_latencies, 0.99)
+    );
+    assert!(run.other.is_empty(), "{:?}", run.other);
+    assert!(run.ok >= 400, "only {} of 500 describes succeeded", run.ok);
+    assert!(
+        run.answers.iter().all(|n| n == "50"),
+        "every describe saw the 50 nodes"
+    );
+    assert!(run.percentile(1.0) < Duration::from_secs(60));
+    assert!(
+        percentile(&run.refused_latencies, 1.0) <= Duration::from_secs(15),
+        "a refused call is refused within its queue time"
+    );
+
+    // 450 more nodes, then all 500 terminated at once.
+    let more = load_run(served.grpc, 450, "more").await;
+    let mut ids: Vec<String> = made.answers.into_iter().chain(more.answers).collect();
+    assert_eq!(ids.len(), 500, "{:?}", more.other);
+    let run = load_calls(served.grpc, LoadCall::Terminate, 500, "t", &ids).await;
+    eprintln!(
+        "500 terminates at once: {} ok, {} refused, p50 {:?}, p99 {:?}",
+        run.ok,
+        run.retryable,
+        run.percentile(0.5),
+        run.percentile(0.99)
+    );
+    assert!(run.other.is_empty(), "{:?}", run.other);
+    assert!(run.ok >= 400, "only {} of 500 terminates succeeded", run.ok);
+    // The refused ones, asked again, finish the job.
+    let alive: std::collections::BTreeSet<String> =
+        fake.servers().iter().map(|s| s.id.to_string()).collect();
+    ids.retain(|id| alive.contains(id));
+    assert_eq!(
+        ids.len(),
+        run.retryable,
+        "exactly the refused ones are left"
+    );
+    let again = load_calls(served.grpc, LoadCall::Terminate, ids.len(), "t2", &ids).await;
+    assert_eq!(again.ok, ids.len(), "{:?}", again.other);
 }
 
 /// The reliability figures of docs/BENCHMARKS.md: throughput and p50/p99
@@ -1808,6 +1941,92 @@ async fn provision_load_figures() {
                     .collect()
             ),
         );
+    }
+}
+
+/// The admission figures of docs/BENCHMARKS.md: 50, 200 and 500
+/// concurrent Provision, Describe (50 nodes on the cloud) and Terminate
+/// RPCs through `serve`, admitted per call (the default manifest) against
+/// admitted per request only (`max_calls_in_flight = 4096`, the limit
+/// before admission existed in effect), the cloud answering after
+/// `WASMPROV_LOAD_DELAY_MS` (default 20 ms). Run in release by hand:
+/// `cargo test --release -p wasmprov --test serve -- --ignored --nocapture
+/// admission_load_figures`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement; run in release by hand (docs/BENCHMARKS.md)"]
+async fn admission_load_figures() {
+    let delay = std::env::var("WASMPROV_LOAD_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    println!("cloud answers after {delay} ms; client deadline 60 s");
+    println!(
+        "| admission | call | concurrent | ok | refused (retryable) | other | p50 | p99 | slowest refusal |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (admission, limits) in [
+        ("per call", ""),
+        ("per request", "max_calls_in_flight = 4096\n"),
+    ] {
+        for n in [50, 200, 500] {
+            let fake = start_fake(HetznerFakeOptions {
+                max_servers: 100_000,
+                response_delay: Duration::from_millis(delay),
+                ..HetznerFakeOptions::default()
+            })
+            .await;
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path();
+            bundle_hetzner_only(d, &fake.url()).await;
+            let manifest = d.join("hetzner.toml");
+            let text = std::fs::read_to_string(&manifest).unwrap();
+            std::fs::write(
+                &manifest,
+                text.replace("[limits]\n", &format!("[limits]\n{limits}")),
+            )
+            .unwrap();
+            let mut cmd = wasmprov(d);
+            cmd.env("HCLOUD_TOKEN", fake.token())
+                .env("WASMPROV_SERVE_TOKEN", TOKEN);
+            let served = serve(
+                cmd,
+                &[
+                    "--no-metrics",
+                    "--state-dir",
+                    "state",
+                    "--reconcile-every",
+                    "0",
+                ],
+                d,
+            )
+            .await;
+            let seed = load_run(served.grpc, 50, "seed").await;
+            let mut ids = Vec::new();
+            for (call, prefix) in [
+                (LoadCall::Provision, "p"),
+                (LoadCall::Describe, "d"),
+                (LoadCall::Terminate, "t"),
+            ] {
+                let run = load_calls(served.grpc, call, n, prefix, &ids).await;
+                if matches!(call, LoadCall::Provision) {
+                    ids = run.answers.clone();
+                    ids.extend(seed.answers.iter().cloned());
+                    ids.truncate(n);
+                }
+                println!(
+                    "| {admission} | {call:?} | {n} | {} | {} | {} | {:.2} s | {:.2} s | {:.2} s |",
+                    run.ok,
+                    run.retryable,
+                    run.other.values().sum::<usize>(),
+                    run.percentile(0.5).as_secs_f64(),
+                    run.percentile(0.99).as_secs_f64(),
+                    percentile(&run.refused_latencies, 1.0).as_secs_f64(),
+                );
+                if !run.other.is_empty() {
+                    println!("  other: {:?}", run.other);
+                }
+            }
+        }
     }
 }
 
@@ -2599,4 +2818,252 @@ async fn the_daemon_logs_json_lines() {
     assert!(said("generated a bearer token"), "{log}");
     assert!(said("startup reconcile"), "{log}");
     assert!(said("draining calls in flight"), "{log}");
+}
+
+/// A plain HTTP/1.1 GET with an `Accept` header: (headers, body).
+async fn http_get_accepting(addr: SocketAddr, path: &str, accept: &str) -> (String, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await.unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    (head.to_ascii_lowercase(), body.to_string())
+}
+
+/// The value of the sample `series` (name and label set exactly as
+/// written) in a metrics text.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        let value = l.strip_prefix(series)?.strip_prefix(' ')?;
+        value.split(' ').next()?.parse().ok()
+    })
+}
+
+/// `promtool check metrics` (the Prometheus server's own linter, from the
+/// Debian `prometheus` package) on a metrics text: its findings, if any.
+fn promtool_check(text: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (tests/setup.sh installs the Debian prometheus package)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// `/metrics` answers the classic text format to a scraper that ranks it
+/// first and OpenMetrics otherwise; the classic text passes `promtool check
+/// metrics`; the daemon's own series are there and count what happened:
+/// process, build, journal, reconcile and lease-sweep runs, reloads, gRPC
+/// requests by method and code, refused tokens.
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_answer_the_format_asked_for_and_count_the_daemon() {
+    let fake = start_fake(HetznerFakeOptions::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    bundle_hetzner_only(d, &fake.url()).await;
+    let mut cmd = wasmprov(d);
+    cmd.env("HCLOUD_TOKEN", fake.token())
+        .env("WASMPROV_SERVE_TOKEN", TOKEN);
+    let served = serve(
+        cmd,
+        &[
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--no-watch",
+            "--state-dir",
+            "state",
+            "--reconcile-every",
+            "1",
+            "--lease-every",
+            "1",
+        ],
+        d,
+    )
+    .await;
+    wait_ready(&served).await;
+    let metrics = served.metrics.expect("a metrics listener");
+    let mut c = client(served.grpc).await;
+    let describe = || pb::DescribeRequest {
+        plugin: "hetzner".into(),
+    };
+    rpc("describe", c.describe(authed(TOKEN, describe()))).await;
+    let wrong = rpc_err("wrong token", c.describe(authed("nope", describe()))).await;
+    assert_eq!(wrong.code(), Code::Unauthenticated);
+    let missing = rpc_err("no token", c.describe(Request::new(describe()))).await;
+    assert_eq!(missing.code(), Code::Unauthenticated);
+    let gone = rpc_err(
+        "get of a node that is not there",
+        c.get(authed(
+            TOKEN,
+            pb::GetRequest {
+                plugin: "hetzner".into(),
+                provider_id: "424242".into(),
+            },
+        )),
+    )
+    .await;
+    assert_eq!(gone.code(), Code::NotFound);
+    send_signal(&served.child, nix::sys::signal::Signal::SIGHUP);
+
+    // A reconcile, a lease sweep and the reload have run.
+    let prometheus_accept = "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+    let text = bounded("the periodic passes and the reload", STEP_LIMIT, async {
+        loop {
+            let (_, text) = http_get_accepting(metrics, "/metrics", prometheus_accept).await;
+            let done = |series: &str| sample(&text, series).is_some_and(|v| v >= 1.0);
+            if done(r#"wasmprov_fleet_runs_total{run="reconcile",outcome="ok"}"#)
+                && done(r#"wasmprov_fleet_runs_total{run="lease_sweep",outcome="ok"}"#)
+                && done(r#"wasmprov_reloads_total{outcome="unchanged"}"#)
+            {
+                break text;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+
+    // What Prometheus asks by default: OpenMetrics.
+    let (head, om) = http_get_accepting(metrics, "/metrics", prometheus_accept).await;
+    assert!(
+        head.contains("content-type: application/openmetrics-text; version=1.0.0"),
+        "{head}"
+    );
+    assert!(om.ends_with("# EOF\n"));
+    assert!(om.contains("# TYPE wasmprov_calls counter\n"), "{om}");
+
+    for (series, at_least) in [
+        ("process_cpu_seconds_total", 0.0),
+        ("process_resident_memory_bytes", 1e6),
+        ("process_virtual_memory_bytes", 1e6),
+        ("process_open_fds", 3.0),
+        ("process_max_fds", 3.0),
+        ("process_threads", 1.0),
+        ("process_start_time_seconds", 1.7e9),
+        ("wasmprov_journal_size_bytes", 1.0),
+        ("wasmprov_journal_writable", 1.0),
+        ("wasmprov_journal_write_failures_total", 0.0),
+        ("wasmprov_fleet_held", 0.0),
+        (
+            r#"wasmprov_fleet_last_success_timestamp_seconds{run="reconcile"}"#,
+            1.7e9,
+        ),
+        (
+            r#"wasmprov_fleet_run_duration_seconds_count{run="reconcile"}"#,
+            1.0,
+        ),
+        (r#"wasmprov_auth_failures_total{reason="wrong"}"#, 1.0),
+        (r#"wasmprov_auth_failures_total{reason="missing"}"#, 1.0),
+        (
+            r#"grpc_server_handled_total{grpc_service="wasmprov.v1.Provisioner",grpc_method="Describe",grpc_type="unary",grpc_code="OK"}"#,
+            1.0,
+        ),
+        (
+            r#"grpc_server_handled_total{grpc_service="wasmprov.v1.Provisioner",grpc_method="Describe",grpc_type="unary",grpc_code="Unauthenticated"}"#,
+            2.0,
+        ),
+        (
+            r#"grpc_server_handled_total{grpc_service="wasmprov.v1.Provisioner",grpc_method="Get",grpc_type="unary",grpc_code="NotFound"}"#,
+            1.0,
+        ),
+        (
+            r#"grpc_server_started_total{grpc_service="wasmprov.v1.Provisioner",grpc_method="Describe",grpc_type="unary"}"#,
+            3.0,
+        ),
+        (
+            r#"grpc_server_handling_seconds_count{grpc_service="wasmprov.v1.Provisioner",grpc_method="Describe",grpc_type="unary"}"#,
+            3.0,
+        ),
+        (
+            r#"wasmprov_calls_total{plugin="hetzner",op="describe",outcome="ok"}"#,
+            1.0,
+        ),
+    ] {
+        let got = sample(&text, series).unwrap_or_else(|| panic!("no {series} in\n{text}"));
+        assert!(
+            got >= at_least,
+            "{series} = {got}, expected at least {at_least}"
+        );
+    }
+    assert_eq!(
+        sample(&text, r#"wasmprov_auth_failures_total{reason="wrong"}"#),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, "wasmprov_journal_write_failures_total"),
+        Some(0.0)
+    );
+    let build = text
+        .lines()
+        .find(|l| l.starts_with("wasmprov_build_info{"))
+        .unwrap_or_else(|| panic!("no build info in\n{text}"));
+    assert!(
+        build.contains(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))),
+        "{build}"
+    );
+    // A method the daemon does not serve cannot grow the series.
+    let unknown = tonic::transport::Endpoint::from_shared(format!("http://{}", served.grpc))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut raw = tonic::client::Grpc::new(unknown);
+    raw.ready().await.unwrap();
+    let path: tonic::codegen::http::uri::PathAndQuery =
+        "/wasmprov.v1.Provisioner/NoSuchMethod-123".parse().unwrap();
+    let r: Result<tonic::Response<pb::DescribeResponse>, Status> = raw
+        .unary(
+            authed(TOKEN, describe()),
+            path,
+            tonic_prost::ProstCodec::default(),
+        )
+        .await;
+    assert_eq!(r.unwrap_err().code(), Code::Unimplemented);
+
+    // What an older scraper asks: the classic text format.
+    let (head, classic) = http_get_accepting(metrics, "/metrics", "text/plain;version=0.0.4").await;
+    assert!(
+        head.contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    assert!(!classic.contains("# EOF") && !classic.contains("# UNIT"));
+    assert!(
+        classic.contains("# TYPE wasmprov_calls_total counter\n"),
+        "{classic}"
+    );
+    assert!(
+        classic.contains("# TYPE wasmprov_build_info gauge\n"),
+        "{classic}"
+    );
+    assert!(
+        classic.contains(
+            r#"grpc_server_handled_total{grpc_service="unknown",grpc_method="unknown",grpc_type="unknown",grpc_code="Unimplemented"} 1"#
+        ),
+        "{classic}"
+    );
+    assert!(!classic.contains("NoSuchMethod"));
+    let checked = promtool_check(&classic);
+    assert!(
+        checked.status.success() && checked.stdout.is_empty(),
+        "promtool check metrics: {}{}\n{classic}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
 }

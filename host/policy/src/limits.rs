@@ -24,6 +24,13 @@ pub struct LimitsSpec {
     pub exec_max_concurrent: Option<usize>,
     /// Guest stack, in KiB (default 512).
     pub stack_kib: Option<u64>,
+    /// Calls that may do I/O (everything but a price hint) running at once;
+    /// the next ones wait to start (default 64).
+    pub max_calls_in_flight: Option<usize>,
+    /// How long a call may wait to start once `max_calls_in_flight` run, in
+    /// ms, before it is refused as `rate_limited` with a retry-after; a call
+    /// known to need longer is refused at once (default 10 000).
+    pub call_queue_ms: Option<u64>,
 }
 
 impl LimitsSpec {
@@ -41,6 +48,8 @@ impl LimitsSpec {
                 .or(fallback.http_max_response_bytes),
             exec_max_concurrent: self.exec_max_concurrent.or(fallback.exec_max_concurrent),
             stack_kib: self.stack_kib.or(fallback.stack_kib),
+            max_calls_in_flight: self.max_calls_in_flight.or(fallback.max_calls_in_flight),
+            call_queue_ms: self.call_queue_ms.or(fallback.call_queue_ms),
         }
     }
 }
@@ -62,6 +71,11 @@ pub struct Limits {
     pub http_max_response_bytes: u64,
     /// Guest stack size, in bytes.
     pub stack_bytes: usize,
+    /// Calls that may do I/O running at once (see `admission.rs` in the
+    /// runtime).
+    pub max_calls_in_flight: usize,
+    /// How long a call may wait to start.
+    pub call_queue: Duration,
 }
 
 /// Largest memory limit a manifest may ask for, in MiB.
@@ -77,6 +91,8 @@ impl Default for Limits {
             http_timeout: Duration::from_secs(15),
             http_max_response_bytes: 16 << 20,
             stack_bytes: 512 << 10,
+            max_calls_in_flight: 64,
+            call_queue: Duration::from_secs(10),
         }
     }
 }
@@ -158,6 +174,20 @@ impl Limits {
             )?)
             .unwrap_or(usize::MAX)
                 << 10,
+            max_calls_in_flight: range(
+                "max_calls_in_flight",
+                spec.max_calls_in_flight,
+                1,
+                4096,
+                d.max_calls_in_flight,
+            )?,
+            call_queue: Duration::from_millis(range(
+                "call_queue_ms",
+                spec.call_queue_ms,
+                0,
+                3_600_000,
+                d.call_queue.as_millis() as u64,
+            )?),
         })
     }
 }

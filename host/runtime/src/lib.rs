@@ -65,6 +65,7 @@
 
 #![warn(missing_docs)]
 
+mod admission;
 mod answers;
 mod bindings;
 mod compile;

@@ -17,6 +17,7 @@ use wasmtime::component::Component;
 use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi_config::WasiConfigVariables;
 
+use crate::admission::Admission;
 use crate::contract::{Instance, Pre};
 use crate::engine::SharedEngine;
 use crate::error::LoadError;
@@ -107,6 +108,10 @@ pub struct LimitsInfo {
     pub http_max_response_bytes: u64,
     /// Processes at once.
     pub exec_max_concurrent: usize,
+    /// Calls that may do I/O running at once.
+    pub max_calls_in_flight: usize,
+    /// How long a call may wait to start, ms.
+    pub call_queue_ms: u64,
 }
 
 /// A loaded plugin. Cheap to share; every call gets a fresh instance.
@@ -123,6 +128,8 @@ pub struct WasmPlugin {
     /// Instances kept to answer further price hints, when the engine allows
     /// reuse (`EngineSettings::price_hint_reuse`).
     warm: std::sync::Mutex<Vec<Warm>>,
+    /// Which calls that may do I/O start now, wait, or are refused.
+    admission: Admission,
 }
 
 /// An instance that answered price hints and may answer more.
@@ -466,6 +473,7 @@ impl WasmPlugin {
             }
         };
         let limits = &manifest.limits;
+        let (max_calls, call_queue) = (limits.max_calls_in_flight, limits.call_queue);
         let info_limits = LimitsInfo {
             memory_mib: limits.memory_bytes >> 20,
             call_timeout_ms: limits.call_timeout.as_millis() as u64,
@@ -474,6 +482,8 @@ impl WasmPlugin {
             http_timeout_ms: limits.http_timeout.as_millis() as u64,
             http_max_response_bytes: limits.http_max_response_bytes,
             exec_max_concurrent: manifest.exec.max_concurrent,
+            max_calls_in_flight: limits.max_calls_in_flight,
+            call_queue_ms: limits.call_queue.as_millis() as u64,
         };
         if limits.memory_bytes > shared_engine.settings.max_memory_bytes {
             return Err(LoadError::Compile {
@@ -541,6 +551,7 @@ impl WasmPlugin {
             runtime: shared_engine.side_handle(),
             metrics: input.hooks.metrics.plugin(&name),
             warm: std::sync::Mutex::new(Vec::new()),
+            admission: Admission::new(&name, max_calls, call_queue),
         };
         // Ask the backend once for what never changes; this also proves the
         // component instantiates under its limits.
@@ -685,6 +696,9 @@ impl WasmPlugin {
         store: &mut Store<CallState>,
         f: impl AsyncFnOnce(&mut Store<CallState>, &Instance) -> wasmtime::Result<R> + Send,
     ) -> Result<R> {
+        // Admitted first, outside the deadline: the call's time starts once
+        // it may run (a refusal here is the whole answer; nothing ran).
+        let _admitted = self.admission.admit().await?;
         let deadline = self.shared.manifest.limits.call_timeout;
         let slots = self.engine.io_slots.clone();
         let outcome = tokio::time::timeout(deadline, async {

@@ -130,7 +130,11 @@ pub fn manifest(
             "[config]\nendpoint = \"{endpoint}\"\n[secrets]\ntoken = {{ env = \"HCLOUD_TOKEN\" }}\n[http]\nallow = [\"{grant}\"]\n"
         ));
     }
-    m.push_str(&format!("[limits]\nhttp_max_in_flight = {max_in_flight}\n"));
+    // Calls at once too (admission per call, default 64): the benchmark
+    // measures what a call costs, not how a plugin queues.
+    m.push_str(&format!(
+        "[limits]\nhttp_max_in_flight = {max_in_flight}\nmax_calls_in_flight = {max_in_flight}\n"
+    ));
     m
 }
 

@@ -674,6 +674,7 @@ fn document(
     }
     d.push_str(include_str!("../RELIABILITY.md"));
     d.push_str(include_str!("../AUTHORING.md"));
+    d.push_str(include_str!("../CLI.md"));
     for s in after {
         d.push_str(&s.markdown());
     }

@@ -317,8 +317,9 @@ pub async fn run(cfg: &Config) -> Result<(Section, Vec<Pair>, Conns)> {
         t,
     );
     sec.note(format!(
-        "The benchmark's manifest raises `limits.http_max_in_flight` to {MAX_IN_FLIGHT} (default 16): with the default, \
-         calls beyond 16 at once fail fast with `connection-limit-reached`, which is the policy working, not a cost."
+        "The benchmark's manifest raises `limits.http_max_in_flight` (default 16) and `limits.max_calls_in_flight` (default 64) \
+         to {MAX_IN_FLIGHT}: with the defaults, calls beyond them at once wait their turn or are refused as `rate_limited`, \
+         which is the policy working, not a cost."
     ));
     Ok((sec, pairs, counted))
 }

@@ -36,9 +36,6 @@ const RECHECK: Duration = Duration::from_millis(100);
 const MIN_SAMPLES: usize = 8;
 /// The most recent ends the rate is measured over.
 const WINDOW: usize = 256;
-/// A call is refused early only when its expected wait exceeds what is
-/// left of its queue time by this factor (the estimate is rough).
-const MARGIN: f64 = 1.25;
 
 /// One plugin's admission gate.
 #[derive(Debug)]
@@ -139,7 +136,7 @@ impl Admission {
             let waited = since.elapsed();
             let left = self.queue.saturating_sub(waited);
             if let Some(wait) = self.expected_wait(ahead())
-                && wait.as_secs_f64() > left.as_secs_f64() * MARGIN
+                && wait > left
             {
                 return Err(self.refusal(wait, ahead()));
             }

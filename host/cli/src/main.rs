@@ -1203,8 +1203,34 @@ fn new_request_id() -> String {
     format!("cli-{nanos:x}-{}", std::process::id())
 }
 
+/// Output into a pipe whose reader has gone (`wasmprov describe hetzner |
+/// head -1`) ends the command quietly with status 0, as `man` and
+/// `completions` do. Rust's `println!` panics on a closed pipe (the runtime
+/// ignores SIGPIPE, so that a peer that goes away is an error on a socket
+/// or a program's stdin rather than the death of the process, which must
+/// stay so); this hook turns exactly that panic into the exit, and leaves
+/// every other panic to the default hook.
+fn closed_pipe_ends_quietly() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        let printing = message.starts_with("failed printing to stdout")
+            || message.starts_with("failed printing to stderr");
+        if printing && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
+    closed_pipe_ends_quietly();
     // Usage errors exit 2 (clap's code, `exit::USAGE`), --help and
     // --version 0.
     let cli = Cli::parse();

@@ -655,3 +655,39 @@ fn a_terminal_gets_colour_unless_no_color_and_tables_survive_zero_width() {
         assert!((40..=80).contains(&widest), "{widest}:\n{table}");
     }
 }
+
+/// A command whose reader has gone (`wasmprov plugins | head -0`) ends
+/// quietly with status 0, like `man` and `completions`: no panic, no 101.
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    bundle(d, "http://127.0.0.1:9/v1");
+    for args in [
+        &["plugins"][..],
+        &["--json", "plugins"],
+        &["inspect", "hetzner"],
+        &["offerings", "hetzner"],
+        &["--json", "offerings", "hetzner"],
+        &["price", "hetzner", "--cpu", "2", "--memory", "4GiB"],
+        &["rank", "--cpu", "2", "--memory", "4GiB"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_wasmprov"))
+            .arg("--plugin-dir")
+            .arg(d)
+            .env("XDG_CACHE_HOME", d.join("cache"))
+            .env_remove("WASMPROV_PLUGIN_DIR")
+            .env_remove("WASMPROV_LOG")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}

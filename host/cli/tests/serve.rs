@@ -1635,6 +1635,8 @@ struct LoadRun {
     refused_latencies: Vec<Duration>,
     /// What the successful calls answered (a provision's provider id).
     answers: Vec<String>,
+    /// The first retryable failure's kind and message.
+    first_refusal: Option<String>,
     wall: Duration,
 }
 
@@ -1743,6 +1745,7 @@ async fn load_calls(
         latencies: Vec::new(),
         refused_latencies: Vec::new(),
         answers: Vec::new(),
+        first_refusal: None,
         wall: Duration::ZERO,
     };
     for call in calls {
@@ -1768,6 +1771,8 @@ async fn load_calls(
                 ) {
                     run.retryable += 1;
                     run.refused_latencies.push(t);
+                    run.first_refusal
+                        .get_or_insert_with(|| format!("{k}: {}", s.message()));
                 } else {
                     *run.other
                         .entry(format!("{k}: {}", s.message()))
@@ -2024,6 +2029,9 @@ async fn admission_load_figures() {
                 );
                 if !run.other.is_empty() {
                     println!("  other: {:?}", run.other);
+                }
+                if let Some(refusal) = &run.first_refusal {
+                    println!("  first refusal: {refusal}");
                 }
             }
         }
@@ -3059,6 +3067,10 @@ async fn metrics_answer_the_format_asked_for_and_count_the_daemon() {
         "{classic}"
     );
     assert!(!classic.contains("NoSuchMethod"));
+    // Samples without labels read the same in both formats.
+    assert_eq!(sample(&classic, "wasmprov_journal_writable"), Some(1.0));
+    let threads = |t: &str| sample(t, "process_threads").unwrap();
+    assert!(threads(&classic) < 1000.0 && threads(&om) < 1000.0);
     let checked = promtool_check(&classic);
     assert!(
         checked.status.success() && checked.stdout.is_empty(),

@@ -8,9 +8,12 @@
 //! `max_calls_in_flight` calls of a plugin run at once; the next ones wait
 //! in order, before they are instantiated, for at most `call_queue_ms`; a
 //! call whose turn cannot come in that time — judged from the rate at
-//! which this plugin's calls have been ending and how many wait ahead of
-//! it, looked at again every 100 ms — is refused as soon as that is known,
-//! with `rate_limited` and a retry-after, instead of waiting only to fail. The calls admitted run with the host to
+//! which this plugin's calls ended while every place was taken (the last
+//! 5 s of the current burst, a full round of ends at least) and how many
+//! wait ahead of it, looked at again every 100 ms — is refused as soon as
+//! that is known, with `rate_limited` and a retry-after, instead of waiting
+//! only to fail. A call with fewer than `max_calls_in_flight` ahead of it
+//! is never refused early. The calls admitted run with the host to
 //! themselves and finish in time.
 //!
 //! Only calls that may do I/O are admitted here; a price hint (pure, on the
@@ -32,10 +35,13 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// How often a waiting call looks again at whether its turn can come in
 /// time.
 const RECHECK: Duration = Duration::from_millis(100);
-/// Calls that must have ended before the rate they end at is trusted.
+/// Calls that must have ended before the rate they end at is trusted, at
+/// least (and at least the limit: a full round).
 const MIN_SAMPLES: usize = 8;
 /// The most recent ends the rate is measured over.
 const WINDOW: usize = 256;
+/// How far back an end still counts.
+const RECENT: Duration = Duration::from_secs(5);
 
 /// One plugin's admission gate.
 #[derive(Debug)]
@@ -64,6 +70,12 @@ pub(crate) struct Admitted<'a> {
 
 impl Drop for Admitted<'_> {
     fn drop(&mut self) {
+        // Only ends while every place is taken say how fast places free up
+        // under load (the permit is still held here); an end on a gate with
+        // room says nothing about a queue.
+        if self.gate.running.available_permits() > 0 {
+            return;
+        }
         let mut ends = self
             .gate
             .ends
@@ -95,11 +107,20 @@ impl Admission {
     /// wait, from the rate at which calls have been ending (`None` until
     /// enough have ended to tell).
     fn expected_wait(&self, ahead: u64) -> Option<Duration> {
-        let ends = self
+        let mut ends = self
             .ends
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if ends.len() < MIN_SAMPLES {
+        // Only recent ends count: a rate measured over a quiet spell (the
+        // last burst minutes ago) would make any queue look endless.
+        let now = Instant::now();
+        let recent = now.checked_sub(RECENT).unwrap_or(now);
+        while ends.front().is_some_and(|t| *t < recent) {
+            ends.pop_front();
+        }
+        // A full round of ends at least: the first few of a burst come
+        // while everything starts at once, slower than the steady rate.
+        if ends.len() < self.limit.clamp(MIN_SAMPLES, WINDOW) {
             return None;
         }
         let first = *ends.front()?;
@@ -123,6 +144,16 @@ impl Admission {
     /// past the queue time, not only once it has.
     pub(crate) async fn admit(&self) -> Result<Admitted<'_>, ProvisionerError> {
         if let Ok(permit) = self.running.clone().try_acquire_owned() {
+            // Room, so no burst is under way: the next one is measured
+            // afresh (the rate of a burst of slow calls says nothing about
+            // one of fast calls that follows it).
+            if self.tickets.load(Ordering::SeqCst) == self.left.load(Ordering::SeqCst) {
+                let mut ends = self
+                    .ends
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                ends.clear();
+            }
             return Ok(self.admitted(permit));
         }
         let ticket = self.tickets.fetch_add(1, Ordering::SeqCst);
@@ -135,7 +166,10 @@ impl Admission {
         loop {
             let waited = since.elapsed();
             let left = self.queue.saturating_sub(waited);
-            if let Some(wait) = self.expected_wait(ahead())
+            // A call with fewer than a full round ahead of it starts as soon
+            // as that many running calls end: never refused early.
+            if ahead() >= self.limit as u64
+                && let Some(wait) = self.expected_wait(ahead())
                 && wait > left
             {
                 return Err(self.refusal(wait, ahead()));
@@ -196,6 +230,15 @@ impl Drop for Leave<'_> {
 mod tests {
     use super::*;
 
+    /// `n` ends under load, `every` apart, the last one now.
+    fn history(gate: &Admission, n: usize, every: Duration) {
+        let now = Instant::now();
+        let mut ends = gate.ends.lock().unwrap();
+        for i in (0..n).rev() {
+            ends.push_back(now - every * u32::try_from(i).unwrap());
+        }
+    }
+
     #[tokio::test]
     async fn calls_past_the_limit_wait_their_turn_then_are_refused_with_a_retry_after() {
         let gate = Arc::new(Admission::new("p", 2, Duration::from_millis(200)));
@@ -222,13 +265,10 @@ mod tests {
     #[tokio::test]
     async fn a_wait_known_to_be_too_long_is_refused_at_once() {
         let gate = Arc::new(Admission::new("p", 1, Duration::from_millis(500)));
-        // Calls have been ending one per 100 ms.
-        for _ in 0..MIN_SAMPLES {
-            let _one = gate.admit().await.unwrap();
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
         let _running = gate.admit().await.unwrap();
-        // Ten wait ahead: a second or more of waiting, past the 500 ms.
+        // Under this burst, calls have been ending one per 100 ms, and ten
+        // wait ahead: a second or more of waiting, past the 500 ms.
+        history(&gate, MIN_SAMPLES + 1, Duration::from_millis(100));
         gate.tickets.fetch_add(10, Ordering::SeqCst);
         let started = Instant::now();
         let err = gate.admit().await.unwrap_err();
@@ -238,6 +278,21 @@ mod tests {
         );
         let retry = err.retry_after().unwrap();
         assert!(retry >= Duration::from_millis(900), "{retry:?}");
+    }
+
+    #[tokio::test]
+    async fn a_call_less_than_a_round_behind_waits_whatever_the_history() {
+        let gate = Arc::new(Admission::new("p", 2, Duration::from_millis(300)));
+        let a = gate.admit().await.unwrap();
+        let _b = gate.admit().await.unwrap();
+        // Slow calls so far: 2.5 ends a second, which would put even
+        // the first in line past the 300 ms.
+        history(&gate, 12, Duration::from_millis(400));
+        let g = gate.clone();
+        let waiter = tokio::spawn(async move { g.admit().await.map(|_| ()) });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        drop(a);
+        assert!(waiter.await.unwrap().is_ok(), "first in line: admitted");
     }
 
     #[tokio::test]

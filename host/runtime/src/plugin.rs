@@ -1154,10 +1154,21 @@ impl WasmPlugin {
 /// started), an error that would leave the caller guessing whether the
 /// backend acted (transport, rate limit, anything else) is
 /// [`ProvisionerError::NotSent`], which says it did not. Errors that already
-/// say so, `not-found`, and plugin faults (kept as they are, so that a
-/// timeout or a bug stays visible) are left alone.
+/// say so, `not-found`, plugin faults (kept as they are, so that a timeout
+/// or a bug stays visible) and a rate limit with a retry-after (the host's
+/// admission refusing to start the call) are left alone.
 fn not_sent(e: ProvisionerError, reached: bool) -> ProvisionerError {
     if reached || e.made_nothing() {
+        return e;
+    }
+    // The host's own refusal to start the call (`admission.rs`) says when
+    // to come back; it stays a rate limit so the caller gets that. Nothing
+    // ran, so a retry under the same request id is safe either way.
+    if let ProvisionerError::RateLimited {
+        retry_after_ms: Some(_),
+        ..
+    } = &e
+    {
         return e;
     }
     match e {

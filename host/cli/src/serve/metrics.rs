@@ -96,6 +96,8 @@ pub(crate) fn negotiate(accept: Option<&str>) -> Format {
     }
     match (openmetrics, classic) {
         (_, Some(c)) if c > 0.0 && openmetrics.is_none_or(|o| c > o) => Format::Classic,
+        // OpenMetrics refused outright: the other format is all there is.
+        (Some(o), c) if o <= 0.0 && c.is_none_or(|c| c > 0.0) => Format::Classic,
         _ => Format::OpenMetrics,
     }
 }
@@ -208,30 +210,34 @@ fn strip_exemplar(line: &str) -> &str {
 }
 
 /// A sample line with its timestamp, if any, in milliseconds (OpenMetrics
-/// writes seconds, the classic format integer milliseconds).
+/// writes seconds, the classic format integer milliseconds). A sample is
+/// `name[{labels}] value [timestamp]`.
 fn classic_timestamp(sample: &str) -> String {
-    // After the label set (if any): `value [timestamp]`.
     let labels_end = if sample.contains('{') {
         closing_brace(sample).map_or(0, |i| i + 1)
     } else {
         0
     };
     let (head, tail) = sample.split_at(labels_end);
-    let fields: Vec<&str> = tail.split_whitespace().collect();
-    match fields.as_slice() {
-        [name_or_value @ .., value, ts] if name_or_value.len() <= 1 => {
-            let Ok(secs) = ts.parse::<f64>() else {
-                return sample.to_string();
-            };
-            // Inexact for stamps past 2^53 ms, far beyond any real clock.
-            #[allow(clippy::cast_possible_truncation)]
-            let ms = (secs * 1000.0).round() as i64;
-            let prefix = name_or_value
-                .first()
-                .map_or(String::new(), |n| format!("{n} "));
-            format!("{head}{prefix}{value} {ms}")
-        }
-        _ => sample.to_string(),
+    let mut fields: Vec<&str> = tail.split_whitespace().collect();
+    // Without labels the name is the first field.
+    let name = if labels_end == 0 && !fields.is_empty() {
+        Some(fields.remove(0))
+    } else {
+        None
+    };
+    let [value, ts] = fields.as_slice() else {
+        return sample.to_string();
+    };
+    let Ok(secs) = ts.parse::<f64>() else {
+        return sample.to_string();
+    };
+    // Inexact for stamps past 2^53 ms, far beyond any real clock.
+    #[allow(clippy::cast_possible_truncation)]
+    let ms = (secs * 1000.0).round() as i64;
+    match name {
+        Some(name) => format!("{name} {value} {ms}"),
+        None => format!("{head} {value} {ms}"),
     }
 }
 
@@ -930,6 +936,11 @@ mod tests {
                 Classic,
             ),
             (Some("text/plain;q=0, */*"), OpenMetrics),
+            (Some("application/openmetrics-text;q=0"), Classic),
+            (
+                Some("application/openmetrics-text;q=0, text/plain;q=0"),
+                OpenMetrics,
+            ),
             (Some("TEXT/PLAIN"), Classic),
             (Some("application/json"), OpenMetrics),
         ] {
@@ -953,6 +964,10 @@ wasmprov_build_info{version=\"1\"} 1\n\
 # HELP odd Something.\n\
 # TYPE odd unknown\n\
 odd 2 1700000000.25\n\
+# HELP plain A gauge without labels.\n\
+# TYPE plain gauge\n\
+plain 7.0\n\
+stamped{a=\"1\"} 3.5 1700000000\n\
 # EOF\n";
         let classic = to_classic(om);
         assert_eq!(
@@ -968,7 +983,11 @@ wasmprov_call_duration_seconds_bucket{le=\"+Inf\"} 1\n\
 wasmprov_build_info{version=\"1\"} 1\n\
 # HELP odd Something.\n\
 # TYPE odd untyped\n\
-odd 2 1700000000250\n"
+odd 2 1700000000250\n\
+# HELP plain A gauge without labels.\n\
+# TYPE plain gauge\n\
+plain 7.0\n\
+stamped{a=\"1\"} 3.5 1700000000000\n"
         );
     }
 

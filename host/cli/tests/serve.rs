@@ -1785,14 +1785,21 @@ async fn load_calls(
     run
 }
 
-/// A daemon over the Hetzner fake with the default manifest, for load.
-async fn load_daemon(d: &Path, fake: &HetznerFake) -> Served {
+/// A daemon over the Hetzner fake (the bundled plugin alone, its default
+/// manifest) in `d`, with `args` after `serve`.
+async fn hetzner_daemon(d: &Path, fake: &HetznerFake, args: &[&str]) -> Served {
     bundle_hetzner_only(d, &fake.url()).await;
     let mut cmd = wasmprov(d);
     cmd.env("HCLOUD_TOKEN", fake.token())
         .env("WASMPROV_SERVE_TOKEN", TOKEN);
-    serve(
-        cmd,
+    serve(cmd, args, d).await
+}
+
+/// A daemon over the Hetzner fake with the default manifest, for load.
+async fn load_daemon(d: &Path, fake: &HetznerFake) -> Served {
+    hetzner_daemon(
+        d,
+        fake,
         &[
             "--no-metrics",
             "--state-dir",
@@ -1800,7 +1807,6 @@ async fn load_daemon(d: &Path, fake: &HetznerFake) -> Served {
             "--reconcile-every",
             "0",
         ],
-        d,
     )
     .await
 }
@@ -2549,14 +2555,10 @@ async fn reflection_lists_the_services_and_sighup_reloads_plugins() {
     let fake = start_fake(HetznerFakeOptions::default()).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    bundle_hetzner_only(d, &fake.url()).await;
-    let mut cmd = wasmprov(d);
-    cmd.env("HCLOUD_TOKEN", fake.token())
-        .env("WASMPROV_SERVE_TOKEN", TOKEN);
-    let served = serve(
-        cmd,
-        &["--no-metrics", "--no-watch", "--state-dir", "state"],
+    let served = hetzner_daemon(
         d,
+        &fake,
+        &["--no-metrics", "--no-watch", "--state-dir", "state"],
     )
     .await;
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", served.grpc))
@@ -2886,12 +2888,9 @@ async fn metrics_answer_the_format_asked_for_and_count_the_daemon() {
     let fake = start_fake(HetznerFakeOptions::default()).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    bundle_hetzner_only(d, &fake.url()).await;
-    let mut cmd = wasmprov(d);
-    cmd.env("HCLOUD_TOKEN", fake.token())
-        .env("WASMPROV_SERVE_TOKEN", TOKEN);
-    let served = serve(
-        cmd,
+    let served = hetzner_daemon(
+        d,
+        &fake,
         &[
             "--metrics-listen",
             "127.0.0.1:0",
@@ -2903,7 +2902,6 @@ async fn metrics_answer_the_format_asked_for_and_count_the_daemon() {
             "--lease-every",
             "1",
         ],
-        d,
     )
     .await;
     wait_ready(&served).await;

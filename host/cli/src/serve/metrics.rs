@@ -193,20 +193,28 @@ fn classic_help(help: &str) -> String {
 }
 
 /// A sample line without its exemplar (` # {…} value`), which the classic
-/// format has no place for. A `#` inside a quoted label value is not one.
+/// format has no place for.
 fn strip_exemplar(line: &str) -> &str {
+    match unquoted(line, '#') {
+        Some(i) => line[..i].trim_end(),
+        None => line,
+    }
+}
+
+/// Where `wanted` first stands in `sample` outside a quoted label value.
+fn unquoted(sample: &str, wanted: char) -> Option<usize> {
     let mut quoted = false;
     let mut escaped = false;
-    for (i, c) in line.char_indices() {
+    for (i, c) in sample.char_indices() {
         match c {
             _ if escaped => escaped = false,
             '\\' if quoted => escaped = true,
             '"' => quoted = !quoted,
-            '#' if !quoted => return line[..i].trim_end(),
+            c if c == wanted && !quoted => return Some(i),
             _ => {}
         }
     }
-    line
+    None
 }
 
 /// A sample line with its timestamp, if any, in milliseconds (OpenMetrics
@@ -214,7 +222,7 @@ fn strip_exemplar(line: &str) -> &str {
 /// `name[{labels}] value [timestamp]`.
 fn classic_timestamp(sample: &str) -> String {
     let labels_end = if sample.contains('{') {
-        closing_brace(sample).map_or(0, |i| i + 1)
+        unquoted(sample, '}').map_or(0, |i| i + 1)
     } else {
         0
     };
@@ -239,22 +247,6 @@ fn classic_timestamp(sample: &str) -> String {
         Some(name) => format!("{name} {value} {ms}"),
         None => format!("{head} {value} {ms}"),
     }
-}
-
-/// Where the label set that opens `sample` ends.
-fn closing_brace(sample: &str) -> Option<usize> {
-    let mut quoted = false;
-    let mut escaped = false;
-    for (i, c) in sample.char_indices() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' if quoted => escaped = true,
-            '"' => quoted = !quoted,
-            '}' if !quoted => return Some(i),
-            _ => {}
-        }
-    }
-    None
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -930,86 +930,342 @@ async fn gpu_model_and_architecture_choose_the_type() {
     .await;
 }
 
+/// Runs `script` (Python, with `ec2` a boto3 EC2 client of `region` signed
+/// with `creds` against moto, and `out(value)` printing the answer as JSON):
+/// an independent reader of what the plugin made.
+fn boto3(moto: &Moto, creds: &Creds, region: &str, script: &str) -> serde_json::Value {
+    let prelude = format!(
+        "import boto3, json, os, sys\n\
+         session = boto3.session.Session(aws_access_key_id=os.environ['K'], aws_secret_access_key=os.environ['S'], aws_session_token=os.environ.get('T') or None, region_name='{region}')\n\
+         ec2 = session.client('ec2', endpoint_url='{url}')\n\
+         iam = session.client('iam', endpoint_url='{url}')\n\
+         ssm = session.client('ssm', endpoint_url='{url}')\n\
+         def out(v):\n    print(json.dumps(v, default=str))\n",
+        url = moto.url()
+    );
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", &format!("{prelude}{script}")])
+        .env("K", &creds.key)
+        .env("S", &creds.secret)
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_CONFIG_FILE");
+    match &creds.token {
+        Some(t) => cmd.env("T", t),
+        None => cmd.env_remove("T"),
+    };
+    let out = cmd.output().expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "boto3 script failed:\n{script}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// The instance `id` as boto3 reads it from moto.
+fn read_instance(moto: &Moto, creds: &Creds, id: &str) -> serde_json::Value {
+    boto3(
+        moto,
+        creds,
+        REGION,
+        &format!(
+            "out(ec2.describe_instances(InstanceIds=['{id}'])['Reservations'][0]['Instances'][0])"
+        ),
+    )
+}
+
+/// The architecture EC2 (moto) says instance type `name` has.
+fn type_arch(moto: &Moto, creds: &Creds, name: &str) -> String {
+    boto3(
+        moto,
+        creds,
+        REGION,
+        &format!(
+            "out(ec2.describe_instance_types(InstanceTypes=['{name}'])['InstanceTypes'][0]['ProcessorInfo']['SupportedArchitectures'])"
+        ),
+    )[0]
+    .as_str()
+    .unwrap()
+    .to_string()
+}
+
 #[tokio::test]
-async fn offerings_come_from_describe_instance_types() {
+async fn offerings_are_every_current_type_ec2_has_for_the_image() {
     require_moto!();
     within_limit(async {
         let moto = Moto::start().await;
         let account = bootstrap(&moto).await;
+        let arm_image = images(&moto, &account.user, "arm64").await.remove(0);
         let dir = PluginDir::new();
         add_plugin(&dir, "ec2", &moto, &account.image_id, "");
+        add_plugin(&dir, "arm", &moto, &arm_image, "architecture = \"any\"");
         add_plugin(
             &dir,
             "only",
             &moto,
             &account.image_id,
-            "instance_types = \"m6i.large,g5.xlarge,x9.nonexistent\"",
+            "instance_types = \"m6i.large,g5.xlarge,m7g.large,x9.nonexistent\"",
         );
         let host = host(
             &dir,
             OWNER,
             &[
                 ("ec2", account.user.clone()),
+                ("arm", account.user.clone()),
                 ("only", account.user.clone()),
             ],
         )
         .await;
-        let p = plugin(&host, "ec2");
-        let offered = p.offerings().await.unwrap();
-        let find = |name: &str| {
-            offered
-                .iter()
-                .find(|o| o.instance_type == name)
-                .unwrap_or_else(|| panic!("{name} offered: {offered:?}"))
-        };
-        let g5 = find("g5.xlarge");
-        assert_eq!(g5.gpu, 1);
-        assert_eq!(g5.gpu_vendor.as_deref(), Some("nvidia"));
-        assert_eq!(g5.gpu_model.as_deref(), Some("nvidia-a10g"));
-        assert_eq!(g5.arch, Some(Arch::X86_64));
-        assert_eq!((g5.cpu, g5.memory_bytes), (4.0, 16 << 30));
-        assert_eq!(g5.on_demand_usd, Some(1.006));
-        assert_eq!(
-            find("g4ad.xlarge").gpu_model.as_deref(),
-            Some("amd-radeon-pro-v520")
+        let started = Instant::now();
+        let offered = plugin(&host, "ec2").offerings().await.unwrap();
+        eprintln!(
+            "offerings: {} types in {:.2} s",
+            offered.len(),
+            started.elapsed().as_secs_f64()
         );
-        for graviton in ["t4g.medium", "m6g.large", "c6g.large"] {
-            assert_eq!(find(graviton).arch, Some(Arch::Arm64), "{graviton}");
-        }
-        // Every table type EC2 (here moto) describes in the region; moto's
-        // data has no p3.2xlarge, so it is left out rather than guessed.
-        let names: Vec<&str> = offered.iter().map(|o| o.instance_type.as_str()).collect();
-        let table: Vec<&str> = catalogue::TYPES
-            .iter()
-            .map(|t| t.name)
-            .filter(|n| *n != "p3.2xlarge")
-            .collect();
-        assert_eq!(names, table);
-        // Moto publishes a spot price for every type in every zone, the
-        // same placeholder (0.00001 $/h): each offering carries it.
+        let find = |list: &[wasmprov_api::Offering], name: &str| {
+            list.iter()
+                .find(|o| o.instance_type == name)
+                .unwrap_or_else(|| panic!("{name} offered"))
+                .clone()
+        };
+        // Every current x86_64 type EC2 (moto) has, not a table of 50.
+        assert!(offered.len() > 300, "{}", offered.len());
+        assert!(offered.iter().all(|o| o.arch == Some(Arch::X86_64)));
+        let g5 = find(&offered, "g5.2xlarge");
+        assert_eq!((g5.gpu, g5.gpu_model.as_deref()), (1, Some("nvidia-a10g")));
+        assert_eq!(g5.on_demand_usd, Some(1.212));
+        let m7i = find(&offered, "m7i.2xlarge");
+        assert_eq!((m7i.cpu, m7i.memory_bytes), (8.0, 32 << 30));
+        assert_eq!(m7i.on_demand_usd, Some(0.4032));
+        // The disk is a root volume sized per request: up to EBS's limit.
+        assert_eq!(m7i.disk_bytes, Some(catalogue::MAX_ROOT_VOLUME_BYTES));
+        // Types the table does not price are offered, their price unknown.
+        assert!(offered.iter().any(|o| o.on_demand_usd.is_none()));
+        // The plugin's sizes agree with EC2's for every type it knows.
         for o in &offered {
-            assert_eq!(o.spot_usd, Some(0.00001), "{}", o.instance_type);
+            if let Some(t) = catalogue::find(&o.instance_type) {
+                assert_eq!(
+                    (f64::from(t.vcpu), u64::from(t.memory_mib) << 20, t.gpu),
+                    (o.cpu, o.memory_bytes, o.gpu),
+                    "{}",
+                    o.instance_type
+                );
+            }
         }
         // On-demand prices agree with price_hint.
-        for shape in [
-            small(),
-            NodeShape::new(16.0, 64 << 30),
-            NodeShape {
-                gpu: 1,
-                ..NodeShape::new(4.0, 16 << 30)
-            },
-        ] {
+        let p = plugin(&host, "ec2");
+        for shape in [small(), NodeShape::new(16.0, 64 << 30)] {
             let hint = p.price_hint(&shape).expect("a price");
             assert_eq!(
-                find(&hint.instance_type).on_demand_usd,
+                find(&offered, &hint.instance_type).on_demand_usd,
                 Some(hint.hourly_usd)
             );
         }
 
-        // Restricted to `instance_types`; a type EC2 does not know is left out.
+        // An arm64 image: Graviton only, m7g and c7g among them.
+        let arm = plugin(&host, "arm").offerings().await.unwrap();
+        assert!(arm.iter().all(|o| o.arch == Some(Arch::Arm64)));
+        assert_eq!(find(&arm, "m7g.xlarge").on_demand_usd, Some(0.1632));
+        assert_eq!(find(&arm, "c7g.large").on_demand_usd, Some(0.0725));
+
+        // Restricted to `instance_types`, and to the image's architecture;
+        // a type EC2 does not know is left out.
         let only = plugin(&host, "only").offerings().await.unwrap();
         let names: Vec<&str> = only.iter().map(|o| o.instance_type.as_str()).collect();
-        assert_eq!(names, ["m6i.large", "g5.xlarge"]);
+        assert_eq!(names, ["g5.xlarge", "m6i.large"]);
+        drop(moto);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_a100_is_offered_in_eu_west_1() {
+    require_moto!();
+    within_limit(async {
+        let moto = Moto::start().await;
+        let account = bootstrap(&moto).await;
+        let dir = PluginDir::new();
+        dir.add(
+            "eu",
+            guests::AWS_EC2,
+            &format!(
+                "[config]\nregion = \"eu-west-1\"\nendpoint = \"{url}\"\n\
+                 [secrets]\naccess_key_id = {{ env = \"EU_KEY\" }}\nsecret_access_key = {{ env = \"EU_SECRET\" }}\n\
+                 [http]\nallow = [\"{url}\"]\n",
+                url = moto.url()
+            ),
+        );
+        let host = host(&dir, OWNER, &[("eu", account.user.clone())]).await;
+        let offered = plugin(&host, "eu").offerings().await.unwrap();
+        let a100 = offered
+            .iter()
+            .find(|o| o.instance_type == "p4d.24xlarge")
+            .expect("p4d.24xlarge offered");
+        assert_eq!((a100.gpu, a100.gpu_model.as_deref()), (8, Some("nvidia-a100")));
+        assert_eq!(a100.on_demand_usd, Some(23.71569));
+        let ranking = wasmprov_fleet::rank_offerings(
+            &host,
+            &NodeShape {
+                gpu: 8,
+                gpu_model: Some("nvidia-a100".into()),
+                ..NodeShape::new(8.0, 64 << 30)
+            },
+            None,
+        )
+        .await;
+        assert_eq!(
+            ranking.best().map(|o| o.hint.instance_type.as_str()),
+            Some("p4d.24xlarge"),
+            "{ranking:?}"
+        );
+        drop(moto);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_x86_image_never_launches_on_arm64() {
+    require_moto!();
+    within_limit(async {
+        let moto = Moto::start().await;
+        let account = bootstrap(&moto).await;
+        let arm_image = images(&moto, &account.user, "arm64").await.remove(0);
+        let dir = PluginDir::new();
+        // Any architecture allowed: Graviton is the cheapest by size, but
+        // the image is x86_64.
+        add_plugin(
+            &dir,
+            "any",
+            &moto,
+            &account.image_id,
+            "architecture = \"any\"",
+        );
+        add_plugin(&dir, "arm", &moto, &arm_image, "architecture = \"arm64\"");
+        let host = Arc::new(
+            host(
+                &dir,
+                OWNER,
+                &[("any", account.user.clone()), ("arm", account.user.clone())],
+            )
+            .await,
+        );
+        let p = plugin(&host, "any");
+        // provision: the image decides among the types.
+        let node = p.provision_request(&req("x86-1", small())).await.unwrap();
+        let read = read_instance(&moto, &account.user, &node.provider_id);
+        let launched = read["InstanceType"].as_str().unwrap();
+        assert_eq!(
+            type_arch(&moto, &account.user, launched),
+            "x86_64",
+            "{read}"
+        );
+        // A named arm64 type: refused, nothing launched.
+        for name in ["t4g.micro", "m7g.large"] {
+            let err = p
+                .provision_request(&req(
+                    &format!("named-{}", name.replace('.', "-")),
+                    NodeShape {
+                        instance_type: Some(name.into()),
+                        ..small()
+                    },
+                ))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&err, ProvisionerError::Unsupported(m) if m.contains("x86_64")),
+                "{err:?}"
+            );
+        }
+        // rank: no arm64 type of this plugin, with or without a disk; a
+        // disk keeps EC2's types.
+        for disk in [None, Some(8u64 << 30)] {
+            let shape = NodeShape {
+                disk_bytes: disk,
+                ..NodeShape::new(4.0, 16 << 30)
+            };
+            let ranking = wasmprov_fleet::rank_offerings(&*host, &shape, None).await;
+            let any: Vec<&str> = ranking
+                .offers
+                .iter()
+                .filter(|o| o.plugin == "any")
+                .map(|o| o.hint.instance_type.as_str())
+                .collect();
+            assert!(!any.is_empty(), "{disk:?}: {ranking:?}");
+            for t in &any {
+                assert!(
+                    catalogue::find(t).is_none_or(|t| t.arch == Arch::X86_64),
+                    "{t}"
+                );
+            }
+            // The arm plugin's image is arm64: its offers are Graviton.
+            let arm_best = ranking
+                .offers
+                .iter()
+                .find(|o| o.plugin == "arm")
+                .expect("an arm offer");
+            assert_eq!(
+                catalogue::find(&arm_best.hint.instance_type).map(|t| t.arch),
+                Some(Arch::Arm64)
+            );
+        }
+
+        // scale: a group on the x86 image, with a disk, stays on x86_64 EC2
+        // types.
+        let state = tempfile::tempdir().unwrap();
+        let fleet = wasmprov_fleet::Fleet::open(host.clone(), state.path().join("journal.redb"))
+            .expect("a fleet");
+        let mut group = wasmprov_fleet::CapacityGroup::new(
+            "web",
+            NodeShape {
+                disk_bytes: Some(8 << 30),
+                ..NodeShape::new(2.0, 8 << 30)
+            },
+            0,
+            3,
+        );
+        group.plugins = vec!["any".into()];
+        let report = fleet.scale(&group, 2).await.unwrap();
+        assert!(report.converged(), "{report}");
+        assert_eq!(report.added.len(), 2, "{report}");
+        for m in &report.added {
+            let read = read_instance(&moto, &account.user, &m.provider_id);
+            let t = read["InstanceType"].as_str().unwrap();
+            assert_eq!(type_arch(&moto, &account.user, t), "x86_64", "{t}");
+        }
+
+        // m7g, c7g and m7i launch on their own images.
+        let arm = plugin(&host, "arm");
+        for name in ["m7g.xlarge", "c7g.large"] {
+            let node = arm
+                .provision_request(&req(
+                    &format!("g3-{}", name.replace('.', "-")),
+                    NodeShape {
+                        instance_type: Some(name.into()),
+                        ..small()
+                    },
+                ))
+                .await
+                .unwrap();
+            let read = read_instance(&moto, &account.user, &node.provider_id);
+            assert_eq!(read["InstanceType"], name);
+            assert_eq!(read["ImageId"], arm_image.as_str());
+        }
+        let node = p
+            .provision_request(&req(
+                "m7i-1",
+                NodeShape {
+                    instance_type: Some("m7i.2xlarge".into()),
+                    ..small()
+                },
+            ))
+            .await
+            .unwrap();
+        assert_eq!(
+            read_instance(&moto, &account.user, &node.provider_id)["InstanceType"],
+            "m7i.2xlarge"
+        );
         drop(moto);
     })
     .await;

@@ -7,6 +7,10 @@
 //! - GPU vendor: the same, ignoring case, when GPUs are asked for;
 //! - architecture, GPU model and disk: **bind always**. A type that does not
 //!   say it has them does not fit, so nothing is guessed.
+//! - disk: a type's `disk_bytes` is the most disk a node of it can have:
+//!   the disk that comes with it, or, when the disk is a volume sized per
+//!   request (EC2's EBS root volume), the largest volume a request may ask
+//!   for. Either way, any disk up to it fits.
 
 use crate::{Arch, NodeShape, Offering};
 
@@ -189,5 +193,18 @@ mod tests {
             !x86.fits(&disk),
             "a type that does not say its disk does not fit"
         );
+        // A disk sized per request says the largest volume: any disk up to
+        // it fits, a larger one does not.
+        let per_request = Offering {
+            disk_bytes: Some(16 << 40),
+            ..offering("m", Arch::X86_64)
+        };
+        for (bytes, fits) in [(8 << 30, true), (16 << 40, true), ((16 << 40) + 1, false)] {
+            let shape = NodeShape {
+                disk_bytes: Some(bytes),
+                ..disk.clone()
+            };
+            assert_eq!(per_request.fits(&shape), fits, "{bytes}");
+        }
     }
 }

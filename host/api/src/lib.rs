@@ -503,7 +503,10 @@ pub struct Offering {
     pub gpu_model: Option<String>,
     /// CPU architecture, when known.
     pub arch: Option<Arch>,
-    /// Disk that comes with the type, in bytes, when fixed.
+    /// The most disk a node of the type can have, in bytes, when known: the
+    /// disk that comes with it, or, for a disk sized per request (a network
+    /// volume such as EC2's EBS), the largest volume a request may ask for.
+    /// The fit rule ([`fit`]) accepts any disk up to it.
     pub disk_bytes: Option<u64>,
     /// Zones it is offered in; empty is wherever the backend creates nodes.
     pub zones: Vec<String>,

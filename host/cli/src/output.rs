@@ -289,7 +289,17 @@ pub fn ranking(r: &wasmprov_fleet::Ranking, json: bool) -> Result<()> {
             format!("{:.4}", o.hint.hourly_usd),
         ]);
     }
-    let room = MAX_ROWS.saturating_sub(r.offers.len());
+    let mut room = MAX_ROWS.saturating_sub(r.offers.len());
+    for u in r.unpriced.iter().take(room) {
+        t.add_row(vec![
+            "-".to_string(),
+            c(&u.plugin),
+            c(&u.instance_type),
+            u.capacity_type.to_string(),
+            "unknown".to_string(),
+        ]);
+    }
+    room = room.saturating_sub(r.unpriced.len());
     for n in r.none.iter().take(room) {
         t.add_row(vec![
             "-".to_string(),
@@ -299,7 +309,10 @@ pub fn ranking(r: &wasmprov_fleet::Ranking, json: bool) -> Result<()> {
             String::new(),
         ]);
     }
-    print_table(&t, (r.offers.len() + r.none.len()).saturating_sub(MAX_ROWS));
+    print_table(
+        &t,
+        (r.offers.len() + r.unpriced.len() + r.none.len()).saturating_sub(MAX_ROWS),
+    );
     Ok(())
 }
 
@@ -371,7 +384,7 @@ pub fn offerings(list: &[wasmprov_api::Offering], json: bool) -> Result<()> {
         "spot $/h",
     ]);
     let gib = |b: u64| format!("{:.1} GiB", b as f64 / f64::from(1u32 << 30));
-    let usd = |p: Option<f64>| p.map(|p| format!("{p:.4}")).unwrap_or_default();
+    let usd = |p: Option<f64>| p.map_or_else(|| "unknown".to_string(), |p| format!("{p:.4}"));
     for o in list.iter().take(MAX_ROWS) {
         let gpu = if o.gpu == 0 {
             String::new()

@@ -50,8 +50,8 @@ pub use drain::DrainReport;
 pub use fleet::{Fleet, FleetError, GROUP_LABEL, ProvisionOptions, REQUEST_LABEL, made_nothing};
 pub use group::{CapacityGroup, DEFAULT_MAX_GROUP_SIZE, Member, ScaleReport};
 pub use rank::{
-    Catalogues, DEFAULT_CATALOGUE_DEADLINE, DEFAULT_CATALOGUE_TTL, NoOffer, Offer, Ranking, rank,
-    rank_offerings, rank_offerings_among,
+    Catalogues, DEFAULT_CATALOGUE_DEADLINE, DEFAULT_CATALOGUE_TTL, NoOffer, Offer, Ranking,
+    Unpriced, rank, rank_offerings, rank_offerings_among,
 };
 pub use report::{
     DEFAULT_GRACE, Leak, LeakPolicy, Orphan, OrphanKind, ReconcilePolicy, ReconcileReport,

@@ -222,11 +222,27 @@ pub struct NoOffer {
     pub reason: String,
 }
 
+/// A fitting offering whose price is not known: ranked after every priced
+/// offer, never chosen by price.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Unpriced {
+    /// The plugin.
+    pub plugin: String,
+    /// The instance type that fits.
+    pub instance_type: String,
+    /// The billing asked for.
+    pub capacity_type: wasmprov_api::CapacityType,
+}
+
 /// Every plugin's answer to one shape, cheapest first.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Ranking {
     /// Offers by hourly price, then plugin name.
     pub offers: Vec<Offer>,
+    /// Fitting offerings without a known price (for the shape's capacity
+    /// type, from the offering or the plugin's price hint), after the
+    /// priced ones: by plugin, then type.
+    pub unpriced: Vec<Unpriced>,
     /// Plugins that cannot run the shape.
     pub none: Vec<NoOffer>,
 }
@@ -239,6 +255,11 @@ impl Ranking {
     }
 
     fn sort(&mut self) {
+        self.unpriced.sort_by(|a, b| {
+            a.plugin
+                .cmp(&b.plugin)
+                .then_with(|| a.instance_type.cmp(&b.instance_type))
+        });
         self.offers.sort_by(|a, b| {
             a.hint
                 .hourly_usd
@@ -325,7 +346,11 @@ fn offerings_of(
                     instance_type: o.instance_type.clone(),
                 },
             }),
-            _ => {}
+            _ => ranking.unpriced.push(Unpriced {
+                plugin: plugin.to_string(),
+                instance_type: o.instance_type.clone(),
+                capacity_type: shape.capacity_type,
+            }),
         }
     }
     if !ranking.offers.iter().any(|o| o.plugin == plugin) {
@@ -340,7 +365,7 @@ fn offerings_of(
                 )
             } else {
                 format!(
-                    "{fitting} offerings fit, none with a {} price",
+                    "{fitting} offerings fit, none with a known {} price (listed as unpriced)",
                     shape.capacity_type
                 )
             },

@@ -246,6 +246,8 @@ pub struct TypeInfo {
     /// The first GPU's model as shapes name it: [`gpu_model`] of its
     /// manufacturer and `name` (`nvidia-a10g`).
     pub gpu_model: Option<String>,
+    /// `gpuInfo/totalGpuMemoryInMiB`: the memory of all its GPUs.
+    pub gpu_memory_mib: Option<u64>,
 }
 
 /// A GPU model as shapes name it: `<vendor>-<name>`, lowercase, runs of
@@ -306,6 +308,10 @@ fn type_info(item: Node<'_, '_>) -> Option<TypeInfo> {
         gpu,
         gpu_vendor,
         gpu_model: model,
+        gpu_memory_mib: child(item, "gpuInfo")
+            .and_then(|g| text(g, "totalGpuMemoryInMiB"))
+            .and_then(|m| m.parse().ok())
+            .filter(|_| gpu > 0),
     })
 }
 
@@ -365,6 +371,63 @@ pub fn parse_root_device(xml: &str, image_id: &str) -> Result<Option<RootDevice>
         name,
         snapshot_gib,
     }))
+}
+
+/// An image as `DescribeImages` describes it (only the fields used here).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Image {
+    /// `imageId`.
+    pub id: String,
+    /// `name`.
+    pub name: Option<String>,
+    /// `imageOwnerId`.
+    pub owner: Option<String>,
+    /// `architecture`, when it is one this plugin launches.
+    pub arch: Option<Arch>,
+    /// `creationDate` (RFC 3339): the newest of several matches wins.
+    pub created: Option<String>,
+    /// The root device, when named.
+    pub root: Option<RootDevice>,
+}
+
+/// The images of a `DescribeImages` answer, and the `nextToken`.
+///
+/// # Errors
+/// [`Error::Transport`] when the body is not a `DescribeImagesResponse`.
+pub fn parse_images(xml: &str) -> Result<(Vec<Image>, Option<String>)> {
+    let doc = parse(xml)?;
+    let root = expect_root(&doc, "DescribeImagesResponse")?;
+    let images = child(root, "imagesSet")
+        .into_iter()
+        .flat_map(|set| children(set, "item"))
+        .filter_map(|i| {
+            Some(Image {
+                id: text(i, "imageId")?,
+                name: text(i, "name"),
+                owner: text(i, "imageOwnerId"),
+                arch: text(i, "architecture").and_then(|a| a.parse().ok()),
+                created: text(i, "creationDate"),
+                root: root_device_of(i),
+            })
+        })
+        .collect();
+    Ok((images, text(root, "nextToken")))
+}
+
+fn root_device_of(image: Node<'_, '_>) -> Option<RootDevice> {
+    let name = text(image, "rootDeviceName")?;
+    let snapshot_gib = child(image, "blockDeviceMapping")
+        .into_iter()
+        .flat_map(|set| children(set, "item"))
+        .find(|m| text(*m, "deviceName").as_deref() == Some(name.as_str()))
+        .and_then(|m| child(m, "ebs"))
+        .and_then(|e| text(e, "volumeSize"))
+        .and_then(|v| v.parse().ok());
+    Some(RootDevice {
+        kind: text(image, "rootDeviceType").unwrap_or_else(|| "ebs".into()),
+        name,
+        snapshot_gib,
+    })
 }
 
 /// One spot price: zone, instance type and hourly USD.
@@ -450,6 +513,8 @@ const AUTH_CODES: &[&str] = &[
     "ExpiredToken",
     "OptInRequired",
     "Blocked",
+    "AccessDeniedException",
+    "UnrecognizedClientException",
 ];
 
 /// Codes for configuration values EC2 refused (AMI, subnet, groups, key…).
@@ -462,6 +527,11 @@ const CONFIG_CODES: &[&str] = &[
     "InvalidParameterCombination",
     "InvalidParameter",
     "InvalidUserData.Malformed",
+    "ParameterNotFound",
+    "InvalidParameterException",
+    "ValidationException",
+    "InvalidIamInstanceProfile.NotFound",
+    "InvalidKmsKey.NotFound",
 ];
 
 impl ApiFailure {
@@ -485,6 +555,33 @@ impl ApiFailure {
                 text.trim().chars().take(SNIPPET).collect::<String>(),
             )
         });
+        Self {
+            status: resp.status,
+            code,
+            message,
+            retry_after_ms: resp.retry_after_ms(),
+            url: resp.url.clone(),
+        }
+    }
+
+    /// Reads an AWS JSON 1.1 error response (`{"__type": "…#Code",
+    /// "message": "…"}`), such as the Price List API's or SSM's.
+    #[must_use]
+    pub fn from_json_response(resp: &Response) -> Self {
+        let parsed: Option<serde_json::Value> = serde_json::from_slice(&resp.body).ok();
+        let field = |names: &[&str]| {
+            parsed.as_ref().and_then(|v| {
+                names
+                    .iter()
+                    .find_map(|n| v.get(*n).and_then(serde_json::Value::as_str))
+                    .map(str::to_string)
+            })
+        };
+        let code = field(&["__type", "code", "Code"])
+            .map(|t| t.rsplit('#').next().unwrap_or_default().to_string())
+            .unwrap_or_default();
+        let message = field(&["message", "Message"])
+            .unwrap_or_else(|| resp.text().trim().chars().take(SNIPPET).collect::<String>());
         Self {
             status: resp.status,
             code,
@@ -554,6 +651,9 @@ impl ApiFailure {
                 retry_after_ms: self.retry_after_ms,
                 message,
             },
+            // The same client token with other parameters: another request
+            // already holds this token.
+            "IdempotentParameterMismatch" => Error::Conflict(message),
             c if AUTH_CODES.contains(&c) => Error::Auth(message),
             "InvalidInstanceID.NotFound" | "InvalidInstanceID.Malformed" => {
                 Error::NotFound(message)
@@ -801,6 +901,7 @@ mod tests {
                 gpu: 1,
                 gpu_vendor: Some("nvidia".into()),
                 gpu_model: Some("nvidia-a10g".into()),
+                gpu_memory_mib: Some(22888),
             },
             "the GPU's own memoryInfo is not the type's"
         );
@@ -978,6 +1079,7 @@ mod tests {
             (502, "SomethingNew", false, "transport"),
             (403, "SomethingNew", false, "auth"),
             (429, "SomethingNew", false, "rate_limited"),
+            (400, "IdempotentParameterMismatch", false, "conflict"),
             (400, "SomethingNew", false, "other"),
         ];
         for (status, code, zone, kind) in cases {

@@ -1,43 +1,65 @@
-//! The bundled EC2 catalogue: common instance types, their size and GPUs,
-//! and their on-demand prices in a few regions, so that `price_hint` can
-//! answer without any I/O.
+//! The EC2 catalogue the plugin knows without asking EC2: the current
+//! instance families' sizes and GPUs, and their on-demand prices per region
+//! ([`crate::prices`]), so that `price_hint` answers without any I/O.
 //!
-//! Source: AWS EC2 on-demand Linux pricing, public price list, June 2025
-//! (hourly USD, Linux/UNIX, shared tenancy, no pre-installed software).
-//! us-east-1 and us-west-2 charge the same for every type listed here;
-//! eu-west-1 is dearer. A type with no price for a region is not picked by
-//! size there (an explicit request for it is still sent, and EC2 decides).
+//! Sizes follow EC2's naming, checked against `DescribeInstanceTypes`: in
+//! the general purpose (`m`), compute (`c`) and memory (`r`) families a
+//! `large` has 2 vCPUs and 8, 4 or 16 GiB, a `medium` half of that and an
+//! `Nxlarge` 4N vCPUs with memory in the same ratio; families ending in `g`
+//! are Graviton (arm64). Burstable (`t3`, `t3a`, `t4g`) and GPU types are
+//! listed one by one. Metal sizes are left out.
 //!
-//! Regions outside [`PRICED_REGIONS`] work too: types are then ranked by
-//! their us-east-1 price to pick one, but `price_hint` answers "none"
-//! rather than quote a price that may be wrong.
+//! A type with no price for the region is not picked by size there (an
+//! explicit request for it is still sent, and EC2 decides); `offerings`
+//! lists it anyway, with its price unknown. Regions the table does not
+//! price pick by the [`REFERENCE_REGION`]'s prices, but quote none.
 //!
 //! `offerings` describes types from EC2's own answer (`DescribeInstanceTypes`)
-//! and prices them from this table ([`offering`]); `provision` checks an
-//! explicit type's architecture and GPU model against that answer too
-//! ([`check_described`]), so a type the table does not know can still be
-//! asked for with an architecture or GPU model.
+//! and prices them ([`offering`]); `provision` checks an explicit type's
+//! architecture and GPU model against that answer too ([`check_described`]).
+
+use std::sync::OnceLock;
 
 use wasmprov_guest::shape::{CatalogueEntry, Criteria, InstanceType, pick_for};
 use wasmprov_guest::{CapacityType, Error, NodeShape, Offering, PriceHint, Result};
 
 use crate::api::TypeInfo;
+use crate::prices;
 use crate::settings::{Arch, Settings};
 
-/// Where [`TYPES`]' prices come from (also in the README).
-pub const PRICE_SOURCE: &str = "AWS EC2 on-demand Linux pricing, public price list, June 2025";
-
-/// Regions the table has prices for.
-pub const PRICED_REGIONS: &[&str] = &["us-east-1", "us-west-2", "eu-west-1"];
+/// Where the table's prices come from (also in the README).
+pub const PRICE_SOURCE: &str = prices::SOURCE;
 
 /// The region whose prices rank types in regions the table does not price.
 pub const REFERENCE_REGION: &str = "us-east-1";
 
-/// One instance type of the bundled table.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// Regions the table has prices for.
+pub fn priced_regions() -> impl Iterator<Item = &'static str> {
+    prices::REGIONS.iter().map(|(r, _)| *r)
+}
+
+fn region_prices(region: &str) -> Option<&'static [(&'static str, f64)]> {
+    prices::REGIONS
+        .iter()
+        .find(|(r, _)| *r == region)
+        .map(|(_, p)| *p)
+}
+
+/// The table's on-demand price of `name` in `region`.
+#[must_use]
+pub fn price(region: &str, name: &str) -> Option<f64> {
+    let table = region_prices(region)?;
+    table
+        .binary_search_by(|(n, _)| (*n).cmp(name))
+        .ok()
+        .map(|i| table[i].1)
+}
+
+/// One instance type the plugin knows.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Ec2Type {
     /// EC2's name, e.g. `m6i.large`.
-    pub name: &'static str,
+    pub name: String,
     /// vCPUs.
     pub vcpu: u32,
     /// Memory in MiB.
@@ -50,111 +72,140 @@ pub struct Ec2Type {
     pub gpu_model: Option<&'static str>,
     /// CPU architecture.
     pub arch: Arch,
-    /// Hourly on-demand USD per region.
-    pub prices: &'static [(&'static str, f64)],
 }
 
 impl Ec2Type {
     /// The on-demand price in `region`, when the table has one.
     #[must_use]
     pub fn price_in(&self, region: &str) -> Option<f64> {
-        self.prices
-            .iter()
-            .find(|(r, _)| *r == region)
-            .map(|(_, p)| *p)
+        price(region, &self.name)
     }
 }
 
 const X86: Arch = Arch::X86_64;
 const ARM: Arch = Arch::Arm64;
 
-macro_rules! types {
-    ($( $name:literal $vcpu:literal $mib:literal $gpu:literal $vendor:expr, $model:expr, $arch:ident
-        [$($us:literal)?; $($eu:literal)?] ),* $(,)?) => {
-        &[$(Ec2Type {
-            name: $name,
-            vcpu: $vcpu,
-            memory_mib: $mib,
-            gpu: $gpu,
-            gpu_vendor: $vendor,
-            gpu_model: $model,
-            arch: $arch,
-            prices: &[
-                $(("us-east-1", $us), ("us-west-2", $us),)?
-                $(("eu-west-1", $eu),)?
-            ],
-        }),*]
+/// GPU types: name, vCPUs, MiB, GPUs, vendor, model.
+const GPUS: &[(&str, u32, u32, u32, &str, &str)] = &[
+    ("g4dn.xlarge", 4, 16384, 1, "nvidia", "nvidia-t4"),
+    ("g4dn.2xlarge", 8, 32768, 1, "nvidia", "nvidia-t4"),
+    ("g4dn.4xlarge", 16, 65536, 1, "nvidia", "nvidia-t4"),
+    ("g4dn.8xlarge", 32, 131_072, 1, "nvidia", "nvidia-t4"),
+    ("g4dn.12xlarge", 48, 196_608, 4, "nvidia", "nvidia-t4"),
+    ("g4dn.16xlarge", 64, 262_144, 1, "nvidia", "nvidia-t4"),
+    ("g4ad.xlarge", 4, 16384, 1, "amd", "amd-radeon-pro-v520"),
+    ("g4ad.2xlarge", 8, 32768, 1, "amd", "amd-radeon-pro-v520"),
+    ("g4ad.4xlarge", 16, 65536, 1, "amd", "amd-radeon-pro-v520"),
+    ("g4ad.8xlarge", 32, 131_072, 2, "amd", "amd-radeon-pro-v520"),
+    (
+        "g4ad.16xlarge",
+        64,
+        262_144,
+        4,
+        "amd",
+        "amd-radeon-pro-v520",
+    ),
+    ("g5.xlarge", 4, 16384, 1, "nvidia", "nvidia-a10g"),
+    ("g5.2xlarge", 8, 32768, 1, "nvidia", "nvidia-a10g"),
+    ("g5.4xlarge", 16, 65536, 1, "nvidia", "nvidia-a10g"),
+    ("g5.8xlarge", 32, 131_072, 1, "nvidia", "nvidia-a10g"),
+    ("g5.12xlarge", 48, 196_608, 4, "nvidia", "nvidia-a10g"),
+    ("g5.16xlarge", 64, 262_144, 1, "nvidia", "nvidia-a10g"),
+    ("g5.24xlarge", 96, 393_216, 4, "nvidia", "nvidia-a10g"),
+    ("g5.48xlarge", 192, 786_432, 8, "nvidia", "nvidia-a10g"),
+    ("g6.xlarge", 4, 16384, 1, "nvidia", "nvidia-l4"),
+    ("g6.2xlarge", 8, 32768, 1, "nvidia", "nvidia-l4"),
+    ("g6.4xlarge", 16, 65536, 1, "nvidia", "nvidia-l4"),
+    ("g6.8xlarge", 32, 131_072, 1, "nvidia", "nvidia-l4"),
+    ("g6.12xlarge", 48, 196_608, 4, "nvidia", "nvidia-l4"),
+    ("g6.16xlarge", 64, 262_144, 1, "nvidia", "nvidia-l4"),
+    ("g6.24xlarge", 96, 393_216, 4, "nvidia", "nvidia-l4"),
+    ("g6.48xlarge", 192, 786_432, 8, "nvidia", "nvidia-l4"),
+    ("p3.2xlarge", 8, 62464, 1, "nvidia", "nvidia-v100"),
+    ("p3.8xlarge", 32, 249_856, 4, "nvidia", "nvidia-v100"),
+    ("p3.16xlarge", 64, 499_712, 8, "nvidia", "nvidia-v100"),
+    ("p4d.24xlarge", 96, 1_179_648, 8, "nvidia", "nvidia-a100"),
+    ("p4de.24xlarge", 96, 1_179_648, 8, "nvidia", "nvidia-a100"),
+    ("p5.4xlarge", 16, 262_144, 1, "nvidia", "nvidia-h100"),
+    ("p5.48xlarge", 192, 2_097_152, 8, "nvidia", "nvidia-h100"),
+];
+
+/// Burstable sizes: size, vCPUs, MiB.
+const BURSTABLE: &[(&str, u32, u32)] = &[
+    ("nano", 2, 512),
+    ("micro", 2, 1024),
+    ("small", 2, 2048),
+    ("medium", 2, 4096),
+    ("large", 2, 8192),
+    ("xlarge", 4, 16384),
+    ("2xlarge", 8, 32768),
+];
+
+/// The size of `name` by EC2's naming rules (see the module's docs).
+fn spec(name: &str) -> Option<Ec2Type> {
+    if let Some(&(n, vcpu, memory_mib, gpu, vendor, model)) = GPUS.iter().find(|g| g.0 == name) {
+        return Some(Ec2Type {
+            name: n.to_string(),
+            vcpu,
+            memory_mib,
+            gpu,
+            gpu_vendor: Some(vendor),
+            gpu_model: Some(model),
+            arch: X86,
+        });
+    }
+    let (family, size) = name.split_once('.')?;
+    let arch = if family.ends_with('g') { ARM } else { X86 };
+    let plain = |vcpu, memory_mib| Ec2Type {
+        name: name.to_string(),
+        vcpu,
+        memory_mib,
+        gpu: 0,
+        gpu_vendor: None,
+        gpu_model: None,
+        arch,
     };
+    if matches!(family, "t3" | "t3a" | "t4g") {
+        let &(_, vcpu, mib) = BURSTABLE.iter().find(|b| b.0 == size)?;
+        return Some(plain(vcpu, mib));
+    }
+    let gib_per_vcpu = match family.chars().next()? {
+        'm' => 4,
+        'c' => 2,
+        'r' => 8,
+        _ => return None,
+    };
+    let vcpu = match size {
+        "medium" => 1,
+        "large" => 2,
+        "xlarge" => 4,
+        s => 4 * s.strip_suffix("xlarge")?.parse::<u32>().ok()?,
+    };
+    Some(plain(vcpu, vcpu * gib_per_vcpu * 1024))
 }
 
-/// The table: name, vCPUs, MiB, GPUs, vendor, model, architecture,
-/// [us-east-1 = us-west-2 price; eu-west-1 price].
-pub const TYPES: &[Ec2Type] = types![
-    // Burstable, Intel.
-    "t3.micro" 2 1024 0 None, None, X86 [0.0104; 0.0114],
-    "t3.small" 2 2048 0 None, None, X86 [0.0208; 0.0228],
-    "t3.medium" 2 4096 0 None, None, X86 [0.0416; 0.0456],
-    "t3.large" 2 8192 0 None, None, X86 [0.0832; 0.0912],
-    "t3.xlarge" 4 16384 0 None, None, X86 [0.1664; 0.1824],
-    "t3.2xlarge" 8 32768 0 None, None, X86 [0.3328; 0.3648],
-    // Burstable, AMD.
-    "t3a.micro" 2 1024 0 None, None, X86 [0.0094; 0.0102],
-    "t3a.small" 2 2048 0 None, None, X86 [0.0188; 0.0204],
-    "t3a.medium" 2 4096 0 None, None, X86 [0.0376; 0.0408],
-    "t3a.large" 2 8192 0 None, None, X86 [0.0752; 0.0816],
-    "t3a.xlarge" 4 16384 0 None, None, X86 [0.1504; 0.1632],
-    "t3a.2xlarge" 8 32768 0 None, None, X86 [0.3008; 0.3264],
-    // General purpose.
-    "m5.large" 2 8192 0 None, None, X86 [0.096; 0.107],
-    "m5.xlarge" 4 16384 0 None, None, X86 [0.192; 0.214],
-    "m5.2xlarge" 8 32768 0 None, None, X86 [0.384; 0.428],
-    "m5.4xlarge" 16 65536 0 None, None, X86 [0.768; 0.856],
-    "m6i.large" 2 8192 0 None, None, X86 [0.096; 0.107],
-    "m6i.xlarge" 4 16384 0 None, None, X86 [0.192; 0.214],
-    "m6i.2xlarge" 8 32768 0 None, None, X86 [0.384; 0.428],
-    "m6i.4xlarge" 16 65536 0 None, None, X86 [0.768; 0.856],
-    // Compute optimised.
-    "c5.large" 2 4096 0 None, None, X86 [0.085; 0.096],
-    "c5.xlarge" 4 8192 0 None, None, X86 [0.17; 0.192],
-    "c5.2xlarge" 8 16384 0 None, None, X86 [0.34; 0.384],
-    "c5.4xlarge" 16 32768 0 None, None, X86 [0.68; 0.768],
-    "c6i.large" 2 4096 0 None, None, X86 [0.085; 0.096],
-    "c6i.xlarge" 4 8192 0 None, None, X86 [0.17; 0.192],
-    "c6i.2xlarge" 8 16384 0 None, None, X86 [0.34; 0.384],
-    "c6i.4xlarge" 16 32768 0 None, None, X86 [0.68; 0.768],
-    // Memory optimised.
-    "r5.large" 2 16384 0 None, None, X86 [0.126; 0.141],
-    "r5.xlarge" 4 32768 0 None, None, X86 [0.252; 0.282],
-    "r5.2xlarge" 8 65536 0 None, None, X86 [0.504; 0.564],
-    "r6i.large" 2 16384 0 None, None, X86 [0.126; 0.141],
-    "r6i.xlarge" 4 32768 0 None, None, X86 [0.252; 0.282],
-    "r6i.2xlarge" 8 65536 0 None, None, X86 [0.504; 0.564],
-    // Graviton (arm64).
-    "t4g.micro" 2 1024 0 None, None, ARM [0.0084; 0.0092],
-    "t4g.small" 2 2048 0 None, None, ARM [0.0168; 0.0184],
-    "t4g.medium" 2 4096 0 None, None, ARM [0.0336; 0.0368],
-    "t4g.large" 2 8192 0 None, None, ARM [0.0672; 0.0736],
-    "m6g.large" 2 8192 0 None, None, ARM [0.077; 0.086],
-    "m6g.xlarge" 4 16384 0 None, None, ARM [0.154; 0.172],
-    "m6g.2xlarge" 8 32768 0 None, None, ARM [0.308; 0.344],
-    "c6g.large" 2 4096 0 None, None, ARM [0.068; 0.0768],
-    "c6g.xlarge" 4 8192 0 None, None, ARM [0.136; 0.1536],
-    // GPUs.
-    "g4dn.xlarge" 4 16384 1 Some("nvidia"), Some("nvidia-t4"), X86 [0.526; 0.587],
-    "g5.xlarge" 4 16384 1 Some("nvidia"), Some("nvidia-a10g"), X86 [1.006; 1.123],
-    "p3.2xlarge" 8 62464 1 Some("nvidia"), Some("nvidia-v100"), X86 [3.06; 3.305],
-    "g4ad.xlarge" 4 16384 1 Some("amd"), Some("amd-radeon-pro-v520"), X86 [0.37853;],
-    // Eight-GPU training types, at the prices of AWS's June 2025 GPU price
-    // cut; their eu-west-1 prices are not in the table.
-    "p4d.24xlarge" 96 1179648 8 Some("nvidia"), Some("nvidia-a100"), X86 [21.957642;],
-    "p4de.24xlarge" 96 1179648 8 Some("nvidia"), Some("nvidia-a100"), X86 [27.44705;],
-    "p5.48xlarge" 192 2097152 8 Some("nvidia"), Some("nvidia-h100"), X86 [55.04;],
-];
+/// Every type the table prices somewhere, with its size, by name.
+#[must_use]
+pub fn types() -> &'static [Ec2Type] {
+    static TYPES: OnceLock<Vec<Ec2Type>> = OnceLock::new();
+    TYPES.get_or_init(|| {
+        let mut names: Vec<&str> = prices::REGIONS
+            .iter()
+            .flat_map(|(_, p)| p.iter().map(|(n, _)| *n))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names.into_iter().filter_map(spec).collect()
+    })
+}
 
 /// The table entry for `name`.
 #[must_use]
 pub fn find(name: &str) -> Option<&'static Ec2Type> {
-    TYPES.iter().find(|t| t.name == name)
+    let all = types();
+    all.binary_search_by(|t| t.name.as_str().cmp(name))
+        .ok()
+        .map(|i| &all[i])
 }
 
 /// What `provision` and `price_hint` settled on.
@@ -164,7 +215,7 @@ pub struct Choice {
     pub instance_type: String,
     /// Its on-demand price in the configured region, when the table has one.
     pub on_demand_usd: Option<f64>,
-    /// Whether the type is in the bundled table.
+    /// Whether the type is in the table.
     pub known: bool,
 }
 
@@ -185,28 +236,46 @@ impl Choice {
     }
 }
 
-fn allowed(settings: &Settings, name: &str) -> bool {
+/// Whether `instance_types` allows `name`.
+#[must_use]
+pub fn allowed(settings: &Settings, name: &str) -> bool {
     settings
         .instance_types
         .as_ref()
         .is_none_or(|list| list.iter().any(|n| n == name))
 }
 
+/// The architecture types may have: the configured one narrowed by the
+/// image's, when known. `None` allows any.
+///
+/// # Errors
+/// [`Error::InvalidConfig`] when the image is of another architecture than
+/// the one configured.
+pub fn arch_for(settings: &Settings, image: Option<(&str, Arch)>) -> Result<Option<Arch>> {
+    match (settings.architecture, image) {
+        (Some(a), Some((id, b))) if a != b => Err(Error::InvalidConfig(format!(
+            "image {id:?} is {b} but config key \"architecture\" is {a}: set architecture = \"{b}\" (or \"any\"), or use an image of {a}"
+        ))),
+        (Some(a), _) => Ok(Some(a)),
+        (None, image) => Ok(image.map(|(_, b)| b)),
+    }
+}
+
 /// The types `pick` chooses from in `settings.region`: allowed by
-/// `instance_types`, of the configured architecture, priced in the region
-/// (or, for a region the table does not price, at their reference price).
+/// `instance_types`, of architecture `arch` (when given), priced in the
+/// region (or, for a region the table does not price, at their reference
+/// price).
 #[must_use]
-pub fn candidates(settings: &Settings) -> Vec<InstanceType> {
-    let priced = PRICED_REGIONS.contains(&settings.region.as_str());
-    let region = if priced {
+pub fn candidates(settings: &Settings, arch: Option<Arch>) -> Vec<InstanceType> {
+    let region = if region_prices(&settings.region).is_some() {
         settings.region.as_str()
     } else {
         REFERENCE_REGION
     };
-    TYPES
+    types()
         .iter()
-        .filter(|t| allowed(settings, t.name))
-        .filter(|t| settings.architecture.is_none_or(|a| a == t.arch))
+        .filter(|t| allowed(settings, &t.name))
+        .filter(|t| arch.is_none_or(|a| a == t.arch))
         .filter_map(|t| Some(entry(t, t.price_in(region)?)))
         .collect()
 }
@@ -214,7 +283,7 @@ pub fn candidates(settings: &Settings) -> Vec<InstanceType> {
 /// A table entry as a catalogue entry priced at `price`.
 fn entry(t: &Ec2Type, price: f64) -> InstanceType {
     InstanceType {
-        name: t.name.to_string(),
+        name: t.name.clone(),
         cpu: f64::from(t.vcpu),
         memory_bytes: u64::from(t.memory_mib) << 20,
         gpu: t.gpu,
@@ -230,7 +299,8 @@ fn entry(t: &Ec2Type, price: f64) -> InstanceType {
     }
 }
 
-/// EBS's largest volume (`gp3`): 16 TiB.
+/// EBS's largest volume (`gp3`): 16 TiB. An offering's disk: any disk up
+/// to this is a root volume sized per request.
 pub const MAX_ROOT_VOLUME_BYTES: u64 = 16 << 40;
 
 /// The root volume for a disk of at least `disk_bytes`, in GiB: rounded
@@ -280,24 +350,55 @@ fn mismatch(name: &str, arch: Option<Arch>, model: Option<&str>, shape: &NodeSha
     ))
 }
 
-/// Chooses the instance type for `shape`.
+/// `Unsupported`: `name` is `has`, the image (or the configured
+/// architecture) `want`.
+#[must_use]
+pub fn wrong_arch(name: &str, has: Arch, want: Arch, image: Option<&str>) -> Error {
+    let whose = match image {
+        Some(id) => format!("image {id:?} is {want}"),
+        None => format!(
+            "this plugin's images are {want} (config key \"architecture\"; \"any\" leaves it to each image)"
+        ),
+    };
+    Error::Unsupported(format!(
+        "instance type {name:?} is {has} and {whose}: EC2 would refuse to launch it"
+    ))
+}
+
+/// Chooses the instance type for `shape` with the configured architecture
+/// ([`choose_for`] without an image).
+///
+/// # Errors
+/// As [`choose_for`].
+pub fn choose(shape: &NodeShape, settings: &Settings) -> Result<Choice> {
+    choose_for(shape, settings, settings.architecture, None)
+}
+
+/// Chooses the instance type for `shape` among types of `arch` (the
+/// configured architecture narrowed by the image's, [`arch_for`]).
 ///
 /// - A zone must belong to the configured region (`us-east-1b` for
 ///   `us-east-1`).
 /// - A disk is a root volume of that size (see [`root_volume_gib`]), so it
 ///   does not restrict the type; over 16 TiB is refused.
-/// - An explicit instance type wins; it must be allowed by `instance_types`
-///   but need not be in the table (then it has no price). A table type
-///   must have the architecture and GPU model asked for; another type is
-///   checked against EC2's answer by `provision` ([`check_described`]).
-/// - Otherwise the cheapest allowed type of the configured architecture
-///   with at least the vCPUs, memory and GPUs (of the vendor) asked for,
-///   and of the architecture and GPU model asked for.
+/// - An explicit instance type wins over size; it must be allowed by
+///   `instance_types` but need not be in the table (then it has no price).
+///   A table type must be of `arch` and have the architecture and GPU model
+///   asked for; another type is checked against EC2's answer by
+///   `provision` ([`check_described`]).
+/// - Otherwise the cheapest allowed type of `arch` with at least the
+///   vCPUs, memory and GPUs (of the vendor) asked for, and of the
+///   architecture and GPU model asked for.
 ///
 /// # Errors
 /// [`Error::Unsupported`] for a zone of another region, a disk over 16 TiB,
-/// a type not allowed, or a shape no type fits.
-pub fn choose(shape: &NodeShape, settings: &Settings) -> Result<Choice> {
+/// a type not allowed or of another architecture, or a shape no type fits.
+pub fn choose_for(
+    shape: &NodeShape,
+    settings: &Settings,
+    arch: Option<Arch>,
+    image: Option<&str>,
+) -> Result<Choice> {
     if let Some(zone) = shape.zone.as_deref()
         && !zone_in_region(zone, &settings.region)
     {
@@ -317,12 +418,17 @@ pub fn choose(shape: &NodeShape, settings: &Settings) -> Result<Choice> {
             )));
         }
         let known = find(name);
-        // The type wins over size, but the architecture and GPU model asked
-        // for still bind.
-        if let Some(t) = known
-            && !entry(t, 0.0).binds(&want)
-        {
-            return Err(mismatch(name, Some(t.arch), t.gpu_model, shape));
+        if let Some(t) = known {
+            // The type wins over size, but the architecture and GPU model
+            // asked for still bind, and so does the image's architecture.
+            if !entry(t, 0.0).binds(&want) {
+                return Err(mismatch(name, Some(t.arch), t.gpu_model, shape));
+            }
+            if let Some(a) = arch
+                && a != t.arch
+            {
+                return Err(wrong_arch(name, t.arch, a, image));
+            }
         }
         return Ok(Choice {
             instance_type: name.to_string(),
@@ -332,19 +438,20 @@ pub fn choose(shape: &NodeShape, settings: &Settings) -> Result<Choice> {
     }
     // Zones are not priced separately, so pick without one; the zone was
     // checked above.
-    let catalogue = candidates(settings);
+    let catalogue = candidates(settings, arch);
     let chosen = pick_for(&want, &catalogue)?;
     let name = chosen.instance_type.name.clone();
     Ok(Choice {
-        on_demand_usd: find(&name).and_then(|t| t.price_in(&settings.region)),
+        on_demand_usd: price(&settings.region, &name),
         instance_type: name,
         known: true,
     })
 }
 
-/// A type as EC2 describes it, priced: what `offerings` lists. It has no
-/// fixed disk (the root volume is sized per request) and no zones (it is
-/// offered wherever the plugin launches).
+/// A type as EC2 describes it, priced: what `offerings` lists. Its disk is
+/// a root volume sized per request, so it says the largest one
+/// ([`MAX_ROOT_VOLUME_BYTES`]); it has no zones (it is offered wherever the
+/// plugin launches).
 struct Described<'a> {
     info: &'a TypeInfo,
     on_demand: Option<f64>,
@@ -373,6 +480,9 @@ impl CatalogueEntry for Described<'_> {
     fn arch(&self) -> Option<Arch> {
         self.info.arch
     }
+    fn disk_bytes(&self) -> Option<u64> {
+        Some(MAX_ROOT_VOLUME_BYTES)
+    }
     fn price_in(&self, _zone: Option<&str>) -> Option<f64> {
         self.on_demand
     }
@@ -381,32 +491,29 @@ impl CatalogueEntry for Described<'_> {
     }
 }
 
-/// The instance types `offerings` asks EC2 about: `instance_types` when
-/// set, else every type of the table; each once, in order.
+/// `instance_types`, each once, in order: what `offerings` asks EC2 about
+/// by name when it is set (else it asks for every current type).
 #[must_use]
-pub fn offered_names(settings: &Settings) -> Vec<String> {
-    let names: Vec<&str> = match &settings.instance_types {
-        Some(list) => list.iter().map(String::as_str).collect(),
-        None => TYPES.iter().map(|t| t.name).collect(),
-    };
+pub fn allowed_names(settings: &Settings) -> Option<Vec<String>> {
+    let list = settings.instance_types.as_ref()?;
     let mut out: Vec<String> = Vec::new();
-    for name in names {
-        if !out.iter().any(|n| n == name) {
-            out.push(name.to_string());
+    for name in list {
+        if !out.contains(name) {
+            out.push(name.clone());
         }
     }
-    out
+    Some(out)
 }
 
 /// The offering for a type EC2 described: its vCPUs, memory, architecture
-/// and GPUs from EC2, its on-demand price from the table for the region
-/// (none where the table has none, as `price_hint` answers none there),
-/// and the spot price given (EC2's current lowest, when published).
+/// and GPUs from EC2, the on-demand and spot prices given (none when not
+/// known), and a disk of up to [`MAX_ROOT_VOLUME_BYTES`] (sized per
+/// request).
 #[must_use]
-pub fn offering(info: &TypeInfo, settings: &Settings, spot: Option<f64>) -> Offering {
+pub fn offering(info: &TypeInfo, on_demand: Option<f64>, spot: Option<f64>) -> Offering {
     Described {
         info,
-        on_demand: find(&info.name).and_then(|t| t.price_in(&settings.region)),
+        on_demand,
         spot,
     }
     .offering()
@@ -463,35 +570,74 @@ mod tests {
 
     #[test]
     fn table_is_consistent() {
-        for (i, t) in TYPES.iter().enumerate() {
+        for (region, table) in prices::REGIONS {
             assert!(
-                TYPES[..i].iter().all(|o| o.name != t.name),
-                "{} twice",
-                t.name
+                table.windows(2).all(|w| w[0].0 < w[1].0),
+                "{region}: sorted, once each"
             );
+            for (name, p) in *table {
+                assert!(*p > 0.0 && *p < 200.0, "{region} {name} {p}");
+                assert!(find(name).is_some(), "{name} has a size");
+                if let Some(us) = price("us-east-1", name) {
+                    assert!(
+                        *p >= us,
+                        "{region} {name}: no region is cheaper than us-east-1"
+                    );
+                }
+            }
+        }
+        let all = types();
+        assert!(all.windows(2).all(|w| w[0].name < w[1].name));
+        for t in all {
             assert!(t.vcpu > 0 && t.memory_mib >= 512, "{}", t.name);
             assert_eq!(t.gpu > 0, t.gpu_vendor.is_some(), "{}", t.name);
             assert_eq!(t.gpu > 0, t.gpu_model.is_some(), "{}", t.name);
             assert!(t.price_in("us-east-1").is_some(), "{}", t.name);
             assert_eq!(t.price_in("us-east-1"), t.price_in("us-west-2"));
-            for (r, p) in t.prices {
-                assert!(PRICED_REGIONS.contains(r), "{r}");
-                assert!(*p > 0.0 && *p < 100.0, "{} {r} {p}", t.name);
-            }
-            if let Some(eu) = t.price_in("eu-west-1") {
-                assert!(eu >= t.price_in("us-east-1").unwrap(), "{}", t.name);
-            }
+            assert_eq!(t.price_in("us-east-1"), t.price_in("us-east-2"));
         }
-        for gpu in ["g4dn.xlarge", "g5.xlarge", "p3.2xlarge", "g4ad.xlarge"] {
-            assert_eq!(find(gpu).unwrap().gpu, 1, "{gpu}");
+        // The families the README lists, in every US region and priced.
+        for family in [
+            "m5", "m6i", "m6a", "m6g", "m7i", "m7a", "m7g", "c5", "c6i", "c6g", "c7i", "c7g", "r5",
+            "r6i", "r6g", "r7i", "r7g", "t3", "t3a", "t4g", "g4dn", "g5", "g6", "p3", "p4d", "p5",
+        ] {
+            assert!(
+                all.iter()
+                    .any(|t| t.name.starts_with(&format!("{family}."))),
+                "{family}"
+            );
         }
+        let t = find("m7g.xlarge").unwrap();
+        assert_eq!((t.vcpu, t.memory_mib, t.arch), (4, 16384, Arch::Arm64));
+        let t = find("c7i.2xlarge").unwrap();
+        assert_eq!((t.vcpu, t.memory_mib, t.arch), (8, 16384, Arch::X86_64));
+        let t = find("r7g.medium").unwrap();
+        assert_eq!((t.vcpu, t.memory_mib), (1, 8192));
+        let t = find("m7i.48xlarge").unwrap();
+        assert_eq!((t.vcpu, t.memory_mib), (192, 786_432));
+        let t = find("g5.48xlarge").unwrap();
+        assert_eq!((t.gpu, t.gpu_model), (8, Some("nvidia-a10g")));
         assert_eq!(find("g4ad.xlarge").unwrap().gpu_vendor, Some("amd"));
-        assert_eq!(find("g5.xlarge").unwrap().gpu_model, Some("nvidia-a10g"));
         for eight in ["p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge"] {
             assert_eq!(find(eight).unwrap().gpu, 8, "{eight}");
         }
-        assert!(PRICE_SOURCE.contains("2025"));
-        assert_eq!(TYPES.len(), 50, "the README counts the types");
+        assert!(find("m7g.metal").is_none(), "metal sizes are left out");
+        // The A100 in the big regions, the Graviton 3 types in the US.
+        for region in [
+            "us-east-1",
+            "eu-west-1",
+            "eu-central-1",
+            "ap-southeast-1",
+            "ap-northeast-1",
+        ] {
+            assert!(price(region, "p4d.24xlarge").is_some(), "{region}");
+        }
+        assert_eq!(price("us-east-1", "m7g.large"), Some(0.0816));
+        assert_eq!(price("us-east-2", "c7g.large"), Some(0.0725));
+        assert_eq!(price("eu-west-1", "p4d.24xlarge"), Some(23.71569));
+        assert_eq!(price("sa-east-1", "m5.large"), None);
+        assert!(PRICE_SOURCE.contains("Price List"));
+        assert!(priced_regions().count() >= 7);
     }
 
     #[test]
@@ -502,8 +648,9 @@ mod tests {
             (&us, shape(1.0, 1), "t3a.micro", 0.0094),
             (&us, shape(2.0, 4), "t3a.medium", 0.0376),
             (&us, shape(4.0, 8), "t3a.xlarge", 0.1504),
-            (&us, shape(2.0, 16), "r5.large", 0.126),
-            (&us, shape(16.0, 64), "m5.4xlarge", 0.768),
+            (&us, shape(2.0, 16), "r6a.large", 0.1134),
+            (&us, shape(16.0, 64), "m6a.4xlarge", 0.6912),
+            (&us, shape(64.0, 512), "r6a.16xlarge", 3.6288),
             (&eu, shape(1.0, 1), "t3a.micro", 0.0102),
             (&eu, shape(8.0, 32), "t3a.2xlarge", 0.3264),
             (
@@ -525,53 +672,53 @@ mod tests {
     }
 
     #[test]
-    fn gpus_by_vendor() {
+    fn gpus_by_vendor_and_model() {
         let us = settings("us-east-1");
-        let gpu = |vendor: Option<&str>| NodeShape {
+        let gpu = |vendor: Option<&str>, model: Option<&str>| NodeShape {
             gpu: 1,
             gpu_vendor: vendor.map(Into::into),
-            ..shape(2.0, 8)
+            gpu_model: model.map(Into::into),
+            ..shape(4.0, 16)
         };
-        assert_eq!(
-            choose(&gpu(None), &us).unwrap().instance_type,
-            "g4ad.xlarge"
-        );
-        assert_eq!(
-            choose(&gpu(Some("nvidia")), &us).unwrap().instance_type,
-            "g4dn.xlarge"
-        );
-        assert_eq!(
-            choose(&gpu(Some("AMD")), &us).unwrap().instance_type,
-            "g4ad.xlarge"
-        );
-        // g4ad is not priced in eu-west-1, so the cheapest GPU there is a T4.
-        let eu = settings("eu-west-1");
-        assert_eq!(
-            choose(&gpu(None), &eu).unwrap().instance_type,
-            "g4dn.xlarge"
-        );
+        let cases = [
+            (None, None, "g4ad.xlarge"),
+            (Some("nvidia"), None, "g4dn.xlarge"),
+            (Some("AMD"), None, "g4ad.xlarge"),
+            (Some("nvidia"), Some("nvidia-t4"), "g4dn.xlarge"),
+            (Some("nvidia"), Some("NVIDIA-A10G"), "g5.xlarge"),
+            (Some("nvidia"), Some("nvidia-l4"), "g6.xlarge"),
+            (Some("nvidia"), Some("nvidia-v100"), "p3.2xlarge"),
+            (Some("nvidia"), Some("nvidia-h100"), "p5.4xlarge"),
+            // A100s come eight to an instance, the cheaper p4d first.
+            (Some("nvidia"), Some("nvidia-a100"), "p4d.24xlarge"),
+        ];
+        for (vendor, model, want) in cases {
+            assert_eq!(
+                choose(&gpu(vendor, model), &us).unwrap().instance_type,
+                want,
+                "{vendor:?} {model:?}"
+            );
+        }
         assert!(matches!(
-            choose(&gpu(Some("amd")), &eu),
+            choose(&gpu(None, Some("amd-mi300x")), &us),
             Err(Error::Unsupported(_))
         ));
-        // More than one GPU: only the eight-GPU types have them.
+        // eu-west-1 prices the A100 too.
+        let eu = settings("eu-west-1");
+        let c = choose(&gpu(Some("nvidia"), Some("nvidia-a100")), &eu).unwrap();
+        assert_eq!(c.instance_type, "p4d.24xlarge");
+        assert_eq!(c.on_demand_usd, Some(23.71569));
+        // More than one GPU: the cheapest type with as many.
         let two = NodeShape {
             gpu: 2,
             ..shape(1.0, 1)
         };
-        assert_eq!(choose(&two, &us).unwrap().instance_type, "p4d.24xlarge");
-        assert!(matches!(choose(&two, &eu), Err(Error::Unsupported(_))));
+        assert_eq!(choose(&two, &us).unwrap().instance_type, "g4ad.8xlarge");
         let nine = NodeShape {
             gpu: 9,
             ..shape(1.0, 1)
         };
         assert!(matches!(choose(&nine, &us), Err(Error::Unsupported(_))));
-        let v100 = NodeShape {
-            gpu: 1,
-            gpu_vendor: Some("nvidia".into()),
-            ..shape(8.0, 60)
-        };
-        assert_eq!(choose(&v100, &us).unwrap().instance_type, "p3.2xlarge");
     }
 
     #[test]
@@ -584,6 +731,14 @@ mod tests {
             choose(&shape(1.0, 1), &arm).unwrap().instance_type,
             "t4g.micro"
         );
+        assert_eq!(
+            choose(&shape(4.0, 16), &arm).unwrap().instance_type,
+            "t4g.xlarge"
+        );
+        assert_eq!(
+            choose(&shape(16.0, 64), &arm).unwrap().instance_type,
+            "m6g.4xlarge"
+        );
         let any = Settings {
             architecture: None,
             ..settings("us-east-1")
@@ -591,6 +746,13 @@ mod tests {
         assert_eq!(
             choose(&shape(2.0, 4), &any).unwrap().instance_type,
             "t4g.medium"
+        );
+        // The image narrows "any".
+        assert_eq!(
+            choose_for(&shape(2.0, 4), &any, Some(Arch::X86_64), Some("ami-1"))
+                .unwrap()
+                .instance_type,
+            "t3a.medium"
         );
 
         let only = Settings {
@@ -627,11 +789,56 @@ mod tests {
             (c.instance_type.as_str(), c.on_demand_usd, c.known),
             ("x9.huge", None, false)
         );
-        // An explicit arm type is honoured under the x86 default.
-        let c = choose(&explicit("t4g.micro"), &settings("us-east-1")).unwrap();
+        // An explicit arm type is refused under the x86 default: the
+        // configured image is x86_64, and EC2 would refuse the launch.
+        match choose(&explicit("t4g.micro"), &settings("us-east-1")) {
+            Err(Error::Unsupported(m)) => {
+                assert!(m.contains("arm64") && m.contains("x86_64"), "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
+        match choose_for(
+            &explicit("m7g.large"),
+            &any,
+            Some(Arch::X86_64),
+            Some("ami-x86"),
+        ) {
+            Err(Error::Unsupported(m)) => assert!(m.contains("image \"ami-x86\" is x86_64"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let c = choose(&explicit("t4g.micro"), &any).unwrap();
         assert_eq!(c.on_demand_usd, Some(0.0084));
-        let c = choose(&explicit("g4ad.xlarge"), &settings("eu-west-1")).unwrap();
+        let c = choose(&explicit("m7g.xlarge"), &arm).unwrap();
+        assert_eq!(c.on_demand_usd, Some(0.1632));
+        let c = choose(&explicit("g4ad.xlarge"), &settings("eu-central-1")).unwrap();
+        assert_eq!((c.on_demand_usd, c.known), (Some(0.47327), true));
+        let c = choose(&explicit("m7i.2xlarge"), &settings("eu-central-1")).unwrap();
         assert_eq!((c.on_demand_usd, c.known), (None, true));
+    }
+
+    #[test]
+    fn the_image_and_the_configured_architecture_must_agree() {
+        let x86 = settings("us-east-1");
+        let any = Settings {
+            architecture: None,
+            ..settings("us-east-1")
+        };
+        assert_eq!(arch_for(&x86, None).unwrap(), Some(Arch::X86_64));
+        assert_eq!(arch_for(&any, None).unwrap(), None);
+        assert_eq!(
+            arch_for(&any, Some(("ami-1", Arch::Arm64))).unwrap(),
+            Some(Arch::Arm64)
+        );
+        assert_eq!(
+            arch_for(&x86, Some(("ami-1", Arch::X86_64))).unwrap(),
+            Some(Arch::X86_64)
+        );
+        match arch_for(&x86, Some(("ami-1", Arch::Arm64))) {
+            Err(Error::InvalidConfig(m)) => {
+                assert!(m.contains("ami-1") && m.contains("architecture"), "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -676,10 +883,6 @@ mod tests {
             ..shape(2.0, 4)
         };
         assert_eq!(
-            choose(&sized(None), &any).unwrap().instance_type,
-            "t4g.medium"
-        );
-        assert_eq!(
             choose(&sized(Some(Arch::X86_64)), &any)
                 .unwrap()
                 .instance_type,
@@ -696,53 +899,20 @@ mod tests {
             choose(&sized(Some(Arch::Arm64)), &settings("us-east-1")),
             Err(Error::Unsupported(_))
         ));
-        let gpu = |model: Option<&str>| NodeShape {
-            gpu: 1,
-            gpu_vendor: Some("nvidia".into()),
-            gpu_model: model.map(Into::into),
-            ..shape(4.0, 16)
-        };
         let us = settings("us-east-1");
-        assert_eq!(
-            choose(&gpu(None), &us).unwrap().instance_type,
-            "g4dn.xlarge"
-        );
-        assert_eq!(
-            choose(&gpu(Some("nvidia-t4")), &us).unwrap().instance_type,
-            "g4dn.xlarge"
-        );
-        assert_eq!(
-            choose(&gpu(Some("NVIDIA-A10G")), &us)
-                .unwrap()
-                .instance_type,
-            "g5.xlarge"
-        );
-        // An A100 comes eight to an instance, the cheaper p4d first.
-        assert_eq!(
-            choose(&gpu(Some("nvidia-a100")), &us)
-                .unwrap()
-                .instance_type,
-            "p4d.24xlarge"
-        );
-        assert!(matches!(
-            choose(&gpu(Some("amd-mi300x")), &us),
-            Err(Error::Unsupported(_))
-        ));
-        // Explicit: a table type must match; another type is left to
-        // provision, which asks EC2.
         let explicit = |name: &str, arch: Arch| NodeShape {
             instance_type: Some(name.into()),
             arch: Some(arch),
             ..NodeShape::default()
         };
-        match choose(&explicit("t4g.micro", Arch::X86_64), &us) {
+        match choose(&explicit("t4g.micro", Arch::X86_64), &any) {
             Err(Error::Unsupported(m)) => {
                 assert!(m.contains("arm64") && m.contains("asks for x86_64"), "{m}");
             }
             other => panic!("{other:?}"),
         }
-        assert!(choose(&explicit("t4g.micro", Arch::Arm64), &us).is_ok());
-        let c = choose(&explicit("m7g.large", Arch::X86_64), &us).unwrap();
+        assert!(choose(&explicit("t4g.micro", Arch::Arm64), &any).is_ok());
+        let c = choose(&explicit("x7z.large", Arch::X86_64), &us).unwrap();
         assert_eq!((c.known, c.on_demand_usd), (false, None));
     }
 
@@ -755,15 +925,15 @@ mod tests {
             gpu: u32::from(model.is_some()),
             gpu_vendor: model.map(|m| m.split('-').next().unwrap().to_string()),
             gpu_model: model.map(Into::into),
+            ..TypeInfo::default()
         }
     }
 
     #[test]
-    fn offerings_are_what_ec2_says_priced_from_the_table() {
-        let us = settings("us-east-1");
+    fn offerings_are_what_ec2_says_with_a_disk_sized_per_request() {
         let o = offering(
             &info("g5.xlarge", Some(Arch::X86_64), Some("nvidia-a10g")),
-            &us,
+            Some(1.006),
             Some(0.4),
         );
         assert_eq!(o.instance_type, "g5.xlarge");
@@ -772,48 +942,25 @@ mod tests {
         assert_eq!(o.gpu_model.as_deref(), Some("nvidia-a10g"));
         assert_eq!(o.arch, Some(Arch::X86_64));
         assert_eq!((o.on_demand_usd, o.spot_usd), (Some(1.006), Some(0.4)));
-        assert_eq!((o.disk_bytes, o.zones.len()), (None, 0));
-        // The same price price_hint quotes, or none where it quotes none.
-        let hint = choose(
-            &NodeShape {
-                instance_type: Some("g5.xlarge".into()),
-                ..NodeShape::default()
-            },
-            &us,
-        )
-        .unwrap()
-        .hint(CapacityType::OnDemand, 0.35)
-        .unwrap();
-        assert_eq!(o.on_demand_usd, Some(hint.hourly_usd));
-        let eu = offering(
-            &info(
-                "g4ad.xlarge",
-                Some(Arch::X86_64),
-                Some("amd-radeon-pro-v520"),
-            ),
-            &settings("eu-west-1"),
-            None,
-        );
-        assert_eq!(eu.on_demand_usd, None);
-        let elsewhere = offering(
-            &info("t3a.medium", Some(Arch::X86_64), None),
-            &settings("ap-south-1"),
-            None,
-        );
-        assert_eq!(elsewhere.on_demand_usd, None);
-        let unknown = offering(&info("m7g.large", Some(Arch::Arm64), None), &us, Some(0.03));
         assert_eq!(
-            (unknown.on_demand_usd, unknown.spot_usd),
-            (None, Some(0.03))
+            (o.disk_bytes, o.zones.len()),
+            (Some(MAX_ROOT_VOLUME_BYTES), 0)
         );
+        // The host's one fit rule takes any disk up to the volume limit.
+        let with_disk = |bytes: u64| NodeShape {
+            disk_bytes: Some(bytes),
+            ..shape(2.0, 8)
+        };
+        assert!(o.fits(&with_disk(8 << 30)));
+        assert!(o.fits(&with_disk(MAX_ROOT_VOLUME_BYTES)));
+        assert!(!o.fits(&with_disk(MAX_ROOT_VOLUME_BYTES + 1)));
 
-        assert_eq!(offered_names(&us).len(), TYPES.len());
-        assert_eq!(offered_names(&us)[0], TYPES[0].name);
         let only = Settings {
             instance_types: Some(vec!["b".into(), "a".into(), "b".into()]),
             ..settings("us-east-1")
         };
-        assert_eq!(offered_names(&only), ["b", "a"]);
+        assert_eq!(allowed_names(&only).unwrap(), ["b", "a"]);
+        assert_eq!(allowed_names(&settings("us-east-1")), None);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! small [`Transport`] so that they run natively in unit tests with a
 //! scripted API, and over signed `wasi:http` requests in the component.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine as _;
@@ -12,9 +13,10 @@ use wasmprov_guest::{
     CapacityType, Error, JoinState, NodeHandle, NodeShape, Offering, ProvisionRequest, Result,
 };
 
-use crate::api::{self, ApiFailure, Instance, SpotPrice, TypeInfo};
+use crate::api::{self, ApiFailure, Image, Instance, SpotPrice, TypeInfo};
 use crate::catalogue;
-use crate::settings::{MAX_USER_DATA, Settings};
+use crate::pricing;
+use crate::settings::{Arch, MAX_USER_DATA, Settings};
 use crate::sign::API_VERSION;
 use crate::tagging;
 
@@ -28,6 +30,12 @@ pub const TYPES_PER_CALL: usize = 100;
 
 /// `MaxResults` of `DescribeSpotPriceHistory` (its largest).
 pub const SPOT_PAGE_SIZE: u32 = 1000;
+
+/// Most `InstanceType.N` of one `DescribeSpotPriceHistory` call.
+pub const SPOT_TYPES_PER_CALL: usize = 100;
+
+/// Most instance types of one `pricing:GetProducts` filter.
+pub const PRICE_LIST_TYPES_PER_CALL: usize = 50;
 
 /// Error codes that say an instance id names no instance.
 const NO_SUCH_INSTANCE: &[&str] = &["InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"];
@@ -109,33 +117,211 @@ pub trait Transport {
 
     /// Seconds since the Unix epoch.
     fn now_unix(&self) -> u64;
+
+    /// Signs and sends an AWS JSON 1.1 call (the Price List API, SSM) and
+    /// returns the whole response, whatever its status.
+    ///
+    /// # Errors
+    /// A contract error when no response arrived; by default
+    /// [`Error::InvalidConfig`]: the transport cannot make such calls.
+    fn send_json(&self, call: &JsonCall) -> Result<Response> {
+        Err(Error::InvalidConfig(format!(
+            "{} calls are not available over this transport",
+            call.target
+        )))
+    }
+
+    /// Milliseconds on a monotonic clock, for retry budgets.
+    fn now_ms(&self) -> u64 {
+        self.now_unix().saturating_mul(1000)
+    }
+
+    /// Waits `ms` milliseconds before a retry.
+    fn sleep_ms(&self, _ms: u64) {}
+
+    /// A random number in [0, 1), the jitter of retry delays.
+    fn jitter(&self) -> f64 {
+        0.5
+    }
 }
+
+/// An AWS JSON 1.1 call to a service other than EC2.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JsonCall {
+    /// Which service: decides the endpoint, signing name and region.
+    pub api: JsonApi,
+    /// `X-Amz-Target`, such as `AmazonSSM.GetParameter`.
+    pub target: &'static str,
+    /// The JSON body.
+    pub body: String,
+}
+
+/// The services other than EC2 the plugin may call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JsonApi {
+    /// The AWS Price List API (`pricing:GetProducts`), only when
+    /// `price_list_endpoint` is configured.
+    Pricing,
+    /// Systems Manager Parameter Store (`ssm:GetParameter`), for AMI
+    /// selector terms by SSM parameter or alias.
+    Ssm,
+}
+
+/// Codes of answers worth retrying within a call: throttling and transient
+/// service errors (the AWS SDKs' standard retry mode).
+pub const RETRYABLE_CODES: &[&str] = &[
+    "RequestLimitExceeded",
+    "Throttling",
+    "ThrottlingException",
+    "ThrottledException",
+    "RequestThrottled",
+    "RequestThrottledException",
+    "TooManyRequestsException",
+    "SlowDown",
+    "EC2ThrottledException",
+    "PriorRequestNotComplete",
+    "BandwidthLimitExceeded",
+    "Unavailable",
+    "ServiceUnavailable",
+    "InternalError",
+    "InternalFailure",
+    "RequestTimeout",
+    "RequestTimeoutException",
+];
+
+/// The standard retry mode's largest delay between attempts.
+pub const MAX_BACKOFF_MS: u64 = 20_000;
 
 /// The operations, over a transport.
 #[derive(Debug)]
 pub struct Client<'a, T> {
     settings: &'a Settings,
     transport: T,
+    /// When the call began ([`Transport::now_ms`]): retries stop once the
+    /// next one could not finish within `retry_budget_ms` of it.
+    started_ms: u64,
+    /// Images described in this call, by id.
+    images: RefCell<BTreeMap<String, Image>>,
+}
+
+/// Whether an answer or a failure to get one is worth another attempt.
+fn retryable(result: &Result<Response>) -> Option<Option<u64>> {
+    match result {
+        Ok(resp) if resp.is_success() => None,
+        Ok(resp) => {
+            let failure = ApiFailure::from_response(resp);
+            let again = resp.status >= 500
+                || resp.status == 429
+                || RETRYABLE_CODES.contains(&failure.code.as_str());
+            again.then_some(failure.retry_after_ms)
+        }
+        Err(e) => (e.kind() == "transport").then_some(None),
+    }
 }
 
 impl<'a, T: Transport> Client<'a, T> {
     /// A client with these settings over `transport`.
     pub fn new(settings: &'a Settings, transport: T) -> Self {
+        let started_ms = transport.now_ms();
         Self {
             settings,
             transport,
+            started_ms,
+            images: RefCell::new(BTreeMap::new()),
+        }
+    }
+
+    /// Sends with the AWS standard retry mode: up to `max_attempts` attempts
+    /// while the answer is a throttle, a 5xx or no answer at all, each retry
+    /// after a jittered exponential delay (`rand × 2^n` s, at most 20 s, or
+    /// the `Retry-After` asked for), and only while the retry can still end
+    /// within `retry_budget_ms` of the call's start. Every EC2 call is safe
+    /// to repeat: `RunInstances` carries its client token.
+    fn with_retries(&self, what: &str, send: impl Fn() -> Result<Response>) -> Result<Response> {
+        let mut attempt: u32 = 1;
+        loop {
+            let result = send();
+            let Some(asked) = retryable(&result) else {
+                return result;
+            };
+            if attempt >= self.settings.max_attempts {
+                return result;
+            }
+            let exp = 1000u64.saturating_mul(1 << (attempt - 1).min(16));
+            #[allow(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                clippy::cast_precision_loss,
+                reason = "a delay of at most 20 s in milliseconds"
+            )]
+            let jittered = (self.transport.jitter() * exp as f64) as u64;
+            let delay = asked.unwrap_or(jittered).min(MAX_BACKOFF_MS);
+            let spent = self.transport.now_ms().saturating_sub(self.started_ms);
+            if spent.saturating_add(delay) >= self.settings.retry_budget_ms {
+                return result;
+            }
+            let why = match &result {
+                Ok(resp) => {
+                    let f = ApiFailure::from_response(resp);
+                    format!("HTTP {} {}", resp.status, f.code)
+                }
+                Err(e) => e.to_string(),
+            };
+            self.transport.info(
+                "retrying",
+                &[
+                    ("call", what),
+                    ("attempt", &(attempt + 1).to_string()),
+                    ("delay_ms", &delay.to_string()),
+                    ("after", &why),
+                ],
+            );
+            self.transport.sleep_ms(delay);
+            attempt += 1;
         }
     }
 
     /// Sends `req`; an error status is the API's failure, not yet a
     /// contract error.
     fn try_call(&self, req: &ApiRequest) -> Result<std::result::Result<Response, ApiFailure>> {
-        let resp = self.transport.send(req)?;
+        let resp = self.with_retries(req.action, || self.transport.send(req))?;
         Ok(if resp.is_success() {
             Ok(resp)
         } else {
             Err(ApiFailure::from_response(&resp))
         })
+    }
+
+    /// Sends a JSON call, with retries; an error status is the API's failure.
+    fn try_json(&self, call: &JsonCall) -> Result<std::result::Result<Response, ApiFailure>> {
+        let resp = self.with_retries(call.target, || self.transport.send_json(call))?;
+        Ok(if resp.is_success() {
+            Ok(resp)
+        } else {
+            Err(ApiFailure::from_json_response(&resp))
+        })
+    }
+
+    /// The image `id` as `DescribeImages` describes it, asked once per call.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for an image EC2 does not describe; the
+    /// API's errors.
+    pub fn image(&self, id: &str) -> Result<Image> {
+        if let Some(image) = self.images.borrow().get(id) {
+            return Ok(image.clone());
+        }
+        let req = ApiRequest::new("DescribeImages").param("ImageId.1", id);
+        let resp = self.call(&req, false)?;
+        let image = api::parse_images(&resp.text())?
+            .0
+            .into_iter()
+            .find(|i| i.id == id)
+            .ok_or_else(|| Error::InvalidConfig(format!("EC2 does not describe image {id:?}")))?;
+        self.images
+            .borrow_mut()
+            .insert(id.to_string(), image.clone());
+        Ok(image)
     }
 
     /// Sends `req`; an error status becomes the contract error.
@@ -358,9 +544,7 @@ impl<'a, T: Transport> Client<'a, T> {
     /// describe; the API's errors.
     fn root_volume(&self, image: &str, disk_bytes: u64) -> Result<(String, u64)> {
         let gib = catalogue::root_volume_gib(disk_bytes)?;
-        let req = ApiRequest::new("DescribeImages").param("ImageId.1", image);
-        let resp = self.call(&req, false)?;
-        let root = api::parse_root_device(&resp.text(), image)?.ok_or_else(|| {
+        let root = self.image(image)?.root.ok_or_else(|| {
             Error::InvalidConfig(format!(
                 "EC2 does not describe image {image:?} or its root device"
             ))
@@ -374,39 +558,151 @@ impl<'a, T: Transport> Client<'a, T> {
         Ok((root.name, gib.max(root.snapshot_gib.unwrap_or(0))))
     }
 
-    /// Every type this plugin offers ([`catalogue::offered_names`]) that EC2
-    /// offers in the region, as `DescribeInstanceTypes` describes it, with
-    /// the table's on-demand price and the lowest current spot price across
-    /// zones (none when EC2 publishes none, or the look-up fails: that is
-    /// logged).
+    /// The architecture this plugin's offerings and picks may have: the
+    /// configured one narrowed by the configured image's (read once per
+    /// call with `DescribeImages`). Without an image configured, the
+    /// configured architecture alone.
     ///
     /// # Errors
-    /// The errors of `DescribeInstanceTypes`.
+    /// [`Error::InvalidConfig`] when the image is of another architecture
+    /// than the configured one; the errors of `DescribeImages`.
+    pub fn offered_arch(&self) -> Result<Option<Arch>> {
+        let image = match self.settings.image_id.as_deref() {
+            Some(id) => {
+                let image = self.image(id)?;
+                image.arch.map(|a| (id, a))
+            }
+            None => None,
+        };
+        catalogue::arch_for(self.settings, image)
+    }
+
+    /// Every current-generation type EC2 offers in the region of
+    /// architecture `arch` (any when `None`): `DescribeInstanceTypes` with
+    /// the filters `current-generation=true` and
+    /// `processor-info.supported-architecture`, 100 a page, following
+    /// `NextToken`.
+    ///
+    /// # Errors
+    /// The API's errors.
+    pub fn describe_current_types(&self, arch: Option<Arch>) -> Result<Vec<TypeInfo>> {
+        let mut filters = vec![("current-generation".to_string(), vec!["true".to_string()])];
+        if let Some(a) = arch {
+            filters.push((
+                "processor-info.supported-architecture".to_string(),
+                vec![a.to_string()],
+            ));
+        }
+        let req = ApiRequest::new("DescribeInstanceTypes")
+            .filters(&filters)
+            .param("MaxResults", TYPES_PER_CALL.to_string());
+        self.pages(&req, api::parse_instance_types)?
+            .map_err(|failure| failure.into_error(false))
+    }
+
+    /// Every type EC2 offers in the region that this plugin may launch:
+    /// `instance_types` when set (asked for by name), else every current
+    /// generation type; of the configured architecture and the configured
+    /// image's ([`Client::offered_arch`]); as `DescribeInstanceTypes`
+    /// describes them (GPU count, vendor, model). On-demand prices come
+    /// from the table, else from the Price List API when
+    /// `price_list_endpoint` is set, else are unknown (the type is still
+    /// offered); spot prices are the lowest current one across zones
+    /// (`DescribeSpotPriceHistory`; none when EC2 publishes none or the
+    /// look-up fails: that is logged). Disks are root volumes sized per
+    /// request: each offering says the largest one.
+    ///
+    /// # Errors
+    /// The errors of `DescribeInstanceTypes` and `DescribeImages`;
+    /// [`Error::InvalidConfig`] for an image of another architecture than
+    /// the configured one.
     pub fn offerings(&self) -> Result<Vec<Offering>> {
-        let names = catalogue::offered_names(self.settings);
-        let types = self.describe_types(&names)?;
-        let described: Vec<&str> = names
+        let arch = self.offered_arch()?;
+        let mut types = match catalogue::allowed_names(self.settings) {
+            Some(names) => self.describe_types(&names)?,
+            None => self.describe_current_types(arch)?,
+        };
+        // Launchable types only: of the architecture (when one is set) and
+        // of one this plugin launches (not the Mac ones), each once.
+        types.retain(|t| t.arch.is_some() && arch.is_none_or(|a| t.arch == Some(a)));
+        types.sort_by(|a, b| a.name.cmp(&b.name));
+        types.dedup_by(|a, b| a.name == b.name);
+        let names: Vec<&str> = types.iter().map(|t| t.name.as_str()).collect();
+        let mut on_demand: BTreeMap<String, f64> = names
             .iter()
-            .map(String::as_str)
-            .filter(|n| types.iter().any(|t| t.name == *n))
+            .filter_map(|n| {
+                Some((
+                    (*n).to_string(),
+                    catalogue::price(&self.settings.region, n)?,
+                ))
+            })
             .collect();
-        let spot = if described.is_empty() {
-            BTreeMap::new()
-        } else {
-            match self.spot_prices(&described, None) {
-                Ok(prices) => api::lowest_spot_prices(&prices),
+        if self.settings.price_list_endpoint.is_some() {
+            let missing: Vec<&str> = names
+                .iter()
+                .copied()
+                .filter(|n| !on_demand.contains_key(*n))
+                .collect();
+            match self.price_list(&missing) {
+                Ok(found) => on_demand.extend(found),
+                Err(e) => self
+                    .transport
+                    .info("Price List API unavailable", &[("error", &e.to_string())]),
+            }
+        }
+        let mut spot = BTreeMap::new();
+        for chunk in names.chunks(SPOT_TYPES_PER_CALL) {
+            match self.spot_prices(chunk, None) {
+                Ok(prices) => spot.extend(api::lowest_spot_prices(&prices)),
                 Err(e) => {
                     self.transport
                         .info("spot prices unavailable", &[("error", &e.to_string())]);
-                    BTreeMap::new()
+                    break;
                 }
             }
-        };
-        Ok(described
+        }
+        Ok(types
             .iter()
-            .filter_map(|n| types.iter().find(|t| t.name == *n))
-            .map(|t| catalogue::offering(t, self.settings, spot.get(&t.name).copied()))
+            .map(|t| {
+                catalogue::offering(
+                    t,
+                    on_demand.get(&t.name).copied(),
+                    spot.get(&t.name).copied(),
+                )
+            })
             .collect())
+    }
+
+    /// The on-demand Linux prices of `names` in the region from the AWS
+    /// Price List API (`pricing:GetProducts`, `ANY_OF` the names, 100 a
+    /// page): shared tenancy, no pre-installed software, used capacity.
+    ///
+    /// # Errors
+    /// The API's errors; [`Error::Transport`] for an answer that is not
+    /// the JSON expected.
+    pub fn price_list(&self, names: &[&str]) -> Result<BTreeMap<String, f64>> {
+        let mut out = BTreeMap::new();
+        for chunk in names.chunks(PRICE_LIST_TYPES_PER_CALL) {
+            let mut token: Option<String> = None;
+            for _ in 0..MAX_PAGES {
+                let body = pricing::get_products(&self.settings.region, chunk, token.as_deref());
+                let call = JsonCall {
+                    api: JsonApi::Pricing,
+                    target: pricing::TARGET,
+                    body,
+                };
+                let resp = self
+                    .try_json(&call)?
+                    .map_err(|failure| failure.into_error(false))?;
+                let (prices, next) = pricing::parse_products(&resp.body)?;
+                out.extend(prices);
+                match next {
+                    Some(n) if Some(&n) != token.as_ref() => token = Some(n),
+                    _ => break,
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Creates an instance, or returns the one already created for the
@@ -422,17 +718,18 @@ impl<'a, T: Transport> Client<'a, T> {
         if let Some(existing) = self.find_for_request(owner_id, request_id)? {
             return Ok(existing.to_handle());
         }
-        let choice = catalogue::choose(shape, self.settings)?;
+        // Boot data of the request wins over the configured image.
+        let image = match &request.boot.image {
+            Some(image) => image.as_str(),
+            None => self.settings.require_image()?,
+        };
+        let arch = self.image_arch(image, request.boot.image.is_some())?;
+        let choice = catalogue::choose_for(shape, self.settings, arch, Some(image))?;
         let tags = tagging::instance_tags(
             owner_id,
             request_id,
             &wasmprov_guest::tags::request_labels(request),
         )?;
-        // Boot data of the request wins over the configured image and user data.
-        let image = match &request.boot.image {
-            Some(image) => image.as_str(),
-            None => self.settings.require_image()?,
-        };
         let user_data: Option<&[u8]> = match &request.boot.user_data {
             Some(data) => Some(data),
             None => self.settings.user_data.as_deref().map(str::as_bytes),
@@ -457,6 +754,17 @@ impl<'a, T: Transport> Client<'a, T> {
         let zone = shape.zone.as_deref();
         let spot = shape.capacity_type == CapacityType::Spot;
         let described = self.check_instance_type(&choice.instance_type, shape)?;
+        // A type the table does not know: its architecture from EC2's answer.
+        if let (Some(want), Some(has)) = (arch, described.arch)
+            && want != has
+        {
+            return Err(catalogue::wrong_arch(
+                &choice.instance_type,
+                has,
+                want,
+                Some(image),
+            ));
+        }
         let root = match shape.disk_bytes {
             Some(disk) => Some(self.root_volume(image, disk)?),
             None => None,
@@ -558,6 +866,24 @@ impl<'a, T: Transport> Client<'a, T> {
             ],
         );
         Ok(handle)
+    }
+
+    /// The architecture types launched with `image` must have: the image's
+    /// (`DescribeImages`, once per call), which must agree with the
+    /// configured `architecture`.
+    ///
+    /// # Errors
+    /// For the configured image, [`Error::InvalidConfig`] when it is of
+    /// another architecture than configured; for a request's image,
+    /// [`Error::Unsupported`]; the errors of `DescribeImages`.
+    fn image_arch(&self, image: &str, requested: bool) -> Result<Option<Arch>> {
+        let found = self.image(image)?.arch.map(|a| (image, a));
+        match catalogue::arch_for(self.settings, found) {
+            Err(Error::InvalidConfig(m)) if requested => {
+                Err(Error::Unsupported(format!("the request's image: {m}")))
+            }
+            other => other,
+        }
     }
 
     /// The key pair holding `key`, imported under
@@ -758,7 +1084,9 @@ mod tests {
     struct Script {
         answers: RefCell<VecDeque<Response>>,
         requests: RefCell<Vec<ApiRequest>>,
+        json: RefCell<Vec<JsonCall>>,
         logs: RefCell<Vec<String>>,
+        slept: RefCell<Vec<u64>>,
         dynamic: Option<Responder>,
     }
 
@@ -779,6 +1107,17 @@ mod tests {
 
     impl Transport for &Script {
         fn send(&self, req: &ApiRequest) -> Result<Response> {
+            // An image look-up the script has no answer for: an x86_64 EBS
+            // image, not recorded (most tests are not about images; those
+            // that are queue their answer, and see their request).
+            let queued_image = self.answers.borrow().front().is_some_and(|a| {
+                let t = a.text();
+                t.contains("DescribeImagesResponse") || t.contains("InvalidAMIID")
+            });
+            if req.action == "DescribeImages" && !queued_image && self.dynamic.is_none() {
+                let id = req.get("ImageId.1").unwrap_or("ami-0abc");
+                return Ok(image_of(id, "x86_64"));
+            }
             self.requests.borrow_mut().push(req.clone());
             if let Some(f) = &self.dynamic {
                 return Ok(f(req));
@@ -797,6 +1136,19 @@ mod tests {
         fn now_unix(&self) -> u64 {
             1_700_000_000
         }
+        fn send_json(&self, call: &JsonCall) -> Result<Response> {
+            self.json.borrow_mut().push(call.clone());
+            self.answers
+                .borrow_mut()
+                .pop_front()
+                .ok_or_else(|| Error::Transport(format!("unexpected call {call:?}")))
+        }
+        fn now_ms(&self) -> u64 {
+            self.slept.borrow().iter().sum()
+        }
+        fn sleep_ms(&self, ms: u64) {
+            self.slept.borrow_mut().push(ms);
+        }
     }
 
     fn resp(status: u16, body: &str) -> Response {
@@ -806,6 +1158,16 @@ mod tests {
             body: body.as_bytes().to_vec(),
             url: "https://ec2.us-east-1.amazonaws.com/".into(),
         }
+    }
+
+    fn resp_with(status: u16, headers: &[(&str, &str)], code: &str) -> Response {
+        let mut r = err(status, code);
+        r.headers.extend(
+            headers
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string())),
+        );
+        r
     }
 
     fn err(status: u16, code: &str) -> Response {
@@ -874,11 +1236,95 @@ mod tests {
         }
     }
 
+    /// One attempt per call: the answer each test scripts is the one
+    /// mapped (retries have their own test).
     fn settings() -> Settings {
         Settings {
             image_id: Some("ami-0abc".into()),
+            max_attempts: 1,
             ..Settings::for_region("us-east-1")
         }
+    }
+
+    #[test]
+    fn throttles_and_5xx_are_retried_within_the_call() {
+        let settings = Settings {
+            max_attempts: 3,
+            ..settings()
+        };
+        // Throttled, then a 500, then the answer: three attempts, waits of
+        // jitter x 1 s and jitter x 2 s (the scripted jitter is 0.5).
+        let script = Script::new(vec![
+            err(503, "RequestLimitExceeded"),
+            err(500, "InternalError"),
+            page(&[], None),
+        ]);
+        let client = Client::new(&settings, &script);
+        assert!(client.describe("o").unwrap().is_empty());
+        assert_eq!(script.requests().len(), 3);
+        assert_eq!(*script.slept.borrow(), [500, 1000]);
+        // Retry-After wins over the backoff; the third failure is returned.
+        let script = Script::new(vec![
+            resp_with(503, &[("retry-after", "3")], "RequestLimitExceeded"),
+            err(400, "Throttling"),
+            err(400, "ThrottlingException"),
+        ]);
+        let client = Client::new(&settings, &script);
+        assert!(matches!(
+            client.describe("o"),
+            Err(Error::RateLimited { .. })
+        ));
+        assert_eq!(*script.slept.borrow(), [3000, 1000]);
+        // Errors that are not transient are not retried.
+        for code in [
+            "AuthFailure",
+            "InvalidParameterValue",
+            "IdempotentParameterMismatch",
+        ] {
+            let script = Script::new(vec![err(400, code)]);
+            let client = Client::new(&settings, &script);
+            assert!(client.describe("o").is_err());
+            assert_eq!(script.requests().len(), 1, "{code}");
+        }
+        // A retry that could not end within the budget is not made.
+        let tight = Settings {
+            retry_budget_ms: 900,
+            ..settings.clone()
+        };
+        let script = Script::new(vec![
+            err(503, "RequestLimitExceeded"),
+            err(503, "Unavailable"),
+        ]);
+        let client = Client::new(&tight, &script);
+        assert!(client.describe("o").is_err());
+        assert_eq!(
+            script.requests().len(),
+            2,
+            "the 500 ms wait fits, the 1 s one does not"
+        );
+        // No answer at all is retried too; RunInstances keeps its token.
+        let script = Script {
+            dynamic: Some(Box::new({
+                let n = RefCell::new(0);
+                move |_req: &ApiRequest| {
+                    *n.borrow_mut() += 1;
+                    if *n.borrow() == 1 {
+                        err(503, "ServiceUnavailable")
+                    } else {
+                        page(&[], None)
+                    }
+                }
+            })),
+            ..Script::default()
+        };
+        let client = Client::new(&settings, &script);
+        assert!(client.describe("o").unwrap().is_empty());
+        assert_eq!(script.requests().len(), 2);
+        assert!(
+            script.logs.borrow()[0].contains("attempt=2"),
+            "{:?}",
+            script.logs.borrow()
+        );
     }
 
     #[test]
@@ -1517,6 +1963,24 @@ mod tests {
         )
     }
 
+    fn image_of(id: &str, arch: &str) -> Response {
+        resp(
+            200,
+            &format!(
+                "<DescribeImagesResponse><imagesSet><item><imageId>{id}</imageId><architecture>{arch}</architecture><rootDeviceName>/dev/xvda</rootDeviceName><rootDeviceType>ebs</rootDeviceType></item></imagesSet></DescribeImagesResponse>"
+            ),
+        )
+    }
+
+    fn json_resp(status: u16, body: &str) -> Response {
+        Response {
+            status,
+            headers: vec![("content-type".into(), "application/x-amz-json-1.1".into())],
+            body: body.as_bytes().to_vec(),
+            url: "https://api.pricing.us-east-1.amazonaws.com/".into(),
+        }
+    }
+
     fn image(id: &str, root: &str, kind: &str, snapshot_gib: u64) -> Response {
         resp(
             200,
@@ -1534,11 +1998,12 @@ mod tests {
             disk_bytes: Some(bytes),
             ..NodeShape::new(2.0, 4 << 30)
         };
-        // 100 GiB and a byte: 101 GiB, on the image's root device.
+        // 100 GiB and a byte: 101 GiB, on the image's root device. The
+        // image is described once, for its architecture and root device.
         let script = Script::new(vec![
             page(&[], None),
-            types("t3a.medium"),
             image("ami-0abc", "/dev/xvda", "ebs", 8),
+            types("t3a.medium"),
             run(&item("i-0123456789abcdef0", "pending", OWNED, false)),
         ]);
         let client = Client::new(&settings, &script);
@@ -1549,18 +2014,18 @@ mod tests {
             script.actions(),
             [
                 "DescribeInstances",
-                "DescribeInstanceTypes",
                 "DescribeImages",
+                "DescribeInstanceTypes",
                 "RunInstances"
             ]
         );
         let reqs = script.requests();
+        assert_eq!(reqs[1].get("ImageId.1"), Some("ami-0abc"));
         assert_eq!(
-            reqs[1].get("InstanceType.1"),
+            reqs[2].get("InstanceType.1"),
             Some("t3a.medium"),
             "disk does not pick the type"
         );
-        assert_eq!(reqs[2].get("ImageId.1"), Some("ami-0abc"));
         let r = &reqs[3];
         assert_eq!(r.get("BlockDeviceMapping.1.DeviceName"), Some("/dev/xvda"));
         assert_eq!(r.get("BlockDeviceMapping.1.Ebs.VolumeSize"), Some("101"));
@@ -1573,8 +2038,8 @@ mod tests {
         // A snapshot larger than the disk asked for sets the size.
         let script = Script::new(vec![
             page(&[], None),
-            types("t3a.medium"),
             image("ami-0abc", "/dev/sda1", "ebs", 30),
+            types("t3a.medium"),
             run(&item("i-0123456789abcdef0", "pending", OWNED, false)),
         ]);
         let client = Client::new(&settings, &script);
@@ -1585,7 +2050,7 @@ mod tests {
         assert_eq!(r.get("BlockDeviceMapping.1.DeviceName"), Some("/dev/sda1"));
         assert_eq!(r.get("BlockDeviceMapping.1.Ebs.VolumeSize"), Some("30"));
 
-        // No disk: no image look-up, no mapping.
+        // No disk: no mapping.
         let script = Script::new(vec![
             page(&[], None),
             types("t3a.medium"),
@@ -1596,7 +2061,7 @@ mod tests {
             .provision("host-a", &request("req-1", NodeShape::new(2.0, 4 << 30)))
             .unwrap();
         assert_eq!(
-            script.requests()[2].get("BlockDeviceMapping.1.DeviceName"),
+            script.requests()[1].get("BlockDeviceMapping.1.DeviceName"),
             None
         );
 
@@ -1623,13 +2088,15 @@ mod tests {
             (err(400, "InvalidAMIID.NotFound"), "invalid_config"),
         ];
         for (answer, kind) in cases {
-            let script = Script::new(vec![page(&[], None), types("t3a.medium"), answer]);
+            let script = Script::new(vec![page(&[], None), answer, types("t3a.medium")]);
             let client = Client::new(&settings, &script);
             let e = client
                 .provision("o", &request("r", disk(10 << 30)))
                 .unwrap_err();
             assert_eq!(e.kind(), kind, "{e}");
-            assert_eq!(script.requests().len(), 3, "nothing launched");
+            let actions = script.actions();
+            assert!(!actions.contains(&"RunInstances"), "nothing launched");
+            assert_eq!(actions[1], "DescribeImages");
         }
     }
 
@@ -1672,12 +2139,12 @@ mod tests {
             (explicit("g6.xlarge", None, Some("nvidia-a100")), g6.clone()),
             (explicit("g6.xlarge", Some(Arch::Arm64), None), g6.clone()),
             (
-                explicit("m7g.large", Some(Arch::X86_64), None),
-                type_item("m7g.large", "arm64", None),
+                explicit("a1.large", Some(Arch::X86_64), None),
+                type_item("a1.large", "arm64", None),
             ),
             (
-                explicit("m7i.large", None, Some("nvidia-t4")),
-                type_item("m7i.large", "x86_64", None),
+                explicit("m8i.large", None, Some("nvidia-t4")),
+                type_item("m8i.large", "x86_64", None),
             ),
         ];
         for (shape, answer) in refused {
@@ -1689,8 +2156,26 @@ mod tests {
                 }
                 other => panic!("{shape:?}: {other:?}"),
             }
-            assert_eq!(script.requests().len(), 2, "nothing launched");
+            // Table types are refused by the table, others by EC2's answer.
+            assert!(
+                !script.actions().contains(&"RunInstances"),
+                "nothing launched"
+            );
         }
+        // A type the table does not know, of another architecture than the
+        // image: refused by EC2's answer, before RunInstances.
+        let script = Script::new(vec![
+            page(&[], None),
+            type_page(&[type_item("a1.large", "arm64", None)], None),
+        ]);
+        let client = Client::new(&settings, &script);
+        match client.provision("o", &request("r", explicit("a1.large", None, None))) {
+            Err(Error::Unsupported(m)) => {
+                assert!(m.contains("image \"ami-0abc\" is x86_64"), "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(script.requests().len(), 2, "nothing launched");
 
         // A table type that does not match is refused without asking EC2.
         let script = Script::new(vec![page(&[], None)]);
@@ -1756,17 +2241,30 @@ mod tests {
     }
 
     #[test]
-    fn offerings_describe_the_table_types_with_prices_and_spot() {
-        let settings = settings();
+    fn offerings_are_every_current_type_of_the_image_architecture() {
+        // architecture = any: the image (x86_64) decides.
+        let settings = Settings {
+            architecture: None,
+            ..settings()
+        };
         let script = Script::new(vec![
+            image_of("ami-0abc", "x86_64"),
             type_page(
                 &[
                     type_item("g5.xlarge", "x86_64", Some(("NVIDIA", "A10G"))),
+                    type_item("m7i.large", "x86_64", None),
+                    // Not what was asked for: left out all the same.
                     type_item("t4g.medium", "arm64", None),
                 ],
                 Some("p2"),
             ),
-            type_page(&[type_item("t3a.medium", "x86_64", None)], None),
+            type_page(
+                &[
+                    type_item("t3a.medium", "x86_64", None),
+                    type_item("x9.new", "x86_64", None),
+                ],
+                None,
+            ),
             spot_page(&[
                 ("g5.xlarge", "us-east-1a", "0.45"),
                 ("g5.xlarge", "us-east-1b", "0.41"),
@@ -1778,38 +2276,36 @@ mod tests {
         assert_eq!(
             script.actions(),
             [
+                "DescribeImages",
                 "DescribeInstanceTypes",
                 "DescribeInstanceTypes",
                 "DescribeSpotPriceHistory"
             ]
         );
         let reqs = script.requests();
-        // Every table type asked for by name, not every type EC2 has.
-        for (n, t) in catalogue::TYPES.iter().enumerate() {
-            assert_eq!(
-                reqs[0].get(&format!("InstanceType.{}", n + 1)),
-                Some(t.name)
-            );
-        }
+        assert_eq!(reqs[0].get("ImageId.1"), Some("ami-0abc"));
+        // Every current type of the architecture, not names.
+        let types = &reqs[1];
+        assert_eq!(types.get("InstanceType.1"), None);
+        assert_eq!(types.get("Filter.1.Name"), Some("current-generation"));
+        assert_eq!(types.get("Filter.1.Value.1"), Some("true"));
         assert_eq!(
-            reqs[0].get(&format!("InstanceType.{}", catalogue::TYPES.len() + 1)),
-            None
+            types.get("Filter.2.Name"),
+            Some("processor-info.supported-architecture")
         );
-        assert_eq!(reqs[0].get("MaxResults"), Some("100"));
-        assert_eq!(reqs[0].get("NextToken"), None);
-        assert_eq!(reqs[1].get("NextToken"), Some("p2"));
-        let spot = &reqs[2];
+        assert_eq!(types.get("Filter.2.Value.1"), Some("x86_64"));
+        assert_eq!(types.get("MaxResults"), Some("100"));
+        assert_eq!(types.get("NextToken"), None);
+        assert_eq!(reqs[2].get("NextToken"), Some("p2"));
+        let spot = &reqs[3];
         assert_eq!(spot.get("ProductDescription.1"), Some("Linux/UNIX"));
         assert_eq!(spot.get("StartTime"), Some("2023-11-14T22:13:20Z"));
-        // The described types only, in table order.
-        assert_eq!(spot.get("InstanceType.1"), Some("t3a.medium"));
-        assert_eq!(spot.get("InstanceType.2"), Some("t4g.medium"));
-        assert_eq!(spot.get("InstanceType.3"), Some("g5.xlarge"));
-        assert_eq!(spot.get("InstanceType.4"), None);
+        assert_eq!(spot.get("InstanceType.1"), Some("g5.xlarge"));
+        assert_eq!(spot.get("InstanceType.5"), None);
 
         let names: Vec<&str> = offered.iter().map(|o| o.instance_type.as_str()).collect();
-        assert_eq!(names, ["t3a.medium", "t4g.medium", "g5.xlarge"]);
-        let g5 = &offered[2];
+        assert_eq!(names, ["g5.xlarge", "m7i.large", "t3a.medium", "x9.new"]);
+        let g5 = &offered[0];
         assert_eq!(g5.gpu, 1);
         assert_eq!(g5.gpu_vendor.as_deref(), Some("nvidia"));
         assert_eq!(g5.gpu_model.as_deref(), Some("nvidia-a10g"));
@@ -1817,10 +2313,97 @@ mod tests {
         assert_eq!((g5.cpu, g5.memory_bytes), (4.0, 16 << 30));
         assert_eq!(g5.on_demand_usd, Some(1.006));
         assert_eq!(g5.spot_usd, Some(0.41), "the lowest zone's");
-        assert_eq!(g5.disk_bytes, None);
-        assert_eq!(offered[1].arch, Some(Arch::Arm64));
+        assert_eq!(
+            g5.disk_bytes,
+            Some(catalogue::MAX_ROOT_VOLUME_BYTES),
+            "sized per request"
+        );
+        assert_eq!(offered[1].on_demand_usd, Some(0.1008));
         assert_eq!(offered[1].spot_usd, None, "none published");
-        assert_eq!(offered[0].spot_usd, Some(0.012));
+        assert_eq!(offered[2].spot_usd, Some(0.012));
+        // A type the table does not price is offered, its price unknown.
+        assert_eq!(offered[3].on_demand_usd, None);
+
+        // An image of another architecture than configured: a clear error.
+        let script = Script::new(vec![image_of("ami-0abc", "arm64")]);
+        let settings = self::settings();
+        let client = Client::new(&settings, &script);
+        match client.offerings() {
+            Err(Error::InvalidConfig(m)) => {
+                assert!(m.contains("ami-0abc") && m.contains("arm64"), "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(script.requests().len(), 1);
+    }
+
+    #[test]
+    fn the_price_list_prices_what_the_table_does_not() {
+        let settings = Settings {
+            price_list_endpoint: Some("https://api.pricing.us-east-1.amazonaws.com".into()),
+            instance_types: Some(vec!["m7g.large".into(), "x9.new".into()]),
+            architecture: None,
+            image_id: None,
+            ..Settings::for_region("eu-central-1")
+        };
+        let product = |name: &str, usd: &str| {
+            serde_json::json!({
+                "product": {"attributes": {"instanceType": name}},
+                "terms": {"OnDemand": {"T": {"priceDimensions": {"D": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}}
+            })
+            .to_string()
+        };
+        let script = Script::new(vec![
+            type_page(
+                &[
+                    type_item("m7g.large", "arm64", None),
+                    type_item("x9.new", "x86_64", None),
+                ],
+                None,
+            ),
+            json_resp(429, r#"{"__type": "ThrottlingException", "message": "slow down"}"#),
+            json_resp(
+                200,
+                &serde_json::json!({"PriceList": [product("m7g.large", "0.0956")], "NextToken": "n2"}).to_string(),
+            ),
+            json_resp(
+                200,
+                &serde_json::json!({"PriceList": [product("x9.new", "1.5")]}).to_string(),
+            ),
+            spot_page(&[]),
+        ]);
+        let client = Client::new(&settings, &script);
+        let offered = client.offerings().unwrap();
+        let prices: Vec<Option<f64>> = offered.iter().map(|o| o.on_demand_usd).collect();
+        assert_eq!(prices, [Some(0.0956), Some(1.5)]);
+        let calls = script.json.borrow();
+        assert_eq!(
+            calls.len(),
+            3,
+            "one retry after the throttle, then two pages"
+        );
+        assert!(
+            calls
+                .iter()
+                .all(|c| c.api == JsonApi::Pricing && c.target == pricing::TARGET)
+        );
+        assert!(
+            calls[0].body.contains("m7g.large,x9.new"),
+            "{}",
+            calls[0].body
+        );
+        assert!(
+            calls[2].body.contains("\"NextToken\":\"n2\""),
+            "{}",
+            calls[2].body
+        );
+        assert!(
+            script
+                .logs
+                .borrow()
+                .iter()
+                .any(|l| l.starts_with("retrying"))
+        );
     }
 
     #[test]
@@ -1861,7 +2444,7 @@ mod tests {
         let client = Client::new(&settings, &script);
         let offered = client.offerings().unwrap();
         let names: Vec<&str> = offered.iter().map(|o| o.instance_type.as_str()).collect();
-        assert_eq!(names, ["t3a.medium", "m7i.large"]);
+        assert_eq!(names, ["m7i.large", "t3a.medium"], "by name");
         // Unpriced region: no on-demand price, as price_hint answers none.
         assert!(offered.iter().all(|o| o.on_demand_usd.is_none()));
         assert!(offered.iter().all(|o| o.spot_usd.is_none()));
@@ -1932,6 +2515,7 @@ mod tests {
         let many: Vec<String> = (0..150).map(|n| format!("z{n}.large")).collect();
         let settings = Settings {
             instance_types: Some(many),
+            image_id: None,
             ..self::settings()
         };
         let script = Script {

@@ -22,6 +22,8 @@
 pub mod api;
 pub mod catalogue;
 pub mod client;
+pub mod prices;
+pub mod pricing;
 pub mod settings;
 pub mod sign;
 pub mod tagging;
@@ -32,7 +34,7 @@ use wasmprov_guest::{
     ProvisionRequest, Result, config, log,
 };
 
-use crate::client::{ApiRequest, Client, Transport};
+use crate::client::{ApiRequest, Client, JsonApi, JsonCall, Transport};
 use crate::settings::{Credentials, Settings};
 
 /// The AWS EC2 provider.
@@ -74,7 +76,10 @@ impl Ec2 {
             Wasi {
                 endpoint: self.settings.endpoint.clone(),
                 region: self.settings.region.clone(),
+                ssm_endpoint: self.settings.ssm_endpoint.clone(),
+                price_list_endpoint: self.settings.price_list_endpoint.clone(),
                 creds,
+                started: std::time::Instant::now(),
             },
         ))
     }
@@ -133,8 +138,24 @@ impl Provider for Ec2 {
 struct Wasi {
     endpoint: String,
     region: String,
+    ssm_endpoint: String,
+    price_list_endpoint: Option<String>,
     /// Its `Debug` shows the key id only.
     creds: Credentials,
+    /// When the call began, for retry budgets.
+    started: std::time::Instant,
+}
+
+const USER_AGENT: &str = concat!("wasmprov-plugin-aws-ec2/", env!("CARGO_PKG_VERSION"));
+
+fn send_signed(signed: sign::SignedRequest) -> Result<Response> {
+    let mut r = Request::post(signed.url);
+    for (k, v) in &signed.headers {
+        r = r.header(k.as_str(), v.as_str());
+    }
+    // Not signed: the signer leaves user-agent out on purpose.
+    r = r.header("user-agent", USER_AGENT);
+    Ok(r.body(signed.body).send()?)
 }
 
 fn now() -> std::time::SystemTime {
@@ -145,16 +166,50 @@ impl Transport for Wasi {
     fn send(&self, req: &ApiRequest) -> Result<Response> {
         let body = sign::form_encode(&req.form());
         let signed = sign::sign_post(&self.endpoint, &self.region, &self.creds, body, now())?;
-        let mut r = Request::post(signed.url);
-        for (k, v) in &signed.headers {
-            r = r.header(k.as_str(), v.as_str());
-        }
-        // Not signed: the signer leaves user-agent out on purpose.
-        r = r.header(
-            "user-agent",
-            concat!("wasmprov-plugin-aws-ec2/", env!("CARGO_PKG_VERSION")),
-        );
-        Ok(r.body(signed.body).send()?)
+        send_signed(signed)
+    }
+
+    fn send_json(&self, call: &JsonCall) -> Result<Response> {
+        let (endpoint, region, service) = match call.api {
+            JsonApi::Ssm => (self.ssm_endpoint.clone(), self.region.clone(), "ssm"),
+            JsonApi::Pricing => {
+                let endpoint = self.price_list_endpoint.clone().ok_or_else(|| {
+                    wasmprov_guest::Error::InvalidConfig(
+                        "config key \"price_list_endpoint\" is not set".into(),
+                    )
+                })?;
+                let region = pricing::signing_region(&endpoint);
+                (endpoint, region, pricing::SERVICE)
+            }
+        };
+        let signed = sign::sign_json(
+            &endpoint,
+            &region,
+            service,
+            call.target,
+            &self.creds,
+            call.body.clone(),
+            now(),
+        )?;
+        send_signed(signed)
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn sleep_ms(&self, ms: u64) {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+
+    /// From the hasher keys std draws from the system's randomness.
+    fn jitter(&self) -> f64 {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(self.started.elapsed().as_nanos());
+        #[allow(clippy::cast_precision_loss, reason = "53 random bits are plenty")]
+        let unit = (h.finish() >> 11) as f64 / (1u64 << 53) as f64;
+        unit
     }
 
     fn info(&self, message: &str, fields: &[(&str, &str)]) {
@@ -218,11 +273,14 @@ mod tests {
         let w = Wasi {
             endpoint: "https://ec2.us-east-1.amazonaws.com".into(),
             region: "us-east-1".into(),
+            ssm_endpoint: "https://ssm.us-east-1.amazonaws.com".into(),
+            price_list_endpoint: None,
             creds: Credentials {
                 access_key_id: "AKIDEXAMPLE".into(),
                 secret_access_key: "very-secret-key".into(),
                 session_token: Some("session-token-value".into()),
             },
+            started: std::time::Instant::now(),
         };
         let shown = format!("{w:?}");
         assert!(!shown.contains("very-secret-key"), "{shown}");

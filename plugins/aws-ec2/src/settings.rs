@@ -13,6 +13,11 @@ pub const DEFAULT_PAGE_SIZE: u32 = 1000;
 pub const MIN_PAGE_SIZE: u32 = 5;
 /// Default spot price estimate, as a fraction of the on-demand price.
 pub const DEFAULT_SPOT_DISCOUNT: f64 = 0.35;
+/// Default attempts of one API call (the AWS standard retry mode's).
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// Default time a call may spend before it stops retrying, in milliseconds:
+/// under the host's default call timeout (30 s).
+pub const DEFAULT_RETRY_BUDGET_MS: u64 = 20_000;
 /// Largest `user_data` EC2 accepts: 16 KiB before base64 encoding.
 pub const MAX_USER_DATA: usize = 16 * 1024;
 
@@ -58,6 +63,15 @@ pub struct Settings {
     pub spot_discount: f64,
     /// `MaxResults` of `DescribeInstances`.
     pub page_size: u32,
+    /// The AWS Price List API to price types the table does not, when set
+    /// (its host must be granted too).
+    pub price_list_endpoint: Option<String>,
+    /// Systems Manager, for AMI selector terms by SSM parameter or alias.
+    pub ssm_endpoint: String,
+    /// Attempts of one API call (1 = no retries).
+    pub max_attempts: u32,
+    /// How long a call may run before it stops retrying, in milliseconds.
+    pub retry_budget_ms: u64,
 }
 
 impl Settings {
@@ -76,6 +90,10 @@ impl Settings {
             architecture: Some(Arch::X86_64),
             spot_discount: DEFAULT_SPOT_DISCOUNT,
             page_size: DEFAULT_PAGE_SIZE,
+            price_list_endpoint: None,
+            ssm_endpoint: default_ssm_endpoint(region),
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            retry_budget_ms: DEFAULT_RETRY_BUDGET_MS,
         }
     }
 
@@ -107,22 +125,37 @@ impl Settings {
         let mut s = Self::for_region(&region);
 
         if let Some(v) = get("endpoint")? {
-            let lower = v.to_ascii_lowercase();
-            if !(lower.starts_with("https://") || lower.starts_with("http://")) {
-                return Err(invalid(
-                    "endpoint",
-                    &v,
-                    "must start with https:// or http://",
-                ));
+            s.endpoint = endpoint("endpoint", &v)?;
+        }
+        if let Some(v) = get("price_list_endpoint")? {
+            s.price_list_endpoint = Some(endpoint("price_list_endpoint", &v)?);
+        }
+        if let Some(v) = get("ssm_endpoint")? {
+            s.ssm_endpoint = endpoint("ssm_endpoint", &v)?;
+        }
+        if let Some(v) = get("max_attempts")? {
+            match v.parse::<u32>() {
+                Ok(n) if (1..=10).contains(&n) => s.max_attempts = n,
+                _ => {
+                    return Err(invalid(
+                        "max_attempts",
+                        &v,
+                        "must be a whole number from 1 (no retries) to 10",
+                    ));
+                }
             }
-            if v.contains(['?', '#']) {
-                return Err(invalid(
-                    "endpoint",
-                    &v,
-                    "must not contain a query or fragment",
-                ));
+        }
+        if let Some(v) = get("retry_budget_ms")? {
+            match v.parse::<u64>() {
+                Ok(n) if n <= 600_000 => s.retry_budget_ms = n,
+                _ => {
+                    return Err(invalid(
+                        "retry_budget_ms",
+                        &v,
+                        "must be milliseconds from 0 (no retries) to 600000",
+                    ));
+                }
             }
-            s.endpoint = v.trim_end_matches('/').to_string();
         }
         s.image_id = get("image_id")?;
         s.subnet_id = get("subnet_id")?;
@@ -213,6 +246,25 @@ pub fn default_endpoint(region: &str) -> String {
     } else {
         format!("https://ec2.{region}.amazonaws.com")
     }
+}
+
+/// `https://ssm.<region>.amazonaws.com` (`.amazonaws.com.cn` in China).
+#[must_use]
+pub fn default_ssm_endpoint(region: &str) -> String {
+    default_endpoint(region).replacen("https://ec2.", "https://ssm.", 1)
+}
+
+/// An endpoint as configured under `key`: `http(s)://`, no query or
+/// fragment, without a trailing `/`.
+fn endpoint(key: &str, v: &str) -> Result<String> {
+    let lower = v.to_ascii_lowercase();
+    if !(lower.starts_with("https://") || lower.starts_with("http://")) {
+        return Err(invalid(key, v, "must start with https:// or http://"));
+    }
+    if v.contains(['?', '#']) {
+        return Err(invalid(key, v, "must not contain a query or fragment"));
+    }
+    Ok(v.trim_end_matches('/').to_string())
 }
 
 /// Whether `s` looks like a region name: lowercase words joined by `-`,
@@ -399,6 +451,11 @@ mod tests {
             ("page_size", "4"),
             ("page_size", "1001"),
             ("page_size", "many"),
+            ("price_list_endpoint", "pricing.example"),
+            ("ssm_endpoint", "https://x/#f"),
+            ("max_attempts", "0"),
+            ("max_attempts", "11"),
+            ("retry_budget_ms", "-1"),
         ];
         for (key, value) in cases {
             let mut pairs = vec![(key, value)];

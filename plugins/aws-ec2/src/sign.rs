@@ -95,6 +95,58 @@ pub fn sign_post(
     body: String,
     time: SystemTime,
 ) -> Result<SignedRequest> {
+    sign_with(
+        endpoint,
+        region,
+        SERVICE,
+        &[("content-type", CONTENT_TYPE)],
+        creds,
+        body,
+        time,
+    )
+}
+
+/// The content type of AWS JSON 1.1 requests (the Price List API, SSM).
+pub const JSON_CONTENT_TYPE: &str = "application/x-amz-json-1.1";
+
+/// Signs an AWS JSON 1.1 `POST <endpoint>/` of `target` (`X-Amz-Target`,
+/// such as `AmazonSSM.GetParameter`) for `service` (its signing name,
+/// such as `ssm` or `pricing`) in `region`.
+///
+/// # Errors
+/// As [`sign_post`].
+pub fn sign_json(
+    endpoint: &str,
+    region: &str,
+    service: &str,
+    target: &str,
+    creds: &Credentials,
+    body: String,
+    time: SystemTime,
+) -> Result<SignedRequest> {
+    sign_with(
+        endpoint,
+        region,
+        service,
+        &[
+            ("content-type", JSON_CONTENT_TYPE),
+            ("x-amz-target", target),
+        ],
+        creds,
+        body,
+        time,
+    )
+}
+
+fn sign_with(
+    endpoint: &str,
+    region: &str,
+    service: &str,
+    headers: &[(&str, &str)],
+    creds: &Credentials,
+    body: String,
+    time: SystemTime,
+) -> Result<SignedRequest> {
     let url = format!("{}/", endpoint.trim_end_matches('/'));
     let identity: Identity = aws_credential_types::Credentials::new(
         creds.access_key_id.clone(),
@@ -107,13 +159,12 @@ pub fn sign_post(
     let params = v4::SigningParams::builder()
         .identity(&identity)
         .region(region)
-        .name(SERVICE)
+        .name(service)
         .time(time)
         .settings(SigningSettings::default())
         .build()
-        .map_err(|e| Error::InvalidConfig(format!("cannot sign EC2 requests: {e}")))?
+        .map_err(|e| Error::InvalidConfig(format!("cannot sign {service} requests: {e}")))?
         .into();
-    let headers = [("content-type", CONTENT_TYPE)];
     let signable = SignableRequest::new(
         "POST",
         url.as_str(),

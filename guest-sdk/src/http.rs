@@ -69,7 +69,42 @@ impl From<HttpError> for Error {
     }
 }
 
+/// Where a request was when it failed: what a timeout message names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Before any response: connecting, sending, waiting for its first byte.
+    Response,
+    /// Reading the body of a response whose status and headers arrived.
+    Body,
+}
+
+/// What timed out, in words: which timeout fired, and whether the
+/// connection was made.
+fn timeout_words(code: &ErrorCode, phase: Phase) -> &'static str {
+    match (code, phase) {
+        (_, Phase::Body) => {
+            "body timeout: the connection was made and the response began (status and headers arrived), but its body did not finish in time"
+        }
+        (ErrorCode::DnsTimeout, _) => {
+            "DNS timeout: the host name was not resolved in time; no connection was made"
+        }
+        (ErrorCode::ConnectionReadTimeout, _) => {
+            "first-byte timeout: the connection was made and the request sent, but no response began in time"
+        }
+        (ErrorCode::ConnectionWriteTimeout, _) => {
+            "send timeout: the connection was made, but the request could not be written in time"
+        }
+        _ => {
+            "connect or first-byte timeout: no response began within the host's HTTP timeout (a host that tells them apart reports a first-byte timeout when the connection was made)"
+        }
+    }
+}
+
 fn classify(url: &str, code: &ErrorCode) -> HttpError {
+    classify_in(url, code, Phase::Response)
+}
+
+fn classify_in(url: &str, code: &ErrorCode, phase: Phase) -> HttpError {
     let what = format!("{url}: {code:?}");
     match code {
         ErrorCode::HttpRequestDenied | ErrorCode::DestinationIpProhibited => {
@@ -79,7 +114,9 @@ fn classify(url: &str, code: &ErrorCode) -> HttpError {
         ErrorCode::ConnectionTimeout
         | ErrorCode::ConnectionReadTimeout
         | ErrorCode::ConnectionWriteTimeout
-        | ErrorCode::DnsTimeout => HttpError::Timeout(what),
+        | ErrorCode::DnsTimeout => {
+            HttpError::Timeout(format!("{}: {what}", timeout_words(code, phase)))
+        }
         ErrorCode::HttpResponseBodySize(_) | ErrorCode::HttpResponseContentCoding(_) => {
             HttpError::TooLarge(what)
         }
@@ -313,7 +350,7 @@ impl Request {
                     Err(StreamError::LastOperationFailed(e)) => {
                         let detail = wasip2::http::types::http_error_code(&e);
                         return Err(match detail {
-                            Some(code) => classify(&self.url, &code),
+                            Some(code) => classify_in(&self.url, &code, Phase::Body),
                             None => HttpError::Transport(format!(
                                 "{}: reading body: {}",
                                 self.url,
@@ -508,6 +545,37 @@ mod tests {
         ] {
             assert_eq!(kind(code), "invalid_config");
         }
+    }
+
+    #[test]
+    fn timeouts_say_which_fired_and_whether_the_connection_was_made() {
+        let msg = |code: ErrorCode, phase: Phase| match classify_in("https://x/", &code, phase) {
+            HttpError::Timeout(m) => m,
+            other => panic!("{other:?}"),
+        };
+        let body = msg(ErrorCode::ConnectionReadTimeout, Phase::Body);
+        assert!(
+            body.starts_with("body timeout") && body.contains("connection was made"),
+            "{body}"
+        );
+        let first = msg(ErrorCode::ConnectionReadTimeout, Phase::Response);
+        assert!(
+            first.starts_with("first-byte timeout") && first.contains("connection was made"),
+            "{first}"
+        );
+        let dns = msg(ErrorCode::DnsTimeout, Phase::Response);
+        assert!(dns.contains("no connection was made"), "{dns}");
+        let either = msg(ErrorCode::ConnectionTimeout, Phase::Response);
+        assert!(
+            either.starts_with("connect or first-byte timeout"),
+            "{either}"
+        );
+        assert!(msg(ErrorCode::ConnectionTimeout, Phase::Body).starts_with("body timeout"));
+        // The code is still named, for whoever greps logs for it.
+        assert!(
+            body.ends_with("https://x/: ErrorCode::ConnectionReadTimeout"),
+            "{body}"
+        );
     }
 
     #[test]

@@ -287,3 +287,67 @@ mod tests {
         assert!(!shown.contains("session-token-value"), "{shown}");
     }
 }
+
+#[cfg(test)]
+mod iam_policy {
+    /// The README's IAM policy allows every action the plugin calls.
+    #[test]
+    fn the_readme_policy_allows_every_call() {
+        let readme = include_str!("../README.md");
+        let start = readme
+            .find("### IAM policy")
+            .and_then(|i| readme[i..].find("```json").map(|j| i + j + 7))
+            .expect("the policy block");
+        let end = start + readme[start..].find("```").expect("its end");
+        let policy: serde_json::Value =
+            serde_json::from_str(&readme[start..end]).expect("the policy is JSON");
+        let allowed: Vec<String> = policy["Statement"]
+            .as_array()
+            .expect("statements")
+            .iter()
+            .flat_map(|s| match &s["Action"] {
+                serde_json::Value::String(a) => vec![a.clone()],
+                serde_json::Value::Array(v) => v
+                    .iter()
+                    .filter_map(|a| a.as_str().map(str::to_string))
+                    .collect(),
+                _ => vec![],
+            })
+            .collect();
+        // Every Query API action and JSON target the sources name.
+        let sources = [
+            include_str!("client.rs"),
+            include_str!("pricing.rs"),
+            include_str!("lib.rs"),
+        ]
+        .concat();
+        let mut called: Vec<String> = sources
+            .split("ApiRequest::new(\"")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next())
+            .map(|a| format!("ec2:{a}"))
+            .collect();
+        called.push("pricing:GetProducts".into());
+        called.push("ec2:CreateTags".into());
+        called.sort();
+        called.dedup();
+        assert!(
+            called.contains(&"ec2:RunInstances".to_string()),
+            "{called:?}"
+        );
+        assert!(called.len() >= 9, "{called:?}");
+        for action in &called {
+            assert!(
+                allowed.contains(action),
+                "{action} is not in the README's policy"
+            );
+        }
+        for scoped in [
+            "aws:RequestTag/wasmprov-owner",
+            "aws:ResourceTag/wasmprov-owner",
+        ] {
+            assert!(readme[start..end].contains(scoped), "{scoped}");
+        }
+        assert_eq!(wasmprov_guest::tags::OWNER, "wasmprov-owner");
+    }
+}

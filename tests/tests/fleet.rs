@@ -612,6 +612,9 @@ mod groups {
         let us = cloud(&dir, "hetzner-us", "ash", 100).await;
         let state = tempfile::tempdir().unwrap();
         let (host, fleet) = fleet_and_host(&dir, &state).await;
+        // The US location costs more than twice the EU one: a ceiling above
+        // the default ×2 lets the group fall back to it.
+        let fleet = fleet.fallback_limits(5, 10.0).unwrap();
         let ranking = wasmprov_fleet::rank(&*host, &shape());
         assert_eq!(ranking.best().unwrap().plugin, "hetzner-eu", "{ranking:?}");
 
@@ -1302,7 +1305,12 @@ mod safety {
             ["hetzner", "native"]
         );
         let state = tempfile::tempdir().unwrap();
-        let fleet = Fleet::open(Arc::new(set), state.path().join("journal.redb")).unwrap();
+        // The native backend's price is far above Hetzner's: no ceiling, so
+        // the group spans both.
+        let fleet = Fleet::open(Arc::new(set), state.path().join("journal.redb"))
+            .unwrap()
+            .fallback_limits(5, f64::MAX)
+            .unwrap();
         let ranking = wasmprov_fleet::rank(fleet.backends().as_ref(), &shape());
         assert_eq!(
             ranking

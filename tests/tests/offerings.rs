@@ -172,7 +172,11 @@ async fn capacity_falls_back_to_the_next_offering_and_is_remembered() {
     let b = Cloud::new("b", vec![offering("b-small", 2.0, 4, Arch::X86_64, 0.030)]);
     a.run_out("a-small", CapacityScope::InstanceType);
     let dir = tempfile::tempdir().unwrap();
-    let f = fleet(&[a.clone(), b.clone()], &dir);
+    // b-small is ×3 of a-small: within a ceiling of ×4 (the default ×2
+    // would stop before it: `fallback_stops_at_the_price_ceiling`).
+    let f = fleet(&[a.clone(), b.clone()], &dir)
+        .fallback_limits(5, 4.0)
+        .unwrap();
     let group = CapacityGroup::new("web", NodeShape::new(2.0, 4 << 30), 0, 10);
 
     let report = f.scale(&group, 1).await.unwrap();
@@ -447,4 +451,111 @@ async fn groups_above_the_size_limit_are_refused() {
         .await
         .unwrap();
     assert!(ok.converged(), "{ok}");
+}
+
+/// Falling back never climbs past the price ceiling (×2 of the cheapest
+/// fit by default): with the two cheap types out, the third, at ×5, is not
+/// asked; a second pass, with the cheapest marked as out, keeps the same
+/// ceiling instead of measuring from the cheapest left. A fleet with a
+/// higher ceiling takes it.
+#[tokio::test]
+async fn fallback_stops_at_the_price_ceiling() {
+    let a = Cloud::new(
+        "a",
+        vec![
+            offering("a-cheap", 2.0, 4, Arch::X86_64, 0.010),
+            offering("a-near", 2.0, 4, Arch::X86_64, 0.018),
+            offering("a-dear", 2.0, 4, Arch::X86_64, 0.050),
+        ],
+    );
+    a.run_out("a-cheap", CapacityScope::InstanceType);
+    a.run_out("a-near", CapacityScope::InstanceType);
+    let dir = tempfile::tempdir().unwrap();
+    let f = fleet(std::slice::from_ref(&a), &dir);
+    let group = CapacityGroup::new("web", NodeShape::new(2.0, 4 << 30), 0, 10);
+
+    let report = f.scale(&group, 1).await.unwrap();
+    assert!(report.added.is_empty(), "{report}");
+    assert_eq!(a.asked(), ["a-cheap", "a-near"]);
+    let last = report.errors.last().unwrap();
+    assert!(
+        last.contains("price ceiling") && last.contains("a-dear") && last.contains("2×"),
+        "{report}"
+    );
+
+    // Both cheap types are marked now; the ceiling is still ×2 of a-cheap.
+    let report = f.scale(&group, 1).await.unwrap();
+    assert!(report.added.is_empty(), "{report}");
+    assert_eq!(a.asked().len(), 2, "nothing asked: {report}");
+    assert!(
+        report.errors.iter().any(|e| e.contains("ran out of capacity recently")),
+        "{report}"
+    );
+    assert!(
+        report.errors.iter().any(|e| e.contains("price ceiling")),
+        "{report}"
+    );
+
+    let f = f.fallback_limits(5, 6.0).unwrap();
+    let report = f.scale(&group, 1).await.unwrap();
+    assert_eq!(report.added.len(), 1, "{report}");
+    assert_eq!(report.added[0].hourly_usd, Some(0.050));
+    assert_eq!(a.asked(), ["a-cheap", "a-near", "a-dear"]);
+}
+
+/// A pass stops after the fleet's number of capacity failures (5 by
+/// default), whatever is left to try, and says so; the limit is the
+/// fleet's to set; a ceiling below 1 is refused.
+#[tokio::test]
+async fn fallback_stops_after_the_capacity_failure_limit() {
+    let types: Vec<String> = (0..9).map(|i| format!("t{i}")).collect();
+    let a = Cloud::new(
+        "a",
+        types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| offering(t, 2.0, 4, Arch::X86_64, 0.010 + 0.001 * i as f64))
+            .collect(),
+    );
+    for t in &types {
+        a.run_out(t, CapacityScope::InstanceType);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = fleet(std::slice::from_ref(&a), &dir);
+    let group = CapacityGroup::new("web", NodeShape::new(2.0, 4 << 30), 0, 10);
+
+    let report = f.scale(&group, 3).await.unwrap();
+    assert!(report.added.is_empty(), "{report}");
+    assert_eq!(a.asked(), ["t0", "t1", "t2", "t3", "t4"]);
+    assert!(
+        report
+            .errors
+            .last()
+            .unwrap()
+            .contains("stopped after 5 capacity failures"),
+        "{report}"
+    );
+
+    // Marks expire at once here, so every type may be asked again.
+    let dir = tempfile::tempdir().unwrap();
+    let b = Cloud::new("b", a.offerings.clone());
+    for t in &types {
+        b.run_out(t, CapacityScope::InstanceType);
+    }
+    let f = fleet(std::slice::from_ref(&b), &dir)
+        .unavailable_for(Duration::ZERO)
+        .fallback_limits(2, 100.0)
+        .unwrap();
+    let report = f.scale(&group, 1).await.unwrap();
+    assert_eq!(b.asked(), ["t0", "t1"], "{report}");
+    assert_eq!(f.fallback(), (2, 100.0));
+
+    for bad in [0.5, f64::NAN, f64::INFINITY] {
+        assert!(
+            fleet(std::slice::from_ref(&b), &tempfile::tempdir().unwrap())
+                .fallback_limits(3, bad)
+                .is_err(),
+            "{bad}"
+        );
+    }
 }

@@ -11,8 +11,8 @@ use wasmprov_host::Host;
 use wasmprov_plugin_hetzner::Hetzner;
 use wasmprov_plugin_hetzner::settings::Settings;
 
-use crate::Config;
 use crate::common::shape;
+use crate::config::Config;
 use crate::report::{Section, Table};
 use crate::stats::{Summary, dur, ratio, summarize};
 

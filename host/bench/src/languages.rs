@@ -13,8 +13,8 @@ use wasmprov_api::{CloudProvisioner, ProvisionRequest};
 use wasmprov_fake::refcloud::{RefCloudFake, RefCloudFakeOptions};
 use wasmprov_host::{Host, HostBuilder, LockMode};
 
-use crate::Config;
 use crate::common::{OWNER, manifest, shape};
+use crate::config::Config;
 use crate::report::{Section, Table};
 use crate::stats::{bytes, dur, median, ratio, summarize};
 

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tokio::runtime::Runtime;
 
-use crate::Config;
 use crate::common::{
     build_host, cpu_time, hetzner_bytes, manifest, shape, warm_cache_dir, with_nonce,
 };
+use crate::config::Config;
 use crate::report::{Section, Table};
 use crate::stats::{dur, median, ratio};
 

@@ -17,6 +17,7 @@
 mod calls;
 mod child;
 mod common;
+mod config;
 mod driver;
 mod gate;
 mod languages;
@@ -31,7 +32,6 @@ mod scaling;
 mod stats;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -39,77 +39,9 @@ use anyhow::{Context, Result, bail};
 use crate::common::{
     Machine, build_host, build_host_with, one_plugin_dir, wait_for_quiet, warm_cache_dir,
 };
+use crate::config::{Config, parse_args, workspace_root};
 use crate::report::{Section, Table, Target, Verdict};
 use crate::stats::{bytes, dur, ratio};
-
-/// Options of a run.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Smaller counts and sizes (a smoke run).
-    pub quick: bool,
-    /// Where the report goes.
-    pub out: PathBuf,
-    /// Whether to profile (needs `perf`).
-    pub profile: bool,
-    /// Run only this section (1–5, or 6 for the profile) and write nothing.
-    pub only: Option<u8>,
-}
-
-const USAGE: &str = "\
-wasmprov-bench: benchmarks of the wasmprov host against native baselines.
-
-USAGE: cargo run --release -p wasmprov-bench [-- OPTIONS]
-
-OPTIONS:
-  --quick        smoke run (~30 s): smaller counts; writes target/BENCHMARKS.quick.md
-  --out PATH     write the report to PATH (default: docs/BENCHMARKS.md, or
-                 target/BENCHMARKS.quick.md with --quick)
-  --no-profile   skip the perf profile
-  --only N       run only section N (1-5, 8; 6 = profile), print it, write nothing
-  -h, --help     this text
-";
-
-/// The workspace root (two levels above this crate).
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .map_or_else(|| PathBuf::from("."), PathBuf::from)
-}
-
-fn parse_args(args: &[String]) -> Result<Option<Config>> {
-    let mut quick = false;
-    let mut out = None;
-    let mut profile = true;
-    let mut only = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--quick" => quick = true,
-            "--out" => out = Some(PathBuf::from(it.next().context("--out needs a path")?)),
-            "--no-profile" => profile = false,
-            "--only" => only = Some(it.next().context("--only needs a section")?.parse()?),
-            "-h" | "--help" => {
-                print!("{USAGE}");
-                return Ok(None);
-            }
-            other => bail!("unknown option {other:?}\n\n{USAGE}"),
-        }
-    }
-    let out = out.unwrap_or_else(|| {
-        if quick {
-            workspace_root().join("target").join("BENCHMARKS.quick.md")
-        } else {
-            workspace_root().join("docs").join("BENCHMARKS.md")
-        }
-    });
-    Ok(Some(Config {
-        quick,
-        out,
-        profile,
-        only,
-    }))
-}
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

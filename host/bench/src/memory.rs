@@ -9,8 +9,8 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use crate::Config;
 use crate::common::{start_fake, warm_cache_dir};
+use crate::config::Config;
 use crate::gate::Gate;
 use crate::report::{Section, Table};
 use crate::stats::{bytes, ratio};

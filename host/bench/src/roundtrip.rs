@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use wasmprov_api::ProvisionRequest;
 
-use crate::Config;
 use crate::common::{OWNER, build_host, one_plugin_dir, shape, start_fake, warm_cache_dir};
+use crate::config::Config;
 use crate::driver::{Bounds, RunResult, drive};
 use crate::native::NativeHetzner;
 use crate::report::{Section, Table};

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::Config;
 use crate::common::{OWNER, build_host, one_plugin_dir, start_fake, warm_cache_dir};
+use crate::config::Config;
 use crate::memory::{InFlight, inflight};
 use crate::native::NativeHetzner;
 use crate::report::{Section, Table};

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, Result};
 use wasmprov_testkit::{Fake, FaultSpec, Suite, Unavailable};
 
-use crate::Reported;
+use crate::exit::Reported;
 
 /// What `wasmprov test` was asked.
 #[derive(Debug)]

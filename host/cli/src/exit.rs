@@ -22,7 +22,30 @@
 use wasmprov_api::ProvisionerError;
 use wasmprov_fleet::FleetError;
 
-use crate::CallFailed;
+/// A provisioner error, kept typed for JSON output.
+#[derive(Debug)]
+pub(crate) struct CallFailed(pub(crate) ProvisionerError);
+
+impl std::fmt::Display for CallFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.0, self.0.kind())
+    }
+}
+
+impl std::error::Error for CallFailed {}
+
+/// A failure whose details were already printed (as JSON); only the one-line
+/// reason remains to be said.
+#[derive(Debug)]
+pub(crate) struct Reported(pub(crate) String);
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Reported {}
 
 /// The command did what it was asked.
 pub(crate) const SUCCESS: u8 = 0;
@@ -191,6 +214,13 @@ pub(crate) fn json_error(e: &anyhow::Error, failure: &Failure) -> serde_json::Va
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn errors_keep_their_kind() {
+        let e = anyhow::anyhow!(CallFailed(ProvisionerError::NotFound("x".into())));
+        assert!(e.downcast_ref::<CallFailed>().is_some());
+        assert_eq!(e.to_string(), "not found: x (not_found)");
+    }
+
     use super::*;
     use wasmprov_api::{CapacityScope, PluginFault};
 

@@ -11,7 +11,7 @@ use wasmprov_api::{
 use wasmprov_fleet::{CapacityGroup, Fleet, LeakPolicy, ReconcilePolicy};
 use wasmprov_host::Host;
 
-use crate::Reported;
+use crate::exit::Reported;
 use crate::output::print_json;
 
 /// The journal's file in a state directory.
@@ -74,9 +74,10 @@ pub async fn scale(
     group: &CapacityGroup,
     desired: u32,
     terminate_leaks: bool,
+    (max_capacity_failures, price_ceiling): (u32, f64),
     json: bool,
 ) -> Result<()> {
-    let fleet = open(host, state_dir)?;
+    let fleet = open(host, state_dir)?.fallback_limits(max_capacity_failures, price_ceiling)?;
     let policy = ReconcilePolicy {
         leaks: if terminate_leaks {
             LeakPolicy::Terminate
@@ -294,14 +295,14 @@ fn fleet_error(e: wasmprov_fleet::FleetError) -> anyhow::Error {
     use wasmprov_api::ProvisionerError;
     use wasmprov_fleet::FleetError;
     match e {
-        FleetError::Provisioner(p) => crate::CallFailed(p).into(),
+        FleetError::Provisioner(p) => crate::exit::CallFailed(p).into(),
         e @ (FleetError::Conflict { .. }
         | FleetError::LeaseConflict { .. }
         | FleetError::Terminating(_)) => {
-            crate::CallFailed(ProvisionerError::Conflict(e.to_string())).into()
+            crate::exit::CallFailed(ProvisionerError::Conflict(e.to_string())).into()
         }
         e @ FleetError::NotJournaled(_) => {
-            crate::CallFailed(ProvisionerError::NotFound(e.to_string())).into()
+            crate::exit::CallFailed(ProvisionerError::NotFound(e.to_string())).into()
         }
         other => other.into(),
     }

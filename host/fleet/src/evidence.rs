@@ -18,8 +18,10 @@ use anyhow::Result;
 use wasmprov_api::provenance::{OWNER_LABEL, Provenance, owned_by};
 use wasmprov_api::{CloudProvisioner, NodeHandle, ProvisionerError};
 
-use crate::fleet::{Fleet, REQUEST_LABEL};
-use crate::journal::Intent;
+use wasmprov_api::Backends;
+use wasmprov_api::provenance::REQUEST_LABEL;
+
+use crate::journal::{Intent, Journal};
 use crate::report::OrphanKind;
 
 /// A backend's list of nodes, as the fleet believes it.
@@ -51,9 +53,18 @@ pub(crate) enum Standing {
     Orphan(OrphanKind, String),
 }
 
-impl Fleet {
+/// What a fleet's judgement of an answer rests on: its owner id, its
+/// journal's identity and issued generations, and where foreign answers
+/// are counted ([`Fleet::evidence`](crate::Fleet::evidence)).
+pub(crate) struct Evidence<'a> {
+    pub(crate) owner: Option<&'a str>,
+    pub(crate) journal: &'a Journal,
+    pub(crate) backends: &'a dyn Backends,
+}
+
+impl Evidence<'_> {
     fn owns(&self, node: &NodeHandle) -> bool {
-        self.owner().is_none_or(|owner| owned_by(node, owner))
+        self.owner.is_none_or(|owner| owned_by(node, owner))
     }
 
     /// `backend`'s nodes of this owner (the fleet's one `describe`).
@@ -84,7 +95,7 @@ impl Fleet {
                 listed,
                 "describe answered nodes that do not carry this host's owner id; they were dropped"
             );
-            self.backends().fleet_event(name, "foreign_answer");
+            self.backends.fleet_event(name, "foreign_answer");
         }
         Ok(Listing { nodes, foreign })
     }
@@ -109,7 +120,7 @@ impl Fleet {
                     owner = ?n.labels.get(OWNER_LABEL),
                     "get answered a node that does not carry this host's owner id"
                 );
-                self.backends().fleet_event(name, "foreign_answer");
+                self.backends.fleet_event(name, "foreign_answer");
                 Ok(Lookup::Foreign)
             }
             Some(n) => Ok(Lookup::Present(Box::new(n))),
@@ -122,7 +133,7 @@ impl Fleet {
     /// answer to one of this journal's requests, even under the same
     /// request id (two hosts with one owner id, a lost journal).
     pub(crate) fn made_here(&self, node: &NodeHandle) -> bool {
-        Provenance::of(node).is_none_or(|p| p.journal == self.journal().identity())
+        Provenance::of(node).is_none_or(|p| p.journal == self.journal.identity())
     }
 
     /// Why `node`, answered by a backend for `intent`'s provision, is not
@@ -140,12 +151,12 @@ impl Fleet {
             ));
         }
         let p = Provenance::of(node)?;
-        if p.journal != self.journal().identity() {
+        if p.journal != self.journal.identity() {
             return Some(format!(
                 "the node {} answered for request {rid:?} was made by another journal ({}; this one is {}): another host uses this owner id, this journal was lost or replaced, or the backend answered wrong; adopt it (reconcile --adopt) or use another request id",
                 node.provider_id,
                 p.journal,
-                self.journal().identity()
+                self.journal.identity()
             ));
         }
         if intent.born > 0 && p.generation != intent.born {
@@ -168,7 +179,7 @@ impl Fleet {
                 "it carries no provenance label".into(),
             ));
         };
-        let journal = self.journal();
+        let journal = self.journal;
         if p.journal != journal.identity() {
             return Ok(Standing::Orphan(
                 OrphanKind::Foreign,

@@ -35,7 +35,7 @@ use wasmprov_api::{
 };
 
 use crate::drain::{CallGate, DrainReport};
-use crate::evidence::Lookup;
+use crate::evidence::{Evidence, Lookup};
 use crate::journal::{
     Event, EventKind, EventStatus, Intent, IntentState, Journal, deadline_ms, now_ms,
 };
@@ -45,6 +45,21 @@ use crate::locks::{RequestGuard, RequestLocks};
 pub const REQUEST_LABEL: &str = provenance::REQUEST_LABEL;
 /// The label a fleet puts on the nodes of a capacity group.
 pub const GROUP_LABEL: &str = provenance::GROUP_LABEL;
+
+/// The largest `max` a capacity group may have unless the fleet says
+/// otherwise ([`Fleet::max_group_size`]): a group asked for more is refused,
+/// so a typo or a hostile caller cannot make thousands of nodes.
+pub const DEFAULT_MAX_GROUP_SIZE: u32 = 2000;
+
+/// Capacity failures one [`scale`](Fleet::scale) pass takes before it stops
+/// trying further offerings (unless the fleet says otherwise,
+/// [`Fleet::fallback_limits`]).
+pub const DEFAULT_MAX_CAPACITY_FAILURES: u32 = 5;
+
+/// How much dearer than the cheapest fitting offering a [`scale`](Fleet::scale)
+/// may go when it falls back (unless the fleet says otherwise,
+/// [`Fleet::fallback_limits`]): ×2.
+pub const DEFAULT_PRICE_CEILING: f64 = 2.0;
 
 /// Why a fleet operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -166,6 +181,10 @@ pub struct Fleet {
     pub(crate) catalogues: crate::Catalogues,
     /// The largest `max` a capacity group may have.
     pub(crate) max_group_size: u32,
+    /// Capacity failures a scale pass takes before it stops.
+    pub(crate) max_capacity_failures: u32,
+    /// The dearest offering a scale pass may pick, relative to the cheapest fit.
+    pub(crate) price_ceiling: f64,
     /// Why this fleet may not use its journal: it serves another owner id.
     owner_conflict: Option<String>,
     /// The plugins a reconcile listed since the journal was opened: the
@@ -227,7 +246,9 @@ impl Fleet {
             unavailable: crate::Unavailable::default(),
             calls: CallGate::default(),
             catalogues: crate::Catalogues::default(),
-            max_group_size: crate::DEFAULT_MAX_GROUP_SIZE,
+            max_group_size: DEFAULT_MAX_GROUP_SIZE,
+            max_capacity_failures: DEFAULT_MAX_CAPACITY_FAILURES,
+            price_ceiling: DEFAULT_PRICE_CEILING,
             owner_conflict,
             listed: std::sync::Mutex::default(),
         }
@@ -259,7 +280,7 @@ impl Fleet {
     }
 
     /// The largest `max` a capacity group may have (default
-    /// [`DEFAULT_MAX_GROUP_SIZE`](crate::DEFAULT_MAX_GROUP_SIZE)); a group
+    /// [`DEFAULT_MAX_GROUP_SIZE`](DEFAULT_MAX_GROUP_SIZE)); a group
     /// above it is refused by [`scale`](Self::scale).
     #[must_use]
     pub fn max_group_size(mut self, max: u32) -> Self {
@@ -271,6 +292,38 @@ impl Fleet {
     #[must_use]
     pub fn group_size_limit(&self) -> u32 {
         self.max_group_size
+    }
+
+    /// How far a [`scale`](Self::scale) pass falls back when offerings run
+    /// out: it stops after `max_capacity_failures` capacity failures
+    /// (default [`DEFAULT_MAX_CAPACITY_FAILURES`]; at least one attempt is
+    /// always made), and never picks an offering priced above
+    /// `price_ceiling` times the cheapest fitting offering's price (default
+    /// [`DEFAULT_PRICE_CEILING`], ×2), whether or not that one has capacity
+    /// now.
+    ///
+    /// # Errors
+    /// A ceiling below 1 or not finite.
+    pub fn fallback_limits(
+        mut self,
+        max_capacity_failures: u32,
+        price_ceiling: f64,
+    ) -> Result<Self> {
+        if !price_ceiling.is_finite() || price_ceiling < 1.0 {
+            anyhow::bail!(
+                "price ceiling {price_ceiling} is not a ratio of at least 1 to the cheapest fitting offering"
+            );
+        }
+        self.max_capacity_failures = max_capacity_failures.max(1);
+        self.price_ceiling = price_ceiling;
+        Ok(self)
+    }
+
+    /// The fallback limits of [`scale`](Self::scale): capacity failures per
+    /// pass, and the price ceiling relative to the cheapest fit.
+    #[must_use]
+    pub fn fallback(&self) -> (u32, f64) {
+        (self.max_capacity_failures, self.price_ceiling)
     }
 
     /// The owner id this fleet's nodes carry, instead of the backends' own.
@@ -321,6 +374,15 @@ impl Fleet {
     #[must_use]
     pub fn journal(&self) -> &Journal {
         &self.journal
+    }
+
+    /// What this fleet judges backends' answers by (`evidence.rs`).
+    pub(crate) fn evidence(&self) -> Evidence<'_> {
+        Evidence {
+            owner: self.owner(),
+            journal: &self.journal,
+            backends: &*self.backends,
+        }
     }
 
     /// Whether the journal takes writes: false after a failed write until
@@ -465,7 +527,11 @@ impl Fleet {
             IntentState::Terminating { .. } => return Err(FleetError::Terminating(request_id)),
             IntentState::Active { provider_id } => {
                 // Made already: the node answers, the backend makes nothing.
-                return match self.look_up(plugin, &*backend, provider_id).await? {
+                return match self
+                    .evidence()
+                    .look_up(plugin, &*backend, provider_id)
+                    .await?
+                {
                     Lookup::Present(node) => Ok(*node),
                     Lookup::Absent => Err(ProvisionerError::NotFound(format!(
                         "the node {provider_id} made for request {request_id} no longer exists; \
@@ -487,7 +553,7 @@ impl Fleet {
         ticket.provisioning(&request_id, intent.generation);
         let request = self.request_for(&intent);
         let answer = match backend.provision_request(&request).await {
-            Ok(node) => match self.not_the_answer(&intent, &node) {
+            Ok(node) => match self.evidence().not_the_answer(&intent, &node) {
                 Some(why) => {
                     tracing::warn!(request_id, node = %node.provider_id, "{why}");
                     Err(ProvisionerError::Conflict(why))

@@ -9,10 +9,6 @@ use wasmprov_api::{NodeShape, ProvisionerError};
 
 use crate::fleet::{Fleet, FleetError, ProvisionOptions};
 use crate::journal::{EventKind, Intent, IntentState};
-/// The largest `max` a capacity group may have unless the fleet says
-/// otherwise ([`Fleet::max_group_size`]): a group asked for more is refused,
-/// so a typo or a hostile caller cannot make thousands of nodes.
-pub const DEFAULT_MAX_GROUP_SIZE: u32 = 2000;
 
 /// A set of like nodes scaled as one, in the spirit of a cluster's node
 /// pool: an instance type or a machine profile (CPU, memory, GPUs) and the
@@ -301,17 +297,17 @@ impl Fleet {
         count: u32,
         report: &mut ScaleReport,
     ) -> Result<()> {
+        // Ranked without the marks of what ran out: the cheapest fit sets
+        // the price ceiling whether or not it has capacity now (else the
+        // ceiling would climb with every pass that finds it out); marked
+        // offerings are skipped below, unasked.
         let ranking = self
             .catalogues
-            .rank(
-                self.backends().as_ref(),
-                &group.shape,
-                Some(&self.unavailable),
-                |plugin| group.allows(plugin),
-            )
+            .rank(self.backends().as_ref(), &group.shape, None, |plugin| {
+                group.allows(plugin)
+            })
             .await;
-        let offers: Vec<_> = ranking.offers.iter().collect();
-        if offers.is_empty() {
+        let Some(cheapest) = ranking.offers.first().map(|o| o.hint.hourly_usd) else {
             let why: Vec<String> = ranking
                 .none
                 .iter()
@@ -326,13 +322,40 @@ impl Fleet {
                 }
             ));
             return Ok(());
-        }
+        };
+        let ceiling = cheapest * self.price_ceiling;
+        let (offers, dearer): (Vec<_>, Vec<_>) = ranking
+            .offers
+            .iter()
+            .partition(|o| o.hint.hourly_usd <= ceiling);
+        let mut capacity_failures = 0u32;
         let mut first_offer = 0;
         for _ in 0..count {
             let mut request_id =
                 format!("{}-{}", group.name, self.journal().next_seq(&group.name)?);
             let mut made = false;
+            let mut skipped = Vec::new();
             for offer in &offers[first_offer..] {
+                let shape = NodeShape {
+                    instance_type: Some(offer.hint.instance_type.clone()),
+                    ..group.shape.clone()
+                };
+                if let Some(until) = self.unavailable.until(
+                    &offer.plugin,
+                    &offer.hint.instance_type,
+                    shape.zone.as_deref(),
+                ) {
+                    skipped.push(format!(
+                        "{} ({}) ran out of capacity recently; skipped for {} s more",
+                        offer.plugin,
+                        offer.hint.instance_type,
+                        until
+                            .saturating_duration_since(std::time::Instant::now())
+                            .as_secs()
+                    ));
+                    first_offer += 1;
+                    continue;
+                }
                 // A failed attempt that may have left a node keeps its id
                 // (reconcile settles it); the next offer gets a new one.
                 if self.journal().get(&request_id)?.is_some() {
@@ -347,22 +370,6 @@ impl Fleet {
                     boot: group.boot.clone(),
                 };
                 // The offering chosen, by name: the plugin makes that type.
-                let shape = NodeShape {
-                    instance_type: Some(offer.hint.instance_type.clone()),
-                    ..group.shape.clone()
-                };
-                if self
-                    .unavailable
-                    .until(
-                        &offer.plugin,
-                        &offer.hint.instance_type,
-                        shape.zone.as_deref(),
-                    )
-                    .is_some()
-                {
-                    first_offer += 1;
-                    continue;
-                }
                 match self.provision(&offer.plugin, &shape, options).await {
                     Ok(node) => {
                         report.added.push(Member {
@@ -375,23 +382,37 @@ impl Fleet {
                         break;
                     }
                     Err(e) if try_next_offer(&e) => {
-                        if let FleetError::Provisioner(ProvisionerError::Capacity {
-                            scope, ..
-                        }) = &e
-                        {
-                            self.unavailable.mark(
-                                &offer.plugin,
-                                &offer.hint.instance_type,
-                                shape.zone.as_deref(),
-                                *scope,
-                            );
-                        }
+                        let capacity =
+                            if let FleetError::Provisioner(ProvisionerError::Capacity {
+                                scope,
+                                ..
+                            }) = &e
+                            {
+                                self.unavailable.mark(
+                                    &offer.plugin,
+                                    &offer.hint.instance_type,
+                                    shape.zone.as_deref(),
+                                    *scope,
+                                );
+                                true
+                            } else {
+                                false
+                            };
                         report.errors.push(format!(
                             "{} ({}): {e}",
                             offer.plugin, offer.hint.instance_type
                         ));
                         // This offer is out for the rest of this pass.
                         first_offer += 1;
+                        if capacity {
+                            capacity_failures += 1;
+                            if capacity_failures >= self.max_capacity_failures {
+                                report.errors.push(format!(
+                                    "stopped after {capacity_failures} capacity failures in this pass (the fleet's limit); the next scale tries again"
+                                ));
+                                return Ok(());
+                            }
+                        }
                     }
                     Err(e) => {
                         report.errors.push(format!("{}: {e}", offer.plugin));
@@ -400,6 +421,18 @@ impl Fleet {
                 }
             }
             if !made {
+                report.errors.extend(skipped);
+                if let Some(next) = dearer.first() {
+                    report.errors.push(format!(
+                        "stopped at the price ceiling: {} more fitting offering(s), from {} ({}) at {:.4} $/h, cost more than {}× the cheapest fit ({:.4} $/h)",
+                        dearer.len(),
+                        next.plugin,
+                        next.hint.instance_type,
+                        next.hint.hourly_usd,
+                        self.price_ceiling,
+                        cheapest
+                    ));
+                }
                 return Ok(());
             }
         }

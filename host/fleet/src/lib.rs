@@ -47,8 +47,11 @@ mod unavailable;
 
 pub use backends::BackendSet;
 pub use drain::DrainReport;
-pub use fleet::{Fleet, FleetError, GROUP_LABEL, ProvisionOptions, REQUEST_LABEL, made_nothing};
-pub use group::{CapacityGroup, DEFAULT_MAX_GROUP_SIZE, Member, ScaleReport};
+pub use fleet::{
+    DEFAULT_MAX_CAPACITY_FAILURES, DEFAULT_MAX_GROUP_SIZE, DEFAULT_PRICE_CEILING, Fleet,
+    FleetError, GROUP_LABEL, ProvisionOptions, REQUEST_LABEL, made_nothing,
+};
+pub use group::{CapacityGroup, Member, ScaleReport};
 pub use rank::{
     Catalogues, DEFAULT_CATALOGUE_DEADLINE, DEFAULT_CATALOGUE_TTL, NoOffer, Offer, Ranking,
     Unpriced, rank, rank_offerings, rank_offerings_among,

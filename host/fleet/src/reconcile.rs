@@ -107,7 +107,7 @@ impl Fleet {
                 ));
                 continue;
             };
-            match self.list(&name, &*backend).await {
+            match self.evidence().list(&name, &*backend).await {
                 Ok(listing) => {
                     self.listed
                         .lock()
@@ -220,7 +220,7 @@ impl Fleet {
                         Some(i)
                             if i.plugin == name
                                 && i.state == IntentState::Pending
-                                && self.made_here(node) =>
+                                && self.evidence().made_here(node) =>
                         {
                             continue;
                         }
@@ -281,7 +281,7 @@ impl Fleet {
                         f.at_ms, f.request_id
                     ),
                 ),
-                None => self.standing(node)?,
+                None => self.evidence().standing(node)?,
             };
             match standing {
                 Standing::Proven => candidates.push(Candidate {
@@ -405,7 +405,7 @@ impl Fleet {
                     // not this one's answer.
                     let found = by_request.get(rid).and_then(|v| {
                         v.iter()
-                            .filter(|n| self.not_the_answer(&intent, n).is_none())
+                            .filter(|n| self.evidence().not_the_answer(&intent, n).is_none())
                             .min_by_key(|n| n.provider_id.clone())
                             .copied()
                     });
@@ -467,7 +467,7 @@ impl Fleet {
                     let request = self.request_for(&intent);
                     let answer = backend.provision_request(&request).await;
                     if let Ok(node) = &answer
-                        && let Some(why) = self.not_the_answer(&intent, node)
+                        && let Some(why) = self.evidence().not_the_answer(&intent, node)
                     {
                         // Not this intent's node: neither its answer nor a
                         // refusal of it. Kept, and said.
@@ -533,7 +533,7 @@ impl Fleet {
                         continue;
                     }
                     // Two lists missed it: the backend's word on the one node.
-                    match self.look_up(name, backend, &provider_id).await {
+                    match self.evidence().look_up(name, backend, &provider_id).await {
                         Ok(Lookup::Present(_)) => {
                             // The lists were partial; it is there.
                             let intent = self.seen(intent)?;

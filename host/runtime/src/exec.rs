@@ -15,10 +15,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 use wasmprov_policy::ExecPolicy;
 
-use crate::bindings::v02::exec::{Command, ExecError, Host, Output};
-use crate::intercept::{Denial, DenialKind, ExecFailure, ExecOutput, ExecRequest, RealExec};
-use crate::plugin::Hooks;
-use crate::state::{CallKind, CallState};
+use crate::bindings::v02::exec::{Command, ExecError, Output};
+use crate::hooks::{CallKind, Hooks};
+use crate::intercept::{
+    Denial, DenialKind, ExecFailure, ExecOutput, ExecRequest, Granted, ProgramRunner, RealExec,
+};
 
 /// Per-plugin exec state.
 #[derive(Debug)]
@@ -39,7 +40,19 @@ impl ExecRunner {
         }
     }
 
-    pub(crate) async fn run(&self, plugin: &str, cmd: Command) -> Result<Output, ExecError> {
+    /// Runs one `exec.run` of a guest, if the call may do I/O and the
+    /// policy allows it.
+    pub(crate) async fn run(
+        &self,
+        plugin: &str,
+        kind: CallKind,
+        cmd: Command,
+    ) -> Result<Output, ExecError> {
+        if kind == CallKind::Pure {
+            tracing::warn!(plugin, program = %wasmprov_policy::text::cell(&cmd.program), "exec denied: price-hint must not do I/O");
+            self.hooks.metrics.denied(plugin, DenialKind::Exec);
+            return Err(ExecError::Denied("price-hint must not do I/O".into()));
+        }
         let grant = match self.policy.check(&cmd.program, &cmd.args, &cmd.env) {
             Ok(g) => g,
             Err(denial) => {
@@ -197,13 +210,6 @@ impl ExecRunner {
     }
 }
 
-/// The limits of one allowed run.
-#[derive(Debug)]
-pub(crate) struct Granted {
-    pub(crate) timeout: Duration,
-    pub(crate) max_output: usize,
-}
-
 /// Kills a process group when dropped, so nothing a program started outlives
 /// the call that started it.
 struct GroupGuard(Option<Pid>);
@@ -237,26 +243,13 @@ async fn read_capped<R: AsyncRead + Unpin>(
     Ok(buf)
 }
 
-impl Host for CallState {
-    async fn run(&mut self, cmd: Command) -> wasmtime::Result<Result<Output, ExecError>> {
-        if self.kind == CallKind::Pure {
-            tracing::warn!(plugin = %self.plugin.manifest.name, program = %wasmprov_policy::text::cell(&cmd.program), "exec denied: price-hint must not do I/O");
-            self.plugin
-                .exec
-                .hooks
-                .metrics
-                .denied(&self.plugin.manifest.name, DenialKind::Exec);
-            return Ok(Err(ExecError::Denied("price-hint must not do I/O".into())));
-        }
-        let plugin = self.plugin.clone();
-        // Counted as possibly run before it runs (a call cut meanwhile may
-        // have started it); a program that was denied or could not start
-        // did nothing, and is taken back.
-        self.execs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let out = plugin.exec.run(&plugin.manifest.name, cmd).await;
-        if matches!(out, Err(ExecError::Denied(_) | ExecError::SpawnFailed(_))) {
-            self.execs.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        }
-        Ok(out)
+#[async_trait::async_trait]
+impl ProgramRunner for ExecRunner {
+    async fn run_granted(
+        &self,
+        grant: &Granted,
+        req: ExecRequest,
+    ) -> Result<ExecOutput, ExecFailure> {
+        ExecRunner::run_granted(self, grant, req).await
     }
 }

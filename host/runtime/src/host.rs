@@ -8,14 +8,16 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use cap_std::ambient_authority;
 use wasmprov_api::CloudProvisioner;
-use wasmtime::component::Linker;
 
-use crate::engine::{EngineSettings, SharedEngine};
+use crate::engine::EngineSettings;
 use crate::error::LoadError;
+use crate::hooks::Hooks;
 use crate::intercept::{ExecInterceptor, HttpInterceptor, Observer};
+use crate::linker::Engines;
 use crate::lock::{Lock, LockEntry, LockMode};
-use crate::plugin::{Hooks, LoadInput, WasmPlugin};
-use crate::state::CallState;
+use crate::metrics::ReloadOutcome;
+use crate::plugin::{LoadInput, WasmPlugin};
+use crate::plugin_dir::manifest_files;
 use wasmprov_policy::limits::LimitsSpec;
 
 type SecretSource = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -231,14 +233,7 @@ impl HostBuilder {
             .work_dir
             .unwrap_or_else(|| crate::plugin::default_work_root().join(&owner_id));
         let compile_wait = self.compile_wait.unwrap_or(self.engine.compile_budget);
-        let engines = Arc::new(Engines {
-            compiler: crate::compile::Compiler::new(
-                self.engine.compile_budget,
-                self.engine.cache_dir.as_deref(),
-            ),
-            settings: self.engine,
-            by_stack: std::sync::Mutex::new(BTreeMap::new()),
-        });
+        let engines = Arc::new(Engines::new(self.engine));
         let (reloads, _) = tokio::sync::broadcast::channel(16);
         let host = Host {
             owner_id,
@@ -258,56 +253,6 @@ impl HostBuilder {
         host.reload().await?;
         Ok(host)
     }
-}
-
-/// The engines of a host, one per guest stack size in use (wasmtime sets the
-/// stack per engine), each with its linker. Most hosts have one.
-pub(crate) struct Engines {
-    pub(crate) settings: EngineSettings,
-    by_stack: std::sync::Mutex<BTreeMap<usize, EngineAndLinker>>,
-    /// Compiles, off the reload path (`compile.rs`).
-    pub(crate) compiler: crate::compile::Compiler,
-}
-
-type EngineAndLinker = (Arc<SharedEngine>, Arc<Linker<CallState>>);
-
-impl Engines {
-    /// The engine and linker for guests with `stack` bytes of stack.
-    pub(crate) fn get(&self, stack: usize) -> Result<EngineAndLinker> {
-        let mut map = self
-            .by_stack
-            .lock()
-            .map_err(|_| anyhow::anyhow!("engine table poisoned"))?;
-        if let Some((e, l)) = map.get(&stack) {
-            return Ok((e.clone(), l.clone()));
-        }
-        let engine = SharedEngine::new(self.settings.clone(), stack)?;
-        let linker = Arc::new(build_linker(&engine.engine)?);
-        map.insert(stack, (engine.clone(), linker.clone()));
-        Ok((engine, linker))
-    }
-}
-
-fn build_linker(engine: &wasmtime::Engine) -> Result<Linker<CallState>> {
-    let mut linker = Linker::new(engine);
-    let wrap = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
-    // The WASI interfaces a Rust program needs to start; the context behind
-    // them grants nothing (no files, environment, sockets or stdin).
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wrap)?;
-    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(wrap)?;
-    wasmtime_wasi_config::add_to_linker(&mut linker, |s: &mut CallState| {
-        wasmtime_wasi_config::WasiConfig::new(s.config())
-    })
-    .map_err(wrap)?;
-    // Both contract versions' imports: a plugin built for 0.1 links its
-    // `exec` and `log` of 0.1.0, served by the current ones (`contract::v01`).
-    use crate::bindings::{v01, v02};
-    use wasmtime::component::HasSelf;
-    v02::exec::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;
-    v02::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;
-    v01::exec::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;
-    v01::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;
-    Ok(linker)
 }
 
 /// What identifies one version of a plugin on disk: its manifest's bytes and
@@ -407,6 +352,17 @@ pub struct ReloadReport {
 }
 
 impl ReloadReport {
+    /// How this pass counts in `wasmprov_reloads_total`.
+    fn outcome(&self) -> ReloadOutcome {
+        if !self.failed.is_empty() {
+            ReloadOutcome::Failed
+        } else if self.changed() {
+            ReloadOutcome::Changed
+        } else {
+            ReloadOutcome::Unchanged
+        }
+    }
+
     /// Whether the pass changed which plugin versions are served.
     #[must_use]
     pub fn changed(&self) -> bool {
@@ -441,22 +397,6 @@ impl std::fmt::Display for ReloadReport {
             f.write_str(&parts.join("; "))
         }
     }
-}
-
-/// The manifests of a plugin directory (`*.toml`, not hidden, not the
-/// directory's own `wasmprov.toml`), sorted.
-pub(crate) fn manifest_files(dir: &cap_std::fs::Dir) -> Result<Vec<String>> {
-    let mut manifests: Vec<String> = dir
-        .entries()
-        .context("listing the plugin directory")?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| {
-            n.ends_with(".toml") && !n.starts_with('.') && n != wasmprov_policy::trust::FILE
-        })
-        .collect();
-    manifests.sort();
-    Ok(manifests)
 }
 
 /// A set of loaded plugins, reloadable while in use.
@@ -642,11 +582,11 @@ impl Host {
         let (registry, report) = match ran {
             Ok(pass) => pass,
             Err(e) => {
-                self.metrics().reloaded(None);
+                self.metrics().reloaded(ReloadOutcome::Error);
                 return Err(e);
             }
         };
-        self.metrics().reloaded(Some(&report));
+        self.metrics().reloaded(report.outcome());
         match self.registry.write() {
             Ok(mut r) => *r = Arc::new(registry),
             Err(poisoned) => *poisoned.into_inner() = Arc::new(registry),

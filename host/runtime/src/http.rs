@@ -33,10 +33,10 @@ use tokio::time::{Instant, Sleep};
 use wasmprov_policy::http::{DestHost, Destination, HttpPolicy};
 use wasmprov_policy::limits::Limits;
 use wasmtime_wasi_http::io::TokioIo;
-use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+use wasmtime_wasi_http::{Error, WasiBody};
 
-use crate::intercept::{Denial, DenialKind, HttpFailure, OutgoingRequest, Upstream};
-use crate::plugin::{Hooks, PluginShared};
+use crate::hooks::{CallKind, Hooks};
+use crate::intercept::{Denial, DenialKind, HttpFailure, OutgoingRequest, RequestSender, Upstream};
 
 /// How long the host waits for a guest to finish writing the body of a
 /// request it is about to deny (so that the guest sees the denial rather
@@ -79,15 +79,17 @@ impl HttpGate {
         }
     }
 
-    async fn send(
+    /// Sends one request of a guest's call, if the call may do I/O and a
+    /// grant covers it (the checks and limits above).
+    pub(crate) async fn send(
         &self,
         plugin: &str,
-        may_do_io: bool,
+        kind: CallKind,
         open: &std::sync::atomic::AtomicBool,
         reached: &std::sync::atomic::AtomicBool,
         req: http::Request<WasiBody>,
     ) -> Result<http::Response<WasiBody>, Error> {
-        let checked = match self.check(may_do_io, &req) {
+        let checked = match self.check(kind, &req) {
             Ok(checked) => checked,
             Err(reason) => {
                 tracing::warn!(plugin, uri = %req.uri(), %reason, "HTTP request denied");
@@ -310,8 +312,8 @@ impl HttpGate {
     }
 
     /// Policy checks that need no network.
-    fn check(&self, may_do_io: bool, req: &http::Request<WasiBody>) -> Result<Destination, String> {
-        if !may_do_io {
+    fn check(&self, kind: CallKind, req: &http::Request<WasiBody>) -> Result<Destination, String> {
+        if kind == CallKind::Pure {
             return Err("price-hint must not do I/O".into());
         }
         let uri = req.uri();
@@ -660,57 +662,16 @@ impl Body for LimitedBody {
     }
 }
 
-/// The hook wasi-http calls for every outgoing request of one call.
-pub(crate) struct HttpHooks {
-    plugin: Arc<PluginShared>,
-    may_do_io: bool,
-    /// False once the call ended: a request still waiting for an in-flight
-    /// slot then never goes out (the slot goes to the next call's request).
-    open: Arc<std::sync::atomic::AtomicBool>,
-    /// The call's "something may have reached a backend" flag.
-    reached: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl HttpHooks {
-    pub(crate) fn new(
-        plugin: Arc<PluginShared>,
-        kind: crate::state::CallKind,
-        reached: Arc<std::sync::atomic::AtomicBool>,
-    ) -> Self {
-        Self {
-            plugin,
-            may_do_io: kind == crate::state::CallKind::Io,
-            open: Arc::new(std::sync::atomic::AtomicBool::new(true)),
-            reached,
-        }
-    }
-
-    /// The call ended: requests still waiting for a slot are dropped.
-    pub(crate) fn close(&self) {
-        self.open.store(false, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-type IoFuture = Box<dyn Future<Output = Result<(), Error>> + Send>;
-
-impl WasiHttpHooks for HttpHooks {
-    fn send_request(
-        &mut self,
-        request: http::Request<WasiBody>,
-        _options: Option<RequestOptions>,
-        _fut: IoFuture,
-    ) -> Box<dyn Future<Output = Result<(http::Response<WasiBody>, IoFuture), Error>> + Send> {
-        let plugin = self.plugin.clone();
-        let may_do_io = self.may_do_io;
-        let open = self.open.clone();
-        let reached = self.reached.clone();
-        Box::new(async move {
-            let response = plugin
-                .http
-                .send(&plugin.manifest.name, may_do_io, &open, &reached, request)
-                .await?;
-            Ok((response, Box::new(async { Ok(()) }) as IoFuture))
-        })
+#[async_trait::async_trait]
+impl RequestSender for HttpGate {
+    async fn send_buffered(
+        &self,
+        dest: &Destination,
+        to: Option<SocketAddr>,
+        req: OutgoingRequest,
+        deadline: Instant,
+    ) -> Result<http::Response<Bytes>, HttpFailure> {
+        HttpGate::send_buffered(self, dest, to, req, deadline).await
     }
 }
 

@@ -113,10 +113,45 @@ impl HttpFailure {
     }
 }
 
+/// How the host sends an allowed request itself (the HTTP gate, `http.rs`):
+/// what [`Upstream`] calls, so that this file stays below the gate.
+#[async_trait::async_trait]
+pub(crate) trait RequestSender: Send + Sync {
+    /// Sends a whole request and reads the whole response, within the
+    /// plugin's limits: to `to` over plain HTTP when given, else to the
+    /// checked destination after resolution.
+    async fn send_buffered(
+        &self,
+        dest: &wasmprov_policy::http::Destination,
+        to: Option<SocketAddr>,
+        req: OutgoingRequest,
+        deadline: tokio::time::Instant,
+    ) -> Result<http::Response<Bytes>, HttpFailure>;
+}
+
+/// How the host runs an allowed program itself (the exec runner,
+/// `exec.rs`): what [`RealExec`] calls.
+#[async_trait::async_trait]
+pub(crate) trait ProgramRunner: Send + Sync {
+    /// Runs an allowed program for real, under `grant`'s limits.
+    async fn run_granted(
+        &self,
+        grant: &Granted,
+        req: ExecRequest,
+    ) -> Result<ExecOutput, ExecFailure>;
+}
+
+/// The limits of one allowed run.
+#[derive(Debug)]
+pub(crate) struct Granted {
+    pub(crate) timeout: std::time::Duration,
+    pub(crate) max_output: usize,
+}
+
 /// The host's own way out for one intercepted request: the connection pool,
 /// limits and deadline of the plugin that sent it.
 pub struct Upstream<'a> {
-    pub(crate) gate: &'a crate::http::HttpGate,
+    pub(crate) gate: &'a dyn RequestSender,
     pub(crate) dest: &'a wasmprov_policy::http::Destination,
     pub(crate) deadline: tokio::time::Instant,
 }
@@ -247,8 +282,8 @@ impl std::fmt::Display for ExecFailure {
 /// The host's own way to run one intercepted program: for real, under the
 /// grant's working directory, process group, time and output limits.
 pub struct RealExec<'a> {
-    pub(crate) runner: &'a crate::exec::ExecRunner,
-    pub(crate) grant: &'a crate::exec::Granted,
+    pub(crate) runner: &'a dyn ProgramRunner,
+    pub(crate) grant: &'a Granted,
 }
 
 impl std::fmt::Debug for RealExec<'_> {

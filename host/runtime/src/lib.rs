@@ -56,10 +56,24 @@
 //! # Where things are decided
 //!
 //! HTTP: `http.rs` (the one send-request hook); exec: `exec.rs`; guest
-//! logging: `log.rs`; per-call limits and store: `state.rs`, `plugin.rs`;
-//! compiling, off the reload path and within a budget: `compile.rs`;
-//! reading the plugin directory's files: `files.rs`; writing them: `plugin_dir.rs`; checking a plugin's
-//! answers: `answers.rs`.
+//! logging: `log.rs`; which imports a plugin can reach at all: `linker.rs`;
+//! per-call limits and store: `state.rs`, `plugin.rs`; calls admitted per
+//! plugin: `admission.rs`; compiling, off the reload path and within a
+//! budget: `compile.rs`; reading the plugin directory's files: `files.rs`;
+//! writing them: `plugin_dir.rs`; checking a plugin's answers: `answers.rs`.
+//!
+//! # Layers
+//!
+//! No file imports one that imports it back (a test reads every crate's
+//! modules to keep it so). From the bottom: the embedder's vocabulary
+//! (`intercept.rs`, `metrics.rs`) and the call path's (`hooks.rs`: the
+//! embedder's hooks, the kind of a call); the gates (`http.rs`, `exec.rs`),
+//! which reach the embedder's hooks but not the call that uses them; what a
+//! plugin's calls share (`shared.rs`: manifest, config, gates, secrets);
+//! one call's store (`state.rs`, with the hooks wasi-http and the
+//! contract's `exec` call into); the contract versions over it
+//! (`contract/`) and the linker (`linker.rs`); one plugin (`plugin.rs`);
+//! the set of plugins (`host.rs`) and its watcher (`watch.rs`).
 //! The policy itself (grant patterns, manifest) is in `wasmprov-policy`,
 //! which has no WebAssembly runtime in it.
 
@@ -74,14 +88,17 @@ mod engine;
 mod error;
 mod exec;
 mod files;
+mod hooks;
 mod host;
 mod http;
 pub mod intercept;
+mod linker;
 pub mod lock;
 mod log;
 pub mod metrics;
 mod plugin;
 pub mod plugin_dir;
+mod shared;
 mod state;
 mod watch;
 

@@ -260,7 +260,7 @@ fn current(dir: &cap_std::fs::Dir) -> Result<Current> {
         stale_pins: Vec::new(),
         problems: Vec::new(),
     };
-    for file in crate::host::manifest_files(dir)? {
+    for file in crate::plugin_dir::manifest_files(dir)? {
         let read = crate::files::read_text(dir, &file)
             .map_err(|e| e.to_string())
             .and_then(|text| {

@@ -159,6 +159,19 @@ pub struct Metrics {
     reloads: Family<OutcomeLabels, Counter>,
 }
 
+/// How one reload of the plugin directory went (`wasmprov_reloads_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReloadOutcome {
+    /// The pass ran and the set of plugins changed.
+    Changed,
+    /// The pass ran and nothing changed.
+    Unchanged,
+    /// The pass ran and some manifest did not load.
+    Failed,
+    /// The pass did not run.
+    Error,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     outcome: &'static str,
@@ -266,14 +279,13 @@ impl Metrics {
         }
     }
 
-    /// Counts one reload of the plugin directory: `Some(report)` for a
-    /// pass that ran, `None` for one that did not.
-    pub(crate) fn reloaded(&self, report: Option<&crate::ReloadReport>) {
-        let outcome = match report {
-            None => "error",
-            Some(r) if !r.failed.is_empty() => "failed",
-            Some(r) if r.changed() => "changed",
-            Some(_) => "unchanged",
+    /// Counts one reload of the plugin directory.
+    pub(crate) fn reloaded(&self, outcome: ReloadOutcome) {
+        let outcome = match outcome {
+            ReloadOutcome::Changed => "changed",
+            ReloadOutcome::Unchanged => "unchanged",
+            ReloadOutcome::Failed => "failed",
+            ReloadOutcome::Error => "error",
         };
         self.reloads.get_or_create(&OutcomeLabels { outcome }).inc();
     }

@@ -22,33 +22,17 @@ use crate::contract::{Instance, Pre};
 use crate::engine::SharedEngine;
 use crate::error::LoadError;
 use crate::exec::ExecRunner;
+use crate::hooks::{CallKind, Hooks};
 use crate::http::HttpGate;
 use crate::metrics::{Op, PluginMetrics};
-use crate::state::{CallKind, CallState};
+use crate::shared::PluginShared;
+use crate::state::CallState;
 
 /// The contract version this host speaks (and builds plugins for); older
 /// ones it loads are in [`crate::contract::SUPPORTED`].
 pub const CONTRACT_VERSION: &str = wasmprov_api::CONTRACT_VERSION;
 const EXPORT_PREFIX: &str = "wasmprov:provisioner/provisioner@";
 const CONTRACT_SECTION: &str = "wasmprov-contract";
-
-/// Everything about a plugin that calls share.
-pub(crate) struct PluginShared {
-    pub(crate) manifest: Manifest,
-    pub(crate) config: WasiConfigVariables,
-    pub(crate) http: HttpGate,
-    pub(crate) exec: ExecRunner,
-    /// Secret values, for redaction of log records.
-    pub(crate) secret_values: Vec<String>,
-}
-
-impl std::fmt::Debug for PluginShared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PluginShared")
-            .field("name", &self.manifest.name)
-            .finish_non_exhaustive()
-    }
-}
 
 /// What `inspect` shows about a plugin. Secret values never appear here.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -157,7 +141,7 @@ pub(crate) struct LoadInput<'a> {
     pub(crate) dir: &'a cap_std::fs::Dir,
     pub(crate) dir_path: &'a Path,
     pub(crate) manifest_file: &'a str,
-    pub(crate) engines: &'a crate::host::Engines,
+    pub(crate) engines: &'a crate::linker::Engines,
     pub(crate) owner_id: &'a str,
     pub(crate) work_root: &'a Path,
     pub(crate) secret: &'a (dyn Fn(&str) -> Option<String> + Send + Sync),
@@ -228,25 +212,6 @@ fn check_signature(
     trust::verify(settings, bytes, signature.as_deref(), name, source)
         .map(|_| ())
         .map_err(|r| refuse(r.to_string()))
-}
-
-/// The embedder's interceptors and observer, shared by every plugin of a host.
-#[derive(Clone, Default)]
-pub(crate) struct Hooks {
-    pub(crate) http: Option<Arc<dyn crate::intercept::HttpInterceptor>>,
-    pub(crate) exec: Option<Arc<dyn crate::intercept::ExecInterceptor>>,
-    pub(crate) observer: Option<Arc<dyn crate::intercept::Observer>>,
-    pub(crate) metrics: Arc<crate::metrics::Metrics>,
-}
-
-impl std::fmt::Debug for Hooks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hooks")
-            .field("http", &self.http.is_some())
-            .field("exec", &self.exec.is_some())
-            .field("observer", &self.observer.is_some())
-            .finish()
-    }
 }
 
 impl WasmPlugin {

@@ -339,6 +339,22 @@ pub(crate) fn replace_all_in(
     Ok(())
 }
 
+/// The manifests of a plugin directory (`*.toml`, not hidden, not the
+/// directory's own `wasmprov.toml`), sorted.
+pub(crate) fn manifest_files(dir: &cap_std::fs::Dir) -> Result<Vec<String>> {
+    let mut manifests: Vec<String> = dir
+        .entries()
+        .context("listing the plugin directory")?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| {
+            n.ends_with(".toml") && !n.starts_with('.') && n != wasmprov_policy::trust::FILE
+        })
+        .collect();
+    manifests.sort();
+    Ok(manifests)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

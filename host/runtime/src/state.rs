@@ -12,8 +12,11 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_config::WasiConfigVariables;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::http::HttpHooks;
-use crate::plugin::PluginShared;
+use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+
+use crate::bindings::v02::exec::{Command, ExecError, Output};
+use crate::hooks::CallKind;
+use crate::shared::PluginShared;
 
 /// Bytes of guest stderr kept per call: the last ones, where a panic message is.
 const STDERR_CAPTURE: usize = 16 << 10;
@@ -37,16 +40,6 @@ pub(crate) fn field_size_limit(memory_bytes: u64) -> usize {
         .clamp(16 << 10, 128 << 10)
 }
 
-/// Whether a call may do I/O. `price-hint` may not: the trait method is
-/// synchronous and must not block.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CallKind {
-    /// A call that may use HTTP and exec as granted.
-    Io,
-    /// A call that must not do I/O.
-    Pure,
-}
-
 pub(crate) struct CallState {
     wasi: WasiCtx,
     table: ResourceTable,
@@ -68,6 +61,76 @@ pub(crate) struct CallState {
     /// have failed to start: counted before the run, so that a call cut by
     /// its deadline while a program runs counts it as reached.
     pub(crate) execs: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// The contract's `exec.run`: through the plugin's exec runner (`exec.rs`),
+/// counted as possibly run before it runs (a call cut meanwhile may have
+/// started it); a program that was denied or could not start did nothing,
+/// and is taken back.
+impl crate::bindings::v02::exec::Host for CallState {
+    async fn run(&mut self, cmd: Command) -> wasmtime::Result<Result<Output, ExecError>> {
+        let plugin = self.plugin.clone();
+        self.execs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let out = plugin.exec.run(&plugin.manifest.name, self.kind, cmd).await;
+        if matches!(out, Err(ExecError::Denied(_) | ExecError::SpawnFailed(_))) {
+            self.execs.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok(out)
+    }
+}
+
+/// The hook wasi-http calls for every outgoing request of one call.
+pub(crate) struct HttpHooks {
+    plugin: Arc<PluginShared>,
+    kind: CallKind,
+    /// False once the call ended: a request still waiting for an in-flight
+    /// slot then never goes out (the slot goes to the next call's request).
+    open: Arc<std::sync::atomic::AtomicBool>,
+    /// The call's "something may have reached a backend" flag.
+    reached: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl HttpHooks {
+    pub(crate) fn new(
+        plugin: Arc<PluginShared>,
+        kind: CallKind,
+        reached: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Self {
+        Self {
+            plugin,
+            kind,
+            open: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            reached,
+        }
+    }
+
+    /// The call ended: requests still waiting for a slot are dropped.
+    pub(crate) fn close(&self) {
+        self.open.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+type IoFuture = Box<dyn Future<Output = Result<(), Error>> + Send>;
+
+impl WasiHttpHooks for HttpHooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        _options: Option<RequestOptions>,
+        _fut: IoFuture,
+    ) -> Box<dyn Future<Output = Result<(http::Response<WasiBody>, IoFuture), Error>> + Send> {
+        let plugin = self.plugin.clone();
+        let kind = self.kind;
+        let open = self.open.clone();
+        let reached = self.reached.clone();
+        Box::new(async move {
+            let response = plugin
+                .http
+                .send(&plugin.manifest.name, kind, &open, &reached, request)
+                .await?;
+            Ok((response, Box::new(async { Ok(()) }) as IoFuture))
+        })
+    }
 }
 
 impl Drop for CallState {

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use wasmprov_host::intercept::{ExecFailure, ExecOutput, ExecRequest, OutgoingRequest};
@@ -151,31 +150,6 @@ impl Fake {
             "digitalocean" => Some(Self::DigitalOcean),
             _ => None,
         }
-    }
-
-    /// Starts the fake. `manifest_config` is the plugin's `[config]`
-    /// (the cloud-init stubs read their command paths from it).
-    ///
-    /// # Errors
-    /// When it cannot start; for EC2 when moto is not installed
-    /// ([`crate::Unavailable`]).
-    pub async fn start(
-        &self,
-        manifest_config: &BTreeMap<String, String>,
-    ) -> anyhow::Result<Arc<dyn FakeCloud>> {
-        Ok(match self {
-            Self::Hetzner => Arc::new(crate::fakes::hetzner::Hetzner::start().await?),
-            Self::RefCloud => Arc::new(crate::fakes::refcloud::RefCloud::start().await?),
-            Self::Ec2 => Arc::new(crate::fakes::ec2::Ec2::start().await?),
-            Self::CloudInit => Arc::new(crate::fakes::cloud_init::CloudInitStub::new(
-                manifest_config,
-            )?),
-            // Small pages, so that the plugin walks `links.pages.next`.
-            Self::DigitalOcean => Arc::new(
-                crate::fakes::remote::Remote::serving(wasmprov_fake_digitalocean::serve(2).await?)
-                    .await?,
-            ),
-        })
     }
 }
 

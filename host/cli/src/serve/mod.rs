@@ -158,6 +158,7 @@ pub(crate) mod pb {
 mod convert;
 mod metrics;
 
+use crate::args::{Cli, ServeArgs};
 use convert::*;
 use pb::provisioner_server::{Provisioner, ProvisionerServer};
 
@@ -172,69 +173,8 @@ const LOG_TARGET: &str = "wasmprov::serve";
 /// The gRPC service's full name, as the health service reports it.
 const SERVICE_NAME: &str = "wasmprov.v1.Provisioner";
 
-/// Options of `wasmprov serve`.
-#[derive(Debug, clap::Args)]
-pub(crate) struct ServeArgs {
-    /// Address of the gRPC listener.
-    #[arg(long, default_value = "127.0.0.1:50151")]
-    listen: SocketAddr,
-    /// Allow listeners on addresses other than loopback (put TLS in front: the token is sent in clear).
-    #[arg(long)]
-    allow_remote: bool,
-    /// Address of the HTTP listener serving GET /metrics.
-    #[arg(long, default_value = "127.0.0.1:9151")]
-    metrics_listen: SocketAddr,
-    /// Do not serve /metrics.
-    #[arg(long)]
-    no_metrics: bool,
-    /// File holding the bearer token clients must send [default: $WASMPROV_SERVE_TOKEN, or a generated one].
-    #[arg(long)]
-    token_file: Option<PathBuf>,
-    /// Where a generated token is written (mode 0600).
-    #[arg(long, default_value = "./wasmprov-serve.token")]
-    token_out: PathBuf,
-    /// Seconds between periodic reconciles of the journal (from the end of one to the start of the next); 0 turns them off.
-    #[arg(long, value_name = "SECS", default_value_t = 60)]
-    reconcile_every: u64,
-    /// Let the periodic reconcile terminate leaked nodes (owned, wanted by no intent) instead of only logging them.
-    #[arg(long)]
-    terminate_leaks: bool,
-    /// Seconds between lease sweeps (terminating journaled nodes whose lease ran out; no cloud listing needed); 0 turns them off.
-    #[arg(long, value_name = "SECS", default_value_t = 10)]
-    lease_every: u64,
-    /// Seconds a node may be missing from its cloud's list before a reconcile believes it (clouds list new nodes late); 0 believes at once.
-    #[arg(long, value_name = "SECS", default_value_t = 60)]
-    grace: u64,
-    /// Seconds a start or a Reload waits for plugins to compile; what is still compiling
-    /// then loads as soon as its compile ends (reported in Reload's `compiling`).
-    #[arg(long, value_name = "SECS", default_value_t = 2)]
-    compile_wait: u64,
-    /// The largest `max` a capacity group may have; Scale refuses a larger one.
-    #[arg(long, value_name = "N", default_value_t = wasmprov_fleet::DEFAULT_MAX_GROUP_SIZE)]
-    max_group_size: u32,
-    /// Seconds a plugin's catalogue (offerings) is used by Rank and Scale before it is read
-    /// again (an older one answers at once while a new one is read).
-    #[arg(long, value_name = "SECS", default_value_t = 300)]
-    catalogue_ttl: u64,
-    /// Seconds Rank and Scale wait for a plugin's catalogue read; past it the plugin is
-    /// ranked by its price hint, and the read goes on for the next time.
-    #[arg(long, value_name = "SECS", default_value_t = 10)]
-    catalogue_deadline: u64,
-    /// Seconds calls in flight may run on after SIGTERM or SIGINT before the daemon exits
-    /// anyway [default: the longest call deadline of the loaded plugins, plus 5].
-    #[arg(long, value_name = "SECS")]
-    drain_timeout: Option<u64>,
-    /// Seconds a plugin's instance type (or zone, or whole plugin, as the error says) that
-    /// ran out of capacity is skipped by Scale and Rank; 0 never skips.
-    #[arg(long, value_name = "SECS", default_value_t = 180)]
-    unavailable_for: u64,
-    /// Do not watch the plugin directory: plugins reload only on SIGHUP or the Reload RPC.
-    #[arg(long)]
-    no_watch: bool,
-}
-
 /// Runs `wasmprov serve` until SIGINT or SIGTERM.
-pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
+pub(crate) async fn run(cli: &Cli, args: &ServeArgs) -> Result<()> {
     check_local(args.listen, args.allow_remote, "--listen")?;
     if !args.no_metrics {
         check_local(args.metrics_listen, args.allow_remote, "--metrics-listen")?;
@@ -242,11 +182,11 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
     let configured = configured_token(args)?;
 
     let host = Arc::new(
-        crate::load_waiting(cli, Some(Duration::from_secs(args.compile_wait)), None).await?,
+        crate::load::load_waiting(cli, Some(Duration::from_secs(args.compile_wait)), None).await?,
     );
     // The journal is this process's alone from here on; a second server on
     // the same state directory stops here, before it writes anything.
-    let journal = crate::state_dir(cli).join(crate::fleet::JOURNAL_FILE);
+    let journal = crate::load::state_dir(cli).join(crate::fleet::JOURNAL_FILE);
     let fleet = Arc::new(
         Fleet::open(host.clone(), &journal)?
             .unavailable_for(Duration::from_secs(args.unavailable_for))
@@ -254,7 +194,11 @@ pub(crate) async fn run(cli: &crate::Cli, args: &ServeArgs) -> Result<()> {
             .catalogue_cache(
                 Duration::from_secs(args.catalogue_ttl),
                 Duration::from_secs(args.catalogue_deadline),
-            ),
+            )
+            .fallback_limits(
+                args.fallback.max_capacity_failures,
+                args.fallback.price_ceiling,
+            )?,
     );
     for err in host.errors() {
         tracing::warn!(target: LOG_TARGET, "not loaded: {err}");
@@ -886,7 +830,7 @@ impl Service {
                 self.host.plugin_names().join(", ")
             )));
         }
-        crate::plugin(&self.host, name)
+        crate::load::plugin(&self.host, name)
             .map_err(|e| with_kind(Code::NotFound, format!("{e:#}"), "unknown_plugin"))
     }
 

@@ -628,7 +628,10 @@ mod tests {
         assert_eq!(manifest.name, "acme-cloud");
         assert_eq!(manifest.component, "acme-cloud.wasm");
         assert!(manifest.config.is_empty());
-        assert_eq!(manifest.secrets["token"].env, "REFCLOUD_TOKEN");
+        assert_eq!(
+            manifest.secret_sources["token"],
+            wasmprov_policy::SecretSource::Env("REFCLOUD_TOKEN".into())
+        );
         assert!(manifest.exec.grants().is_empty());
         assert_eq!(manifest.http.grants().len(), 1);
         let to = |scheme: &str, authority: &str| {

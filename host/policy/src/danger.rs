@@ -13,6 +13,8 @@
 //! |---|---|---|
 //! | host variable | a secret read from `WASMPROV_*` | the host's own credentials (daemon token, registry and signing passwords) |
 //! | a provider's or tool's credentials | a secret read from a variable of a cloud's or tool's credential chain (`AWS_*`, `GOOGLE_*`, `AZURE_*`, `HCLOUD_*`, `NPM_TOKEN`, `PGPASSWORD`, …), whatever the plugin is called | the plugin acts as that account; expected of a plugin for that cloud, and a name proves nothing |
+//! | a cloud's credential chain run by the host | a secret `{ aws = … }` | the plugin acts as the host's AWS identity (its profile, role, instance or pod role), whatever the plugin is called |
+//! | a credential store read as a file | a secret `{ file = … }` under a cloud's or tool's credential store (`~/.aws/`, `~/.config/gcloud/`, `~/.azure/`, `~/.kube/`, `~/.ssh/`, `~/.docker/config.json`, `~/.netrc`), the Kubernetes service-account token (`/var/run/secrets/`), `/proc/` or `/etc/shadow` | the plugin gets the host's, the pod's or the cluster's identity, not a credential made for it |
 //! | wide wildcard | `*.BASE` where `BASE` is a public suffix (`*.com`, `*.s3.amazonaws.com`), has Public Suffix List rules below it (`*.amazonaws.com`, `*.windows.net`, `*.on.aws`), or is a multi-tenant domain the list lacks (`*.cloudflarestorage.com`, `*.azure.com`) | more than one registrable domain: anyone's servers |
 //! | any port | `host:*` | every service on that host, not one API |
 //! | loopback / link-local / metadata | an address or network that meets `127.0.0.0/8`, `::1`, `169.254.0.0/16`, `fe80::/10`, `0.0.0.0/8`, `::`, or a cloud metadata address (`fd00:ec2::254`, `100.100.100.200`, `168.63.129.16`, …); `localhost`, `metadata.google.internal` | services of this machine, cloud metadata (instance credentials) |
@@ -370,6 +372,56 @@ pub fn secret_variable(plugin: &str, env: &str) -> Option<String> {
     None
 }
 
+/// Files that hold a cloud's, a tool's or the host's own credentials:
+/// a path containing the first part, and whose.
+const CREDENTIAL_FILES: &[(&str, &str)] = &[
+    ("/.aws/", "AWS's shared credentials"),
+    ("/.config/gcloud/", "Google Cloud's credentials"),
+    ("/.azure/", "Azure's credentials"),
+    ("/.kube/", "Kubernetes client credentials"),
+    ("/.ssh/", "SSH keys"),
+    ("/.docker/config.json", "container registry credentials"),
+    ("/.netrc", "the netrc's passwords"),
+    (
+        "/var/run/secrets/",
+        "the pod's service-account or cloud identity token",
+    ),
+    (
+        "/run/secrets/kubernetes.io/",
+        "the pod's service-account token",
+    ),
+    (
+        "/run/secrets/eks.amazonaws.com/",
+        "the pod's AWS identity token",
+    ),
+    ("/proc/", "another process's memory or environment"),
+    ("/etc/shadow", "the host's password hashes"),
+];
+
+/// Why handing the secret `source` to the plugin `plugin` is dangerous, if
+/// it is: an environment variable as [`secret_variable`] says; the AWS
+/// chain always (the plugin acts as the host's AWS identity); a file that
+/// is a credential store of a cloud, a tool or the host. A `command` is
+/// not flagged: the operator's program runs as written, and the plugin
+/// cannot change what it does.
+#[must_use]
+pub fn secret_source(plugin: &str, source: &crate::secrets::SecretSource) -> Option<String> {
+    use crate::secrets::SecretSource;
+    match source {
+        SecretSource::Env(env) => secret_variable(plugin, env),
+        SecretSource::Aws(_) => Some(
+            "taken from the host's AWS credential chain: the plugin acts as the host's AWS identity (its profile, role, instance or pod role; expected of a plugin for AWS; flagged whatever the plugin is called, as a name proves nothing)".to_string(),
+        ),
+        SecretSource::File { path, .. } => CREDENTIAL_FILES
+            .iter()
+            .find(|(part, _)| path.contains(part) || path.ends_with(part.trim_end_matches('/')))
+            .map(|(_, what)| {
+                format!("{path} holds {what}: the plugin gets that identity, not a credential made for it")
+            }),
+        _ => None,
+    }
+}
+
 /// Addresses and networks a grant must not meet unflagged: this machine,
 /// the link, and the clouds' instance metadata services.
 const V4_FLAGGED: &[([u8; 4], u8, &str)] = &[
@@ -617,8 +669,8 @@ pub fn exec_grant(grant: &ExecGrant) -> Vec<String> {
 #[must_use]
 pub fn manifest(manifest: &Manifest) -> Vec<Danger> {
     let mut out = Vec::new();
-    for (key, spec) in &manifest.secrets {
-        if let Some(reason) = secret_variable(&manifest.name, &spec.env) {
+    for (key, source) in &manifest.secret_sources {
+        if let Some(reason) = secret_source(&manifest.name, source) {
             out.push(Danger {
                 kind: "secret",
                 item: key.clone(),
@@ -661,6 +713,55 @@ mod tests {
 
     fn flagged(body: &str) -> Vec<String> {
         manifest(&m(body)).iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn secret_sources_of_a_chain_or_a_credential_store_are_flagged() {
+        use crate::secrets::{AwsField, SecretSource};
+        let file = |p: &str| SecretSource::File {
+            path: p.into(),
+            json: None,
+        };
+        for (source, flagged) in [
+            (
+                SecretSource::Aws(AwsField::AccessKeyId),
+                Some("AWS identity"),
+            ),
+            (
+                SecretSource::Env("AWS_PROFILE".into()),
+                Some("AWS's credential chain"),
+            ),
+            (SecretSource::Env("EXAMPLE_TOKEN".into()), None),
+            (
+                file("/root/.aws/credentials"),
+                Some("AWS's shared credentials"),
+            ),
+            (file("/home/op/.kube/config"), Some("Kubernetes client")),
+            (
+                file("/var/run/secrets/kubernetes.io/serviceaccount/token"),
+                Some("service-account"),
+            ),
+            (file("/proc/1/environ"), Some("another process")),
+            (file("/etc/shadow"), Some("password hashes")),
+            (file("/run/secrets/hcloud-token"), None),
+            (file("/etc/wasmprov/token"), None),
+        ] {
+            let got = secret_source("p", &source);
+            match flagged {
+                None => assert_eq!(got, None, "{source:?}"),
+                Some(says) => {
+                    let got = got.unwrap_or_else(|| panic!("{source:?} not flagged"));
+                    assert!(got.contains(says), "{source:?}: {got}");
+                }
+            }
+        }
+        let m = Manifest::parse(
+            "p.toml",
+            "name = \"p\"\ncomponent = \"p.wasm\"\n[secrets]\nkey = { aws = \"access_key_id\" }\nother = { command = [\"/usr/local/bin/get\"] }\n",
+        )
+        .unwrap();
+        let flagged: Vec<String> = manifest(&m).iter().map(|d| d.item.clone()).collect();
+        assert_eq!(flagged, ["key"]);
     }
 
     #[test]

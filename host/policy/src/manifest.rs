@@ -11,8 +11,9 @@
 //! [config]                        # plain values, visible to the plugin
 //! endpoint = "https://api.hetzner.cloud/v1"
 //!
-//! [secrets]                       # values read from the host's environment at load
-//! token = { env = "HCLOUD_TOKEN" }
+//! [secrets]                       # values the plugin reads like config (never shown)
+//! token = { env = "HCLOUD_TOKEN" }  # or { file = … }, { command = […] }, { aws = … }:
+//!                                 # see `secrets`
 //!
 //! [http]
 //! allow = ["https://api.hetzner.cloud"]
@@ -32,6 +33,7 @@ use serde::Deserialize;
 use crate::exec::{DEFAULT_EXEC_MAX_CONCURRENT, ExecGrantSpec, ExecPolicy};
 use crate::http::HttpPolicy;
 use crate::limits::{Limits, LimitsSpec};
+use crate::secrets::{CredentialSettings, RawSecret, SecretSource};
 
 /// A manifest that could not be accepted.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -45,7 +47,11 @@ pub struct ManifestError {
     pub message: String,
 }
 
-/// A secret taken from the host's environment.
+/// A secret taken from the host's environment: what [`Manifest::secrets`]
+/// holds for the `{ env = … }` entries.
+#[deprecated(
+    note = "use `wasmprov_policy::secrets::SecretSource` (from `Manifest::secret_sources`), which also has file, command and AWS sources"
+)]
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct SecretSpec {
@@ -69,7 +75,9 @@ struct RawManifest {
     #[serde(default)]
     config: BTreeMap<String, toml::Value>,
     #[serde(default)]
-    secrets: BTreeMap<String, SecretSpec>,
+    secrets: BTreeMap<String, RawSecret>,
+    #[serde(default)]
+    credentials: CredentialSettings,
     http: Option<HttpSpec>,
     #[serde(default)]
     exec: Vec<ExecGrantSpec>,
@@ -79,6 +87,10 @@ struct RawManifest {
 
 /// A checked manifest.
 #[derive(Clone, Debug, PartialEq)]
+#[allow(
+    deprecated,
+    reason = "the deprecated `secrets` field is kept for readers of 0.1"
+)]
 pub struct Manifest {
     /// The plugin's name: `[a-z0-9][a-z0-9_-]*`, at most 64 characters.
     pub name: String,
@@ -88,8 +100,15 @@ pub struct Manifest {
     pub sha256: Option<String>,
     /// Plain configuration values.
     pub config: BTreeMap<String, String>,
-    /// Secrets: key seen by the plugin → where its value comes from.
+    /// The secrets read from environment variables (`{ env = … }`) only.
+    #[deprecated(
+        note = "use `secret_sources`, which holds every secret (env, file, command, aws)"
+    )]
     pub secrets: BTreeMap<String, SecretSpec>,
+    /// Secrets: key seen by the plugin → where its value comes from.
+    pub secret_sources: BTreeMap<String, SecretSource>,
+    /// Settings of the credential providers the secrets use (`[credentials]`).
+    pub credentials: CredentialSettings,
     /// Outgoing HTTP grants.
     pub http: HttpPolicy,
     /// Exec grants.
@@ -247,23 +266,34 @@ impl Manifest {
             };
             config.insert(k, value);
         }
-        for (k, s) in &raw.secrets {
-            if config.contains_key(k) {
+        let mut secret_sources = BTreeMap::new();
+        for (k, s) in raw.secrets {
+            if config.contains_key(&k) {
                 return Err(err(
                     &format!("secrets.{k}"),
                     "the same key is also in [config]; a key is either config or secret".into(),
                 ));
             }
-            if s.env.is_empty() || s.env.contains(['=', '\0']) {
-                return Err(err(
-                    &format!("secrets.{k}.env"),
-                    format!(
-                        "{:?} is not an environment variable name, such as \"HCLOUD_TOKEN\"",
-                        s.env
-                    ),
-                ));
-            }
+            let source = s.check().map_err(|(field, m)| {
+                let at = if field.is_empty() {
+                    format!("secrets.{k}")
+                } else {
+                    format!("secrets.{k}.{field}")
+                };
+                err(&at, m)
+            })?;
+            secret_sources.insert(k, source);
         }
+        crate::secrets::check_settings(&raw.credentials, &secret_sources)
+            .map_err(|(field, m)| err(&field, m))?;
+        #[allow(deprecated, reason = "filled for readers of the deprecated field")]
+        let secrets = secret_sources
+            .iter()
+            .filter_map(|(k, s)| match s {
+                SecretSource::Env(env) => Some((k.clone(), SecretSpec { env: env.clone() })),
+                _ => None,
+            })
+            .collect();
         let http = HttpPolicy::parse(&raw.http.map(|h| h.allow).unwrap_or_default())
             .map_err(|e| err("http.allow", e.to_string()))?;
         let spec = raw.limits.or(defaults);
@@ -274,12 +304,15 @@ impl Manifest {
                 .unwrap_or(DEFAULT_EXEC_MAX_CONCURRENT),
         )
         .map_err(|m| err("exec", m))?;
+        #[allow(deprecated, reason = "the deprecated field is still filled")]
         Ok(Self {
             name: raw.name,
             component: raw.component,
             sha256,
             config,
-            secrets: raw.secrets,
+            secrets,
+            secret_sources,
+            credentials: raw.credentials,
             http,
             exec,
             limits,
@@ -287,7 +320,8 @@ impl Manifest {
     }
 
     /// What this manifest hands the plugin, one line each: `http GRANT`,
-    /// `exec PROGRAM ARGS`, `secret KEY from $VAR`. These are the grants
+    /// `exec PROGRAM ARGS`, `secret KEY from $VAR` (or `from file PATH`,
+    /// `from command PROGRAM ARGS`, `from aws FIELD (profile …)`). These are the grants
     /// in effect (a template is already filled), so comparing two
     /// manifests' lines shows where a plugin can really go.
     #[must_use]
@@ -299,12 +333,34 @@ impl Manifest {
             .map(|g| format!("http {}", g.source))
             .collect();
         out.extend(self.exec.grants().iter().map(|g| format!("exec {g}")));
-        out.extend(
-            self.secrets
-                .iter()
-                .map(|(k, s)| format!("secret {k} from ${}", s.env)),
-        );
+        let aws = self.aws_settings_line();
+        out.extend(self.secret_sources.iter().map(|(k, s)| match s {
+            SecretSource::Aws(_) => format!("secret {k} from {}{aws}", s.describe()),
+            _ => format!("secret {k} from {}", s.describe()),
+        }));
         out
+    }
+
+    /// ` (profile P, role R, region X)` for the AWS chain's settings that
+    /// are set, or nothing.
+    fn aws_settings_line(&self) -> String {
+        let Some(aws) = &self.credentials.aws else {
+            return String::new();
+        };
+        let parts: Vec<String> = [
+            ("profile", &aws.profile),
+            ("role", &aws.role_arn),
+            ("external id", &aws.external_id),
+            ("region", &aws.region),
+        ]
+        .iter()
+        .filter_map(|(name, v)| v.as_ref().map(|v| format!("{name} {v}")))
+        .collect();
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join(", "))
+        }
     }
 
     /// What changed between this manifest's grants in effect and
@@ -436,7 +492,13 @@ call_timeout_ms = 5000
         );
         assert_eq!(m.config["eur_usd"], "1.08");
         assert_eq!(m.config["page_size"], "50");
-        assert_eq!(m.secrets["token"].env, "HCLOUD_TOKEN");
+        assert_eq!(
+            m.secret_sources["token"],
+            SecretSource::Env("HCLOUD_TOKEN".into())
+        );
+        #[allow(deprecated, reason = "the deprecated field still holds env secrets")]
+        let env = &m.secrets["token"].env;
+        assert_eq!(env, "HCLOUD_TOKEN");
         assert_eq!(m.http.grants().len(), 1);
         assert_eq!(m.exec.grants().len(), 1);
         assert_eq!(m.limits.memory_bytes, 32 << 20);
@@ -448,7 +510,7 @@ call_timeout_ms = 5000
         let m = Manifest::parse("x.toml", "name = \"x\"\ncomponent = \"x.wasm\"\n").unwrap();
         assert!(m.http.is_empty());
         assert!(m.exec.grants().is_empty());
-        assert!(m.config.is_empty() && m.secrets.is_empty());
+        assert!(m.config.is_empty() && m.secret_sources.is_empty());
         assert_eq!(m.limits, Limits::default());
     }
 
@@ -514,7 +576,27 @@ call_timeout_ms = 5000
             (
                 "name = \"x\"\ncomponent = \"x.wasm\"\n[secrets]\nt = \"T\"\n",
                 "line 4 (t)",
-                "expected struct SecretSpec",
+                "expected struct RawSecret",
+            ),
+            (
+                "name = \"x\"\ncomponent = \"x.wasm\"\n[secrets]\nt = { file = \"token\" }\n",
+                "secrets.t.file",
+                "absolute path",
+            ),
+            (
+                "name = \"x\"\ncomponent = \"x.wasm\"\n[secrets]\nt = { env = \"T\" }\n[credentials.aws]\nprofile = \"p\"\n",
+                "credentials.aws",
+                "no secret takes { aws = … }",
+            ),
+            (
+                "name = \"x\"\ncomponent = \"x.wasm\"\n[secrets]\nk = { aws = \"access_key_id\" }\n[credentials.aws]\nrole_arn = \"role/x\"\n",
+                "credentials.aws.role_arn",
+                "not an ARN",
+            ),
+            (
+                "name = \"x\"\ncomponent = \"x.wasm\"\n[secrets]\nk = { aws = \"access_key_id\" }\n[credentials.aws]\nprofle = \"p\"\n",
+                "line 6 (profle)",
+                "unknown field `profle`",
             ),
         ];
         for (text, field, msg) in cases {

@@ -592,32 +592,31 @@ impl Requests {
             }
         }
         for (key, s) in &self.secrets {
-            let set = manifest.secrets.get(key);
+            let set = manifest.secret_sources.get(key);
             out.push(Check {
                 kind: "secret",
                 item: key.clone(),
                 why: s.why.clone(),
-                granted: set.map(|spec| format!("${}", spec.env)),
+                granted: set.map(crate::secrets::SecretSource::describe),
                 standing: match set {
                     Some(_) => Standing::Granted,
                     None if s.optional => Standing::Unset,
                     None => Standing::NotGranted,
                 },
                 from: None,
-                danger: set
-                    .and_then(|spec| crate::danger::secret_variable(&manifest.name, &spec.env)),
+                danger: set.and_then(|source| crate::danger::secret_source(&manifest.name, source)),
             });
         }
-        for (key, spec) in &manifest.secrets {
+        for (key, source) in &manifest.secret_sources {
             if !self.secrets.contains_key(key) {
                 out.push(Check {
                     kind: "secret",
                     item: key.clone(),
                     why: String::new(),
-                    granted: Some(format!("${}", spec.env)),
+                    granted: Some(source.describe()),
                     standing: Standing::WiderThanRequested,
                     from: None,
-                    danger: crate::danger::secret_variable(&manifest.name, &spec.env),
+                    danger: crate::danger::secret_source(&manifest.name, source),
                 });
             }
         }
@@ -1075,7 +1074,10 @@ env = "EXAMPLE_TOKEN"
             .manifest_text("p", "p.wasm", &"a".repeat(64), &config, &BTreeMap::new())
             .unwrap();
         let m = Manifest::parse("p.toml", &text).unwrap();
-        assert_eq!(m.secrets["token"].env, "EXAMPLE_TOKEN");
+        assert_eq!(
+            m.secret_sources["token"],
+            crate::SecretSource::Env("EXAMPLE_TOKEN".into())
+        );
         assert!(
             r.compare(&m)
                 .iter()
@@ -1127,7 +1129,10 @@ env = "EXAMPLE_TOKEN"
         assert!(text.contains("zone = \"fsn1\\u2028[http]\""), "{text}");
         let m = Manifest::parse("p.toml", &text).unwrap();
         assert_eq!(m.config["zone"], "fsn1\u{2028}[http]");
-        assert_eq!(m.secrets["token"].env, "P_TOKEN\u{2028}");
+        assert_eq!(
+            m.secret_sources["token"],
+            crate::SecretSource::Env("P_TOKEN\u{2028}".into())
+        );
         assert_eq!(m.http.grants().len(), 1, "{text}");
     }
 

@@ -69,7 +69,8 @@
 //! (`intercept.rs`, `metrics.rs`) and the call path's (`hooks.rs`: the
 //! embedder's hooks, the kind of a call); the gates (`http.rs`, `exec.rs`),
 //! which reach the embedder's hooks but not the call that uses them; what a
-//! plugin's calls share (`shared.rs`: manifest, config, gates, secrets);
+//! plugin's calls share (`shared.rs`: manifest, config, gates, and the
+//! secrets, resolved per call by `secrets.rs` and its providers);
 //! one call's store (`state.rs`, with the hooks wasi-http and the
 //! contract's `exec` call into); the contract versions over it
 //! (`contract/`) and the linker (`linker.rs`); one plugin (`plugin.rs`);
@@ -98,6 +99,7 @@ mod log;
 pub mod metrics;
 mod plugin;
 pub mod plugin_dir;
+mod secrets;
 mod shared;
 mod state;
 mod watch;

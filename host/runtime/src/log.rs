@@ -41,7 +41,7 @@ impl Host for CallState {
         if self.log_records > MAX_RECORDS_PER_CALL {
             return Ok(());
         }
-        let secrets = &self.plugin.secret_values;
+        let secrets = &self.secrets.redact;
         let plugin = self.plugin.manifest.name.as_str();
         // Redacted, then shown escaped: a log line never carries a plugin's
         // control characters to a terminal (wasmprov_policy::text).

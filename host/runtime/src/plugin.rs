@@ -15,7 +15,6 @@ use wasmprov_api::{
 use wasmprov_policy::Manifest;
 use wasmtime::component::Component;
 use wasmtime::{Store, Trap, UpdateDeadline};
-use wasmtime_wasi_config::WasiConfigVariables;
 
 use crate::admission::Admission;
 use crate::contract::{Instance, Pre};
@@ -371,30 +370,11 @@ impl WasmPlugin {
         })?;
 
         let mut warnings = Vec::new();
-        let mut config = WasiConfigVariables::new();
-        for (k, v) in &manifest.config {
-            config.insert(k, v);
-        }
-        let mut secret_values = Vec::new();
-        let mut secrets = BTreeMap::new();
-        for (key, spec) in &manifest.secrets {
-            match (input.secret)(&spec.env) {
-                Some(value) => {
-                    secrets.insert(key.clone(), format!("from ${} (set, redacted)", spec.env));
-                    if !value.is_empty() {
-                        secret_values.push(value.clone());
-                    }
-                    config.insert(key, value);
-                }
-                None => {
-                    secrets.insert(key.clone(), format!("from ${} (NOT SET)", spec.env));
-                    warnings.push(format!(
-                        "secrets.{key}: environment variable {} is not set; the plugin will not see this key",
-                        spec.env
-                    ));
-                }
-            }
-        }
+        // Environment variables are read now; files, commands and the AWS
+        // chain at each call (`secrets.rs`).
+        let loaded = crate::secrets::PluginSecrets::load(&manifest, input.secret);
+        warnings.extend(loaded.warnings);
+        let secrets = loaded.shown;
         // What the manifest hands over that no plugin should get lightly
         // (host credentials, wide wildcards, loopback, shells): said at every
         // load, as the install screen and `inspect` say it.
@@ -471,8 +451,7 @@ impl WasmPlugin {
                 input.work_root.join(&name),
                 input.hooks.clone(),
             ),
-            config,
-            secret_values,
+            secrets: loaded.secrets,
             manifest,
         });
         let info = PluginInfo {
@@ -562,10 +541,16 @@ impl WasmPlugin {
         self.metrics.foreign_total()
     }
 
-    fn new_store(&self, kind: CallKind) -> Store<CallState> {
+    /// A store for one call, holding `secrets` (current for an I/O call,
+    /// the last ones for a call that must not wait).
+    fn new_store(
+        &self,
+        kind: CallKind,
+        secrets: Arc<crate::secrets::CallSecrets>,
+    ) -> Store<CallState> {
         let mut store = Store::new(
             &self.engine.engine,
-            CallState::new(self.shared.clone(), kind),
+            CallState::new(self.shared.clone(), kind, secrets),
         );
         store.limiter(|s| &mut s.memory);
         store.set_epoch_deadline(1);
@@ -613,7 +598,7 @@ impl WasmPlugin {
                 .collect();
             message = format!("{message}; guest stderr: {tail}");
         }
-        let message = crate::log::redact(&self.shared.secret_values, &message);
+        let message = crate::log::redact(&state.secrets.redact, &message);
         tracing::warn!(plugin = %self.shared.manifest.name, %fault, message = %wasmprov_policy::text::line(&message), "plugin call failed");
         ProvisionerError::Plugin {
             plugin: self.shared.manifest.name.clone(),
@@ -646,8 +631,15 @@ impl WasmPlugin {
         &self,
         f: impl AsyncFnOnce(&mut Store<CallState>, &Instance) -> wasmtime::Result<R> + Send,
     ) -> (Result<R>, bool) {
+        // The secrets current for this call: a provider's cache refreshes
+        // them when near expiry; its failure is the call's answer (nothing
+        // was sent).
+        let secrets = match self.shared.secrets.for_call().await {
+            Ok(s) => s,
+            Err(e) => return (Err(e), false),
+        };
         let _instance = self.metrics.instance();
-        let mut store = self.new_store(CallKind::Io);
+        let mut store = self.new_store(CallKind::Io, secrets);
         let reached = store.data().reached.clone();
         let execs = store.data().execs.clone();
         let result = self.run_io(&mut store, f).await;
@@ -688,7 +680,7 @@ impl WasmPlugin {
     ) -> Result<R> {
         let _guard = self.runtime.as_ref().map(tokio::runtime::Handle::enter);
         let _instance = self.metrics.instance();
-        let mut store = self.new_store(CallKind::Pure);
+        let mut store = self.new_store(CallKind::Pure, self.shared.secrets.last());
         let deadline = self
             .shared
             .manifest
@@ -764,7 +756,7 @@ impl WasmPlugin {
             }
             None => {
                 let guard = self.metrics.instance();
-                let mut store = self.new_store(CallKind::Pure);
+                let mut store = self.new_store(CallKind::Pure, self.shared.secrets.last());
                 let instance = match block_on_until(end, self.pre.instantiate(&mut store)) {
                     None => return Err(self.timeout_error()),
                     Some(Err(e)) => return Err(self.fault(store.data(), &e)),
@@ -1109,7 +1101,7 @@ impl WasmPlugin {
 
     /// The plugin's own error, as the caller sees it: secrets redacted.
     fn plugin_error(&self, e: ProvisionerError) -> ProvisionerError {
-        redacted(&self.shared.secret_values, e)
+        redacted(&self.shared.secrets.known(), e)
     }
 }
 

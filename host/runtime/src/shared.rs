@@ -2,19 +2,19 @@
 //! exec runner, and its secret values. Above the gates, below a call's state.
 
 use wasmprov_policy::Manifest;
-use wasmtime_wasi_config::WasiConfigVariables;
 
 use crate::exec::ExecRunner;
 use crate::http::HttpGate;
+use crate::secrets::PluginSecrets;
 
 /// Everything about a plugin that calls share.
 pub(crate) struct PluginShared {
     pub(crate) manifest: Manifest,
-    pub(crate) config: WasiConfigVariables,
     pub(crate) http: HttpGate,
     pub(crate) exec: ExecRunner,
-    /// Secret values, for redaction of log records.
-    pub(crate) secret_values: Vec<String>,
+    /// Config and secrets: what each call's `wasi:config` holds, resolved
+    /// when its store is made, and the values to redact.
+    pub(crate) secrets: PluginSecrets,
 }
 
 impl std::fmt::Debug for PluginShared {

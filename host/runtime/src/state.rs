@@ -16,6 +16,7 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::bindings::v02::exec::{Command, ExecError, Output};
 use crate::hooks::CallKind;
+use crate::secrets::CallSecrets;
 use crate::shared::PluginShared;
 
 /// Bytes of guest stderr kept per call: the last ones, where a panic message is.
@@ -46,6 +47,9 @@ pub(crate) struct CallState {
     http_ctx: WasiHttpCtx,
     pub(crate) hooks: HttpHooks,
     pub(crate) plugin: Arc<PluginShared>,
+    /// The config and secret values current for this call, and every value
+    /// to redact from its logs and errors (older ones too).
+    pub(crate) secrets: Arc<CallSecrets>,
     pub(crate) kind: CallKind,
     pub(crate) memory: MemoryLimiter,
     pub(crate) ticks: u64,
@@ -143,7 +147,11 @@ impl Drop for CallState {
 }
 
 impl CallState {
-    pub(crate) fn new(plugin: Arc<PluginShared>, kind: CallKind) -> Self {
+    pub(crate) fn new(
+        plugin: Arc<PluginShared>,
+        kind: CallKind,
+        secrets: Arc<CallSecrets>,
+    ) -> Self {
         let stderr = TailPipe::new(STDERR_CAPTURE);
         // Nothing is inherited: no environment, no arguments, no preopened
         // directories, no sockets, no name lookup, no stdin.
@@ -172,6 +180,7 @@ impl CallState {
             execs: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             memory: MemoryLimiter::new(limits.memory_bytes),
             plugin,
+            secrets,
             kind,
             ticks: 0,
             max_ticks,
@@ -193,7 +202,7 @@ impl CallState {
     }
 
     pub(crate) fn config(&self) -> &WasiConfigVariables {
-        &self.plugin.config
+        &self.secrets.config
     }
 
     /// The guest's stderr so far, for error messages (panics print there).

@@ -22,7 +22,7 @@ use wasmprov_host::policy::requests::{FILE as REQUESTS_FILE, Requests, SECTION};
 use wasmprov_host::policy::trust::{
     DirSettings, FILE as SETTINGS_FILE, MAX_SIGNATURE_BYTES, SignedFacts, Verdict,
 };
-use wasmprov_host::policy::{Manifest, SecretSpec};
+use wasmprov_host::policy::{Manifest, SecretSource};
 
 use crate::output::{c, line};
 
@@ -356,11 +356,16 @@ pub async fn install(dir_path: &Path, args: &InstallArgs, json: bool) -> Result<
                 .filter(|(k, _)| r.config.contains_key(*k))
                 .map(|(k, v)| (k.clone(), v.clone())),
         );
+        // Only `{ env = … }` secrets are carried over: the written manifest
+        // names variables (another source shows in the grant diff).
         secrets.extend(
-            m.secrets
+            m.secret_sources
                 .iter()
                 .filter(|(k, _)| r.secrets.contains_key(*k))
-                .map(|(k, SecretSpec { env })| (k.clone(), env.clone())),
+                .filter_map(|(k, s)| match s {
+                    SecretSource::Env(env) => Some((k.clone(), env.clone())),
+                    _ => None,
+                }),
         );
     }
     config.extend(args.config.iter().cloned());

@@ -733,7 +733,7 @@ mod tests {
             ),
             (SecretSource::Env("EXAMPLE_TOKEN".into()), None),
             (
-                file("/root/.aws/credentials"),
+                file("/home/op/.aws/credentials"),
                 Some("AWS's shared credentials"),
             ),
             (file("/home/op/.kube/config"), Some("Kubernetes client")),

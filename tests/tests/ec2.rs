@@ -275,8 +275,8 @@ struct Account {
     image_id: String,
 }
 
-const EC2_ALL: &str =
-    r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"ec2:*","Resource":"*"}]}"#;
+/// EC2, and the IAM and SSM the launch-settings test sets up and reads.
+const EC2_ALL: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["ec2:*","iam:*","ssm:*"],"Resource":"*"}]}"#;
 const TRUST_ANYONE: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"*"},"Action":"sts:AssumeRole"}]}"#;
 
 /// Exactly [`BOOTSTRAP_CALLS`] unsigned calls, then a check that moto now
@@ -1542,6 +1542,224 @@ async fn disk_sizes_the_root_volume() {
             .unwrap_err();
         assert!(matches!(err, ProvisionerError::Unsupported(_)), "{err:?}");
         assert_eq!(p.describe().await.unwrap().len(), 1);
+        drop(moto);
+    })
+    .await;
+}
+
+/// A plugin `name` with `config` lines and no `image_id`.
+fn add_plugin_without_image(dir: &PluginDir, name: &str, moto: &Moto, config: &str) {
+    let upper = name.to_ascii_uppercase().replace('-', "_");
+    dir.add(
+        name,
+        guests::AWS_EC2,
+        &format!(
+            "[config]\nregion = \"{REGION}\"\nendpoint = \"{url}\"\nssm_endpoint = \"{url}\"\n{config}\n\
+             [secrets]\naccess_key_id = {{ env = \"{upper}_KEY\" }}\n\
+             secret_access_key = {{ env = \"{upper}_SECRET\" }}\n\
+             [http]\nallow = [\"{url}\"]\n",
+            url = moto.url()
+        ),
+    );
+}
+
+#[tokio::test]
+async fn launch_settings_read_back_with_boto3() {
+    require_moto!();
+    within_limit(async {
+        let moto = Moto::start().await;
+        let account = bootstrap(&moto).await;
+        let user = &account.user;
+        // What an operator made: subnets and a group tagged for the nodes,
+        // an instance profile, an image tagged for them, an SSM parameter.
+        let setup = boto3(
+            &moto,
+            user,
+            REGION,
+            &format!(
+                "vpc = ec2.describe_vpcs(Filters=[{{'Name': 'is-default', 'Values': ['true']}}])['Vpcs'][0]['VpcId']\n\
+                 small = ec2.create_subnet(VpcId=vpc, CidrBlock='172.31.96.0/24', AvailabilityZone='us-east-1a')['Subnet']['SubnetId']\n\
+                 big = ec2.create_subnet(VpcId=vpc, CidrBlock='172.31.100.0/22', AvailabilityZone='us-east-1b')['Subnet']['SubnetId']\n\
+                 other = ec2.create_subnet(VpcId=vpc, CidrBlock='172.31.112.0/20', AvailabilityZone='us-east-1b')['Subnet']['SubnetId']\n\
+                 ec2.create_tags(Resources=[small, big], Tags=[{{'Key': 'tier', 'Value': 'nodes'}}])\n\
+                 sg = ec2.create_security_group(GroupName='nodes', Description='nodes', VpcId=vpc)['GroupId']\n\
+                 ec2.create_tags(Resources=[sg], Tags=[{{'Key': 'role', 'Value': 'nodes'}}])\n\
+                 iam.create_role(RoleName='node', AssumeRolePolicyDocument='{{}}')\n\
+                 profile = iam.create_instance_profile(InstanceProfileName='nodes')['InstanceProfile']['Arn']\n\
+                 iam.add_role_to_instance_profile(InstanceProfileName='nodes', RoleName='node')\n\
+                 ec2.create_tags(Resources=['{image}'], Tags=[{{'Key': 'team', 'Value': 'nodes'}}])\n\
+                 x86 = [i['ImageId'] for i in ec2.describe_images(Owners=['amazon'], Filters=[{{'Name': 'architecture', 'Values': ['x86_64']}}])['Images'] if i['ImageId'] != '{image}']\n\
+                 ssm.put_parameter(Name='/wasmprov/test/ami', Value=x86[0], Type='String')\n\
+                 al2023 = ssm.get_parameter(Name='/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64')['Parameter']['Value']\n\
+                 out({{'small': small, 'big': big, 'other': other, 'sg': sg, 'profile': profile, 'param_image': x86[0], 'al2023': al2023}})",
+                image = account.image_id
+            ),
+        );
+        let dir = PluginDir::new();
+        add_plugin_without_image(
+            &dir,
+            "nodes",
+            &moto,
+            r#"ami_selector_terms = '[{"tags": {"team": "nodes"}}]'
+subnet_selector_terms = '[{"tags": {"tier": "nodes"}}]'
+security_group_selector_terms = '[{"tags": {"role": "nodes"}}]'
+instance_profile = "nodes"
+tags = '{"team": "platform", "cost-center": "42"}'
+block_device_mappings = '[{"deviceName": "/dev/xvda", "rootVolume": true, "ebs": {"volumeSize": "30Gi", "encrypted": true, "kmsKeyID": "alias/nodes"}}, {"deviceName": "/dev/xvdb", "ebs": {"volumeSize": 12, "volumeType": "gp2"}}]'
+metadata_options = '{"httpPutResponseHopLimit": 2}'
+detailed_monitoring = true
+associate_public_ip_address = true"#,
+        );
+        add_plugin_without_image(
+            &dir,
+            "by-ssm",
+            &moto,
+            "ami_selector_terms = '[{\"ssmParameter\": \"/wasmprov/test/ami\"}]'\nassociate_public_ip_address = false",
+        );
+        add_plugin_without_image(
+            &dir,
+            "by-alias",
+            &moto,
+            "ami_selector_terms = '[{\"alias\": \"al2023@latest\"}]'",
+        );
+        add_plugin_without_image(
+            &dir,
+            "bad",
+            &moto,
+            r#"block_device_mappings = '[{"deviceName": "/dev/xvda", "ebs": {"volumeType": "ssd"}}]'"#,
+        );
+        let host = host(
+            &dir,
+            OWNER,
+            &[
+                ("nodes", user.clone()),
+                ("by-ssm", user.clone()),
+                ("by-alias", user.clone()),
+                ("bad", user.clone()),
+            ],
+        )
+        .await;
+
+        // Every setting, read back with boto3.
+        let p = plugin(&host, "nodes");
+        let node = p.provision_request(&req("nc-1", small())).await.unwrap();
+        let i = read_instance(&moto, user, &node.provider_id);
+        assert_eq!(i["ImageId"], account.image_id.as_str(), "selected by its tag");
+        assert_eq!(i["SubnetId"], setup["big"], "the tagged subnet with the most free addresses");
+        // On the network interface the public IP choice needs (moto lists
+        // them there only).
+        let groups: Vec<&str> = i["NetworkInterfaces"][0]["Groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|g| g["GroupId"].as_str())
+            .collect();
+        assert_eq!(groups, [setup["sg"].as_str().unwrap()], "{i}");
+        assert_eq!(i["IamInstanceProfile"]["Arn"], setup["profile"]);
+        assert_eq!(i["MetadataOptions"]["HttpTokens"], "required", "IMDSv2 by default");
+        assert_eq!(i["MetadataOptions"]["HttpPutResponseHopLimit"], 2);
+        assert_eq!(i["Monitoring"]["State"], "enabled");
+        assert!(i["PublicIpAddress"].is_string(), "{i}");
+        let tag = |v: &serde_json::Value, k: &str| {
+            v["Tags"]
+                .as_array()
+                .and_then(|t| t.iter().find(|t| t["Key"] == k))
+                .map(|t| t["Value"].as_str().unwrap().to_string())
+        };
+        assert_eq!(tag(&i, "team").as_deref(), Some("platform"));
+        assert_eq!(tag(&i, "cost-center").as_deref(), Some("42"));
+        assert_eq!(tag(&i, "wasmprov-owner").as_deref(), Some(OWNER));
+        let volumes = boto3(
+            &moto,
+            user,
+            REGION,
+            &format!(
+                "out(ec2.describe_volumes(Filters=[{{'Name': 'attachment.instance-id', 'Values': ['{}']}}])['Volumes'])",
+                node.provider_id
+            ),
+        );
+        let volume = |device: &str| {
+            volumes
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["Attachments"][0]["Device"] == device)
+                .unwrap_or_else(|| panic!("{device} in {volumes}"))
+                .clone()
+        };
+        let root = volume("/dev/xvda");
+        assert_eq!(root["Size"], 30);
+        assert_eq!(root["VolumeType"], "gp3");
+        assert_eq!(root["Encrypted"], true);
+        assert_eq!(root["KmsKeyId"], "alias/nodes");
+        assert_eq!(tag(&root, "team").as_deref(), Some("platform"));
+        assert_eq!(tag(&root, "wasmprov-owner").as_deref(), Some(OWNER));
+        let data = volume("/dev/xvdb");
+        assert_eq!((data["Size"].as_u64(), data["VolumeType"].as_str()), (Some(12), Some("gp2")));
+
+        // A zone picks the tagged subnet there; a disk sizes the root.
+        let node = p
+            .provision_request(&req(
+                "nc-2",
+                NodeShape {
+                    zone: Some("us-east-1a".into()),
+                    disk_bytes: Some(64 << 30),
+                    ..small()
+                },
+            ))
+            .await
+            .unwrap();
+        let i = read_instance(&moto, user, &node.provider_id);
+        assert_eq!(i["SubnetId"], setup["small"]);
+        let volumes = boto3(
+            &moto,
+            user,
+            REGION,
+            &format!(
+                "out([v['Size'] for v in ec2.describe_volumes(Filters=[{{'Name': 'attachment.instance-id', 'Values': ['{}']}}, {{'Name': 'attachment.device', 'Values': ['/dev/xvda']}}])['Volumes']])",
+                node.provider_id
+            ),
+        );
+        assert_eq!(volumes, serde_json::json!([64]));
+        // No tagged subnet in the zone asked for.
+        let err = p
+            .provision_request(&req(
+                "nc-3",
+                NodeShape {
+                    zone: Some("us-east-1c".into()),
+                    ..small()
+                },
+            ))
+            .await
+            .unwrap_err();
+        assert!(matches!(&err, ProvisionerError::Unsupported(m) if m.contains("us-east-1c")), "{err:?}");
+
+        // An image from an SSM parameter; no public IP asked for.
+        let node = plugin(&host, "by-ssm")
+            .provision_request(&req("ssm-1", small()))
+            .await
+            .unwrap();
+        let i = read_instance(&moto, user, &node.provider_id);
+        assert_eq!(i["ImageId"], setup["param_image"]);
+        assert!(i.get("PublicIpAddress").is_none_or(serde_json::Value::is_null), "{i}");
+        assert_eq!(i["MetadataOptions"]["HttpTokens"], "required");
+        // An alias: AWS's public parameter for the architecture.
+        let node = plugin(&host, "by-alias")
+            .provision_request(&req("alias-1", small()))
+            .await
+            .unwrap();
+        let i = read_instance(&moto, user, &node.provider_id);
+        assert_eq!(i["ImageId"], setup["al2023"]);
+
+        // Invalid settings: an error that names the key and the field.
+        let err = plugin(&host, "bad")
+            .provision_request(&req("bad-1", small()))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, ProvisionerError::InvalidConfig(m) if m.contains("block_device_mappings") && m.contains("ebs.volumeType")),
+            "{err:?}"
+        );
         drop(moto);
     })
     .await;

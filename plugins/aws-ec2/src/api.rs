@@ -430,6 +430,55 @@ fn root_device_of(image: Node<'_, '_>) -> Option<RootDevice> {
     })
 }
 
+/// A subnet as `DescribeSubnets` describes it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Subnet {
+    /// `subnetId`.
+    pub id: String,
+    /// `availabilityZone`.
+    pub zone: String,
+    /// `availableIpAddressCount`.
+    pub free: u64,
+}
+
+/// One page of `DescribeSubnets`, and its `nextToken`.
+///
+/// # Errors
+/// [`Error::Transport`] when the body is not a `DescribeSubnetsResponse`.
+pub fn parse_subnets(xml: &str) -> Result<(Vec<Subnet>, Option<String>)> {
+    let doc = parse(xml)?;
+    let root = expect_root(&doc, "DescribeSubnetsResponse")?;
+    let subnets = child(root, "subnetSet")
+        .into_iter()
+        .flat_map(|set| children(set, "item"))
+        .filter_map(|i| {
+            Some(Subnet {
+                id: text(i, "subnetId")?,
+                zone: text(i, "availabilityZone").unwrap_or_default(),
+                free: text(i, "availableIpAddressCount")
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0),
+            })
+        })
+        .collect();
+    Ok((subnets, text(root, "nextToken")))
+}
+
+/// One page of `DescribeSecurityGroups`: the group ids, and `nextToken`.
+///
+/// # Errors
+/// [`Error::Transport`] when the body is not a `DescribeSecurityGroupsResponse`.
+pub fn parse_security_groups(xml: &str) -> Result<(Vec<String>, Option<String>)> {
+    let doc = parse(xml)?;
+    let root = expect_root(&doc, "DescribeSecurityGroupsResponse")?;
+    let ids = child(root, "securityGroupInfo")
+        .into_iter()
+        .flat_map(|set| children(set, "item"))
+        .filter_map(|i| text(i, "groupId"))
+        .collect();
+    Ok((ids, text(root, "nextToken")))
+}
+
 /// One spot price: zone, instance type and hourly USD.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SpotPrice {
@@ -526,6 +575,7 @@ const CONFIG_CODES: &[&str] = &[
     "InvalidParameterValue",
     "InvalidParameterCombination",
     "InvalidParameter",
+    "InvalidParameterDependency",
     "InvalidUserData.Malformed",
     "ParameterNotFound",
     "InvalidParameterException",

@@ -15,6 +15,7 @@ use wasmprov_guest::{
 
 use crate::api::{self, ApiFailure, Image, Instance, SpotPrice, TypeInfo};
 use crate::catalogue;
+use crate::launch::{self, BlockDevice};
 use crate::pricing;
 use crate::settings::{Arch, MAX_USER_DATA, Settings};
 use crate::sign::API_VERSION;
@@ -202,6 +203,8 @@ pub struct Client<'a, T> {
     started_ms: u64,
     /// Images described in this call, by id.
     images: RefCell<BTreeMap<String, Image>>,
+    /// The image `ami_selector_terms` selected in this call.
+    selected_image: RefCell<Option<String>>,
 }
 
 /// Whether an answer or a failure to get one is worth another attempt.
@@ -228,6 +231,7 @@ impl<'a, T: Transport> Client<'a, T> {
             transport,
             started_ms,
             images: RefCell::new(BTreeMap::new()),
+            selected_image: RefCell::new(None),
         }
     }
 
@@ -567,14 +571,17 @@ impl<'a, T: Transport> Client<'a, T> {
     /// [`Error::InvalidConfig`] when the image is of another architecture
     /// than the configured one; the errors of `DescribeImages`.
     pub fn offered_arch(&self) -> Result<Option<Arch>> {
-        let image = match self.settings.image_id.as_deref() {
+        let image = match self.configured_image()? {
             Some(id) => {
-                let image = self.image(id)?;
+                let image = self.image(&id)?;
                 image.arch.map(|a| (id, a))
             }
             None => None,
         };
-        catalogue::arch_for(self.settings, image)
+        catalogue::arch_for(
+            self.settings,
+            image.as_ref().map(|(id, a)| (id.as_str(), *a)),
+        )
     }
 
     /// Every current-generation type EC2 offers in the region of
@@ -719,9 +726,16 @@ impl<'a, T: Transport> Client<'a, T> {
             return Ok(existing.to_handle());
         }
         // Boot data of the request wins over the configured image.
+        let configured;
         let image = match &request.boot.image {
             Some(image) => image.as_str(),
-            None => self.settings.require_image()?,
+            None => {
+                configured = self.configured_image()?;
+                match &configured {
+                    Some(id) => id.as_str(),
+                    None => self.settings.require_image()?,
+                }
+            }
         };
         let arch = self.image_arch(image, request.boot.image.is_some())?;
         let choice = catalogue::choose_for(shape, self.settings, arch, Some(image))?;
@@ -769,6 +783,8 @@ impl<'a, T: Transport> Client<'a, T> {
             Some(disk) => Some(self.root_volume(image, disk)?),
             None => None,
         };
+        let subnet = self.select_subnet(zone)?;
+        let groups = self.select_security_groups()?;
         if spot {
             self.log_spot_price(&choice.instance_type, zone, choice.on_demand_usd);
         }
@@ -786,21 +802,72 @@ impl<'a, T: Transport> Client<'a, T> {
         if let Some(z) = zone {
             req = req.param("Placement.AvailabilityZone", z);
         }
-        if let Some(subnet) = &self.settings.subnet_id {
-            req = req.param("SubnetId", subnet.clone());
+        let launch = &self.settings.launch;
+        match launch.associate_public_ip_address {
+            // A public IP choice is a network interface's: the subnet and
+            // groups go with it.
+            Some(public) => {
+                req = req
+                    .param("NetworkInterface.1.DeviceIndex", "0")
+                    .param(
+                        "NetworkInterface.1.AssociatePublicIpAddress",
+                        public.to_string(),
+                    )
+                    .param("NetworkInterface.1.DeleteOnTermination", "true");
+                if let Some(subnet) = &subnet {
+                    req = req.param("NetworkInterface.1.SubnetId", subnet.clone());
+                }
+                for (n, sg) in groups.iter().enumerate() {
+                    req = req.param(
+                        format!("NetworkInterface.1.SecurityGroupId.{}", n + 1),
+                        sg.clone(),
+                    );
+                }
+            }
+            None => {
+                if let Some(subnet) = &subnet {
+                    req = req.param("SubnetId", subnet.clone());
+                }
+                for (n, sg) in groups.iter().enumerate() {
+                    req = req.param(format!("SecurityGroupId.{}", n + 1), sg.clone());
+                }
+            }
         }
-        for (n, sg) in self.settings.security_group_ids.iter().enumerate() {
-            req = req.param(format!("SecurityGroupId.{}", n + 1), sg.clone());
+        if let Some(profile) = &launch.instance_profile {
+            let field = if profile.starts_with("arn:") {
+                "Arn"
+            } else {
+                "Name"
+            };
+            req = req.param(format!("IamInstanceProfile.{field}"), profile.clone());
+        }
+        let m = &launch.metadata_options;
+        req = req
+            .param("MetadataOptions.HttpTokens", m.http_tokens.clone())
+            .param(
+                "MetadataOptions.HttpPutResponseHopLimit",
+                m.http_put_response_hop_limit.to_string(),
+            )
+            .param("MetadataOptions.HttpEndpoint", m.http_endpoint.clone())
+            .param(
+                "MetadataOptions.HttpProtocolIpv6",
+                m.http_protocol_ipv6.clone(),
+            );
+        if launch.detailed_monitoring {
+            req = req.param("Monitoring.Enabled", "true");
         }
         if let Some(key) = key_name {
             req = req.param("KeyName", key);
         }
-        if let Some((device, gib)) = root {
-            req = req
-                .param("BlockDeviceMapping.1.DeviceName", device)
-                .param("BlockDeviceMapping.1.Ebs.VolumeSize", gib.to_string())
-                .param("BlockDeviceMapping.1.Ebs.VolumeType", "gp3")
-                .param("BlockDeviceMapping.1.Ebs.DeleteOnTermination", "true");
+        for (n, (device, ebs)) in block_devices(&launch.block_device_mappings, root)?
+            .into_iter()
+            .enumerate()
+        {
+            let p = |f: &str| format!("BlockDeviceMapping.{}.{f}", n + 1);
+            req = req.param(p("DeviceName"), device);
+            for (k, v) in ebs {
+                req = req.param(p(&format!("Ebs.{k}")), v);
+            }
         }
         if let Some(data) = user_data {
             req = req.param(
@@ -820,17 +887,38 @@ impl<'a, T: Transport> Client<'a, T> {
                     "terminate",
                 );
         }
-        // The instance gets every tag; its volumes the owner and request tags.
+        // The instance gets the operator's tags and every tag of its own
+        // (which win); its volumes the operator's, owner and request tags.
+        let operator: Vec<(String, String)> = launch
+            .tags
+            .iter()
+            .filter(|(k, _)| !tags.iter().any(|(t, _)| t == *k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if operator.len() + tags.len() > tagging::MAX_TAGS {
+            return Err(Error::Unsupported(format!(
+                "{} tags asked for (config key \"tags\" and the shape's labels); EC2 allows at most {} on an instance",
+                operator.len() + tags.len(),
+                tagging::MAX_TAGS
+            )));
+        }
+        let instance_tags: Vec<(String, String)> =
+            operator.iter().chain(tags.iter()).cloned().collect();
         req = req.param("TagSpecification.1.ResourceType", "instance");
-        for (n, (k, v)) in tags.iter().enumerate() {
+        for (n, (k, v)) in instance_tags.iter().enumerate() {
             req = req
                 .param(format!("TagSpecification.1.Tag.{}.Key", n + 1), k.clone())
                 .param(format!("TagSpecification.1.Tag.{}.Value", n + 1), v.clone());
         }
         req = req.param("TagSpecification.2.ResourceType", "volume");
-        for (n, (k, v)) in tags
+        for (n, (k, v)) in launch
+            .tags
             .iter()
-            .filter(|(k, _)| k == OWNER || k == REQUEST)
+            .chain(
+                tags.iter()
+                    .filter(|(k, _)| k == OWNER || k == REQUEST)
+                    .map(|(k, v)| (k, v)),
+            )
             .enumerate()
         {
             req = req
@@ -866,6 +954,185 @@ impl<'a, T: Transport> Client<'a, T> {
             ],
         );
         Ok(handle)
+    }
+
+    /// The image launched when a request names none: `image_id`, else the
+    /// newest image of the configured architecture `ami_selector_terms`
+    /// select (selected once per call); `None` when neither is set.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when the terms select no image; the API's
+    /// errors.
+    pub fn configured_image(&self) -> Result<Option<String>> {
+        if let Some(id) = &self.settings.image_id {
+            return Ok(Some(id.clone()));
+        }
+        let terms = &self.settings.launch.ami_selector_terms;
+        if terms.is_empty() {
+            return Ok(None);
+        }
+        if let Some(id) = self.selected_image.borrow().clone() {
+            return Ok(Some(id));
+        }
+        let want = self.settings.architecture;
+        let mut found: Vec<Image> = Vec::new();
+        for term in terms {
+            if let Some(id) = &term.id {
+                found.push(self.image(id)?);
+            } else if let Some(name) = &term.ssm_parameter {
+                let id = self.ssm_parameter(name)?;
+                found.push(self.image(&id)?);
+            } else if let Some(alias) = &term.alias {
+                let arches = match want {
+                    Some(a) => vec![a],
+                    None => vec![Arch::X86_64, Arch::Arm64],
+                };
+                for arch in arches {
+                    let name = launch::alias_parameter(alias, arch).map_err(|e| {
+                        Error::InvalidConfig(format!("config key \"ami_selector_terms\": {e}"))
+                    })?;
+                    let id = self.ssm_parameter(&name)?;
+                    found.push(self.image(&id)?);
+                }
+            } else {
+                let (filters, owner) = launch::image_filters(term);
+                let mut req = ApiRequest::new("DescribeImages").filters(&filters);
+                if let Some(o) = owner {
+                    req = req.param("Owner.1", o);
+                }
+                let images = self
+                    .pages(&req, api::parse_images)?
+                    .map_err(|failure| failure.into_error(false))?;
+                for i in &images {
+                    self.images.borrow_mut().insert(i.id.clone(), i.clone());
+                }
+                found.extend(images);
+            }
+        }
+        let chosen = found
+            .into_iter()
+            .filter(|i| i.arch.is_some() && want.is_none_or(|a| i.arch == Some(a)))
+            .max_by(|a, b| a.created.cmp(&b.created).then_with(|| b.id.cmp(&a.id)))
+            .ok_or_else(|| {
+                Error::InvalidConfig(format!(
+                    "config key \"ami_selector_terms\" selects no image{}",
+                    want.map(|a| format!(" of architecture {a}"))
+                        .unwrap_or_default()
+                ))
+            })?;
+        self.transport.info(
+            "image selected",
+            &[
+                ("image_id", &chosen.id),
+                ("name", chosen.name.as_deref().unwrap_or("")),
+            ],
+        );
+        *self.selected_image.borrow_mut() = Some(chosen.id.clone());
+        Ok(Some(chosen.id))
+    }
+
+    /// The value of SSM parameter `name` (`ssm:GetParameter`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a parameter SSM does not have; the
+    /// API's errors.
+    fn ssm_parameter(&self, name: &str) -> Result<String> {
+        let call = JsonCall {
+            api: JsonApi::Ssm,
+            target: "AmazonSSM.GetParameter",
+            body: serde_json::json!({ "Name": name }).to_string(),
+        };
+        let resp = self
+            .try_json(&call)?
+            .map_err(|failure| failure.into_error(false))?;
+        let answer: serde_json::Value = serde_json::from_slice(&resp.body)
+            .map_err(|e| Error::Transport(format!("SSM sent bad JSON: {e}")))?;
+        answer
+            .pointer("/Parameter/Value")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| Error::Transport(format!("SSM sent no value for {name:?}")))
+    }
+
+    /// The subnet to launch into: `subnet_id`, else the subnet
+    /// `subnet_selector_terms` select (in `zone`, when one is asked for)
+    /// with the most free addresses; `None` leaves it to EC2.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when the terms select no subnet;
+    /// [`Error::Unsupported`] when none is in `zone`; the API's errors.
+    fn select_subnet(&self, zone: Option<&str>) -> Result<Option<String>> {
+        let terms = &self.settings.launch.subnet_selector_terms;
+        if terms.is_empty() {
+            return Ok(self.settings.subnet_id.clone());
+        }
+        let mut subnets: Vec<api::Subnet> = Vec::new();
+        for term in terms {
+            let mut filters = launch::tag_filters(&term.tags);
+            if let Some(id) = &term.id {
+                filters.push(("subnet-id".to_string(), vec![id.clone()]));
+            }
+            let req = ApiRequest::new("DescribeSubnets").filters(&filters);
+            subnets.extend(
+                self.pages(&req, api::parse_subnets)?
+                    .map_err(|failure| failure.into_error(false))?,
+            );
+        }
+        if subnets.is_empty() {
+            return Err(Error::InvalidConfig(
+                "config key \"subnet_selector_terms\" selects no subnet".into(),
+            ));
+        }
+        let best = subnets
+            .into_iter()
+            .filter(|s| zone.is_none_or(|z| s.zone == z))
+            .max_by(|a, b| a.free.cmp(&b.free).then_with(|| b.id.cmp(&a.id)))
+            .ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "no subnet subnet_selector_terms select is in zone {}",
+                    zone.unwrap_or_default()
+                ))
+            })?;
+        Ok(Some(best.id))
+    }
+
+    /// The security groups of new instances: `security_group_ids`, and
+    /// every group `security_group_selector_terms` select.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when the terms select no group; the API's
+    /// errors.
+    fn select_security_groups(&self) -> Result<Vec<String>> {
+        let mut out = self.settings.security_group_ids.clone();
+        let terms = &self.settings.launch.security_group_selector_terms;
+        if terms.is_empty() {
+            return Ok(out);
+        }
+        let before = out.len();
+        for term in terms {
+            let mut filters = launch::tag_filters(&term.tags);
+            if let Some(id) = &term.id {
+                filters.push(("group-id".to_string(), vec![id.clone()]));
+            }
+            if let Some(name) = &term.name {
+                filters.push(("group-name".to_string(), vec![name.clone()]));
+            }
+            let req = ApiRequest::new("DescribeSecurityGroups").filters(&filters);
+            for id in self
+                .pages(&req, api::parse_security_groups)?
+                .map_err(|failure| failure.into_error(false))?
+            {
+                if !out.contains(&id) {
+                    out.push(id);
+                }
+            }
+        }
+        if out.len() == before {
+            return Err(Error::InvalidConfig(
+                "config key \"security_group_selector_terms\" selects no security group".into(),
+            ));
+        }
+        Ok(out)
     }
 
     /// The architecture types launched with `image` must have: the image's
@@ -1000,6 +1267,78 @@ impl<'a, T: Transport> Client<'a, T> {
 /// Whether `message` names instance type `name` as a word of its own
 /// (EC2 says "The following supplied instance types do not exist:
 /// [p3.2xlarge]").
+/// A block device mapping to send: its device name and `Ebs.*` parameters.
+type Mapping = (String, Vec<(&'static str, String)>);
+
+/// The block device mappings of a launch: the configured ones, with the
+/// shape's disk `root` (the image's root device and size in GiB) sizing the
+/// root volume (at least), or added as a `gp3` root volume when none is
+/// configured. Each as its device name and `Ebs.*` parameters.
+///
+/// # Errors
+/// [`Error::InvalidConfig`] for a size that cannot be read (checked when
+/// the settings were read, so never in practice).
+fn block_devices(configured: &[BlockDevice], root: Option<(String, u64)>) -> Result<Vec<Mapping>> {
+    let mut out = Vec::new();
+    let mut root_done = false;
+    for d in configured {
+        let mut size = match &d.ebs.volume_size {
+            Some(q) => Some(q.gib().map_err(|e| {
+                Error::InvalidConfig(format!("config key \"block_device_mappings\": {e}"))
+            })?),
+            None => None,
+        };
+        let is_root = d.root_volume || root.as_ref().is_some_and(|(dev, _)| *dev == d.device_name);
+        if is_root && let Some((_, gib)) = &root {
+            size = Some(size.unwrap_or(0).max(*gib));
+            root_done = true;
+        }
+        let e = &d.ebs;
+        let mut ebs: Vec<(&'static str, String)> = Vec::new();
+        if let Some(s) = size {
+            ebs.push(("VolumeSize", s.to_string()));
+        }
+        ebs.push((
+            "VolumeType",
+            e.volume_type.clone().unwrap_or_else(|| "gp3".into()),
+        ));
+        if let Some(i) = e.iops {
+            ebs.push(("Iops", i.to_string()));
+        }
+        if let Some(t) = e.throughput {
+            ebs.push(("Throughput", t.to_string()));
+        }
+        if let Some(x) = e.encrypted {
+            ebs.push(("Encrypted", x.to_string()));
+        }
+        if let Some(k) = &e.kms_key_id {
+            ebs.push(("KmsKeyId", k.clone()));
+        }
+        if let Some(s) = &e.snapshot_id {
+            ebs.push(("SnapshotId", s.clone()));
+        }
+        ebs.push((
+            "DeleteOnTermination",
+            e.delete_on_termination.unwrap_or(true).to_string(),
+        ));
+        out.push((d.device_name.clone(), ebs));
+    }
+    if !root_done && let Some((device, gib)) = root {
+        out.insert(
+            0,
+            (
+                device,
+                vec![
+                    ("VolumeSize", gib.to_string()),
+                    ("VolumeType", "gp3".to_string()),
+                    ("DeleteOnTermination", "true".to_string()),
+                ],
+            ),
+        );
+    }
+    Ok(out)
+}
+
 /// How a request's SSH keys reach the instance.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum SshKeys<'r> {
@@ -1244,6 +1583,104 @@ mod tests {
             max_attempts: 1,
             ..Settings::for_region("us-east-1")
         }
+    }
+
+    #[test]
+    fn launch_settings_reach_run_instances() {
+        let pairs: BTreeMap<&str, &str> = BTreeMap::from([
+            ("region", "us-east-1"),
+            ("image_id", "ami-0abc"),
+            ("max_attempts", "1"),
+            (
+                "instance_profile",
+                "arn:aws:iam::123456789012:instance-profile/nodes",
+            ),
+            (
+                "tags",
+                r#"{"team": "platform", "Name": "from-the-operator"}"#,
+            ),
+            (
+                "block_device_mappings",
+                r#"[{"deviceName": "/dev/xvda", "rootVolume": true, "ebs": {"volumeSize": "20Gi", "volumeType": "io2", "iops": 4000, "encrypted": true, "kmsKeyID": "alias/nodes"}},
+                    {"deviceName": "/dev/xvdb", "ebs": {"volumeSize": 50, "throughput": 250, "deleteOnTermination": false}}]"#,
+            ),
+            ("metadata_options", r#"{"httpPutResponseHopLimit": 2}"#),
+            ("detailed_monitoring", "true"),
+            ("associate_public_ip_address", "false"),
+            ("subnet_id", "subnet-1"),
+            ("security_group_ids", "sg-1"),
+        ]);
+        let settings =
+            Settings::from_lookup(|k| Ok(pairs.get(k).map(|v| (*v).to_string()))).unwrap();
+        let script = Script::new(vec![
+            page(&[], None),
+            image("ami-0abc", "/dev/xvda", "ebs", 8),
+            types("t3a.medium"),
+            run(&item("i-0123456789abcdef0", "pending", OWNED, false)),
+        ]);
+        let client = Client::new(&settings, &script);
+        let shape = NodeShape {
+            disk_bytes: Some(100 << 30),
+            ..NodeShape::new(2.0, 4 << 30)
+        };
+        client
+            .provision("host-a", &request("req-1", shape))
+            .unwrap();
+        let r = &script.requests()[3];
+        assert_eq!(r.action, "RunInstances");
+        let want = [
+            (
+                "IamInstanceProfile.Arn",
+                "arn:aws:iam::123456789012:instance-profile/nodes",
+            ),
+            ("MetadataOptions.HttpTokens", "required"),
+            ("MetadataOptions.HttpPutResponseHopLimit", "2"),
+            ("MetadataOptions.HttpEndpoint", "enabled"),
+            ("Monitoring.Enabled", "true"),
+            ("NetworkInterface.1.DeviceIndex", "0"),
+            ("NetworkInterface.1.AssociatePublicIpAddress", "false"),
+            ("NetworkInterface.1.SubnetId", "subnet-1"),
+            ("NetworkInterface.1.SecurityGroupId.1", "sg-1"),
+            // The root: the shape's 100 GiB over the configured 20.
+            ("BlockDeviceMapping.1.DeviceName", "/dev/xvda"),
+            ("BlockDeviceMapping.1.Ebs.VolumeSize", "100"),
+            ("BlockDeviceMapping.1.Ebs.VolumeType", "io2"),
+            ("BlockDeviceMapping.1.Ebs.Iops", "4000"),
+            ("BlockDeviceMapping.1.Ebs.Encrypted", "true"),
+            ("BlockDeviceMapping.1.Ebs.KmsKeyId", "alias/nodes"),
+            ("BlockDeviceMapping.1.Ebs.DeleteOnTermination", "true"),
+            ("BlockDeviceMapping.2.DeviceName", "/dev/xvdb"),
+            ("BlockDeviceMapping.2.Ebs.VolumeSize", "50"),
+            ("BlockDeviceMapping.2.Ebs.VolumeType", "gp3"),
+            ("BlockDeviceMapping.2.Ebs.Throughput", "250"),
+            ("BlockDeviceMapping.2.Ebs.DeleteOnTermination", "false"),
+        ];
+        for (k, v) in want {
+            assert_eq!(r.get(k), Some(v), "{k}");
+        }
+        assert_eq!(r.get("SubnetId"), None, "with the network interface");
+        assert_eq!(r.get("SecurityGroupId.1"), None);
+        assert_eq!(r.get("BlockDeviceMapping.3.DeviceName"), None);
+        // The operator's tags on instance and volumes; the plugin's win.
+        let tags = |spec: u32| -> Vec<(String, String)> {
+            (1..)
+                .map_while(|n| {
+                    Some((
+                        r.get(&format!("TagSpecification.{spec}.Tag.{n}.Key"))?
+                            .to_string(),
+                        r.get(&format!("TagSpecification.{spec}.Tag.{n}.Value"))?
+                            .to_string(),
+                    ))
+                })
+                .collect()
+        };
+        let instance = tags(1);
+        assert!(instance.contains(&("team".into(), "platform".into())));
+        assert!(instance.contains(&("Name".into(), "wasmprov-req-1".into())));
+        assert!(!instance.iter().any(|(_, v)| v == "from-the-operator"));
+        let volume = tags(2);
+        assert!(volume.contains(&("team".into(), "platform".into())));
+        assert!(volume.contains(&(OWNER.into(), "host-a".into())));
     }
 
     #[test]

@@ -22,6 +22,7 @@
 pub mod api;
 pub mod catalogue;
 pub mod client;
+pub mod launch;
 pub mod prices;
 pub mod pricing;
 pub mod settings;

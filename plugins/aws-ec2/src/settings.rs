@@ -72,6 +72,8 @@ pub struct Settings {
     pub max_attempts: u32,
     /// How long a call may run before it stops retrying, in milliseconds.
     pub retry_budget_ms: u64,
+    /// Launch settings with the meaning of Karpenter's `EC2NodeClass`.
+    pub launch: crate::launch::Launch,
 }
 
 impl Settings {
@@ -94,6 +96,7 @@ impl Settings {
             ssm_endpoint: default_ssm_endpoint(region),
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             retry_budget_ms: DEFAULT_RETRY_BUDGET_MS,
+            launch: crate::launch::Launch::default(),
         }
     }
 
@@ -158,6 +161,7 @@ impl Settings {
             }
         }
         s.image_id = get("image_id")?;
+        s.launch = crate::launch::Launch::from_lookup(get)?;
         s.subnet_id = get("subnet_id")?;
         s.key_name = get("key_name")?;
         if let Some(v) = get("security_group_ids")? {
@@ -231,7 +235,7 @@ impl Settings {
     pub fn require_image(&self) -> Result<&str> {
         self.image_id.as_deref().ok_or_else(|| {
             Error::InvalidConfig(
-                "config key \"image_id\" is required to provision; set it to an AMI id of the region"
+                "config key \"image_id\" (or \"ami_selector_terms\") is required to provision; set it to an AMI id of the region"
                     .into(),
             )
         })

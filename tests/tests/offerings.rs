@@ -26,6 +26,8 @@ struct Cloud {
     meet: Option<Arc<tokio::sync::Barrier>>,
     /// How long reading the catalogue takes.
     slow: Mutex<Duration>,
+    /// When set, every provision is over the account's quota.
+    over_quota: std::sync::atomic::AtomicBool,
 }
 
 fn offering(t: &str, cpu: f64, gib: u64, arch: Arch, usd: f64) -> Offering {
@@ -50,6 +52,7 @@ impl Cloud {
             reads: std::sync::atomic::AtomicUsize::new(0),
             meet: None,
             slow: Mutex::new(Duration::ZERO),
+            over_quota: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -80,6 +83,9 @@ impl CloudProvisioner for Cloud {
             .clone()
             .expect("the fleet asks for an offering by name");
         self.asked.lock().unwrap().push(t.clone());
+        if self.over_quota.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(ProvisionerError::Quota(format!("no room for {t}")));
+        }
         if let Some(scope) = self.out.lock().unwrap().get(&t) {
             return Err(ProvisionerError::Capacity {
                 scope: *scope,
@@ -488,7 +494,10 @@ async fn fallback_stops_at_the_price_ceiling() {
     assert!(report.added.is_empty(), "{report}");
     assert_eq!(a.asked().len(), 2, "nothing asked: {report}");
     assert!(
-        report.errors.iter().any(|e| e.contains("ran out of capacity recently")),
+        report
+            .errors
+            .iter()
+            .any(|e| e.contains("ran out of capacity recently")),
         "{report}"
     );
     assert!(
@@ -558,4 +567,59 @@ async fn fallback_stops_after_the_capacity_failure_limit() {
             "{bad}"
         );
     }
+}
+
+/// A quota failure is the account's: the pass asks none of that plugin's
+/// other offerings and goes on to the next plugin.
+#[tokio::test]
+async fn over_quota_skips_the_rest_of_that_plugin_for_the_pass() {
+    let a = Cloud::new(
+        "a",
+        vec![
+            offering("a-1", 2.0, 4, Arch::X86_64, 0.010),
+            offering("a-2", 2.0, 4, Arch::X86_64, 0.011),
+            offering("a-3", 2.0, 4, Arch::X86_64, 0.012),
+        ],
+    );
+    let b = Cloud::new("b", vec![offering("b-1", 2.0, 4, Arch::X86_64, 0.015)]);
+    a.over_quota
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let dir = tempfile::tempdir().unwrap();
+    let f = fleet(&[a.clone(), b.clone()], &dir);
+    let group = CapacityGroup::new("web", NodeShape::new(2.0, 4 << 30), 0, 10);
+    let report = f.scale(&group, 2).await.unwrap();
+    assert_eq!(report.added.len(), 2, "{report}");
+    assert!(report.added.iter().all(|m| m.plugin == "b"), "{report}");
+    assert_eq!(a.asked(), ["a-1"], "one quota failure is enough: {report}");
+    assert_eq!(b.asked(), ["b-1", "b-1"]);
+}
+
+/// A plugin replaced under the same name (a reload) is another backend:
+/// its catalogue is read anew instead of served from the old version's
+/// for the rest of the TTL.
+#[tokio::test]
+async fn a_replaced_plugin_is_ranked_by_its_own_catalogue() {
+    struct Swappable(Mutex<Arc<Cloud>>);
+    impl wasmprov_api::Backends for Swappable {
+        fn backend_names(&self) -> Vec<String> {
+            vec!["a".into()]
+        }
+        fn backend(&self, name: &str) -> Option<Arc<dyn CloudProvisioner>> {
+            (name == "a").then(|| self.0.lock().unwrap().clone() as Arc<dyn CloudProvisioner>)
+        }
+    }
+    let old = Cloud::new("a", vec![offering("old", 2.0, 4, Arch::X86_64, 0.010)]);
+    let new = Cloud::new("a", vec![offering("new", 2.0, 4, Arch::X86_64, 0.030)]);
+    let backends = Swappable(Mutex::new(old.clone()));
+    let catalogues = Catalogues::new(Duration::from_secs(3600), Duration::from_secs(10));
+    let shape = NodeShape::new(2.0, 4 << 30);
+    let ranking = catalogues.rank(&backends, &shape, None, |_| true).await;
+    assert_eq!(ranking.offers[0].hint.instance_type, "old");
+    *backends.0.lock().unwrap() = new.clone();
+    let ranking = catalogues.rank(&backends, &shape, None, |_| true).await;
+    assert_eq!(ranking.offers[0].hint.instance_type, "new", "{ranking:?}");
+    assert_eq!((old.reads(), new.reads()), (1, 1));
+    // Unchanged, it is served from the cache.
+    catalogues.rank(&backends, &shape, None, |_| true).await;
+    assert_eq!(new.reads(), 1);
 }

@@ -115,7 +115,11 @@ async fn main() -> Result<()> {
     }
     let _watcher = host.watch(Duration::from_millis(100))?;
     let mut reloads = host.subscribe_reloads();
-    let fleet = Fleet::open(host.clone(), state.path().join("journal.redb"))?;
+    // Ashburn costs more than twice Falkenstein here: a ceiling of ×3 lets
+    // the group spill over there when Falkenstein's quota is used up (the
+    // default, ×2, would keep it short instead).
+    let fleet =
+        Fleet::open(host.clone(), state.path().join("journal.redb"))?.fallback_limits(5, 3.0)?;
 
     let group = CapacityGroup::new("workers", NodeShape::new(2.0, 4 << 30), 1, 8);
     println!(
@@ -184,7 +188,7 @@ async fn main() -> Result<()> {
             }
         );
         for e in &report.errors {
-            println!("          tried the next offer after {e}");
+            println!("          {e}");
         }
         if let Some(task) = replacing.take_if(|t| t.is_finished()) {
             task.await??;

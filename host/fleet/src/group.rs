@@ -217,6 +217,20 @@ fn try_next_offer(e: &FleetError) -> bool {
     )
 }
 
+/// Whether a failure is of the plugin's whole account or set-up, so that
+/// none of its other offerings can succeed in this pass.
+fn whole_plugin(e: &FleetError) -> bool {
+    matches!(
+        e,
+        FleetError::Provisioner(
+            ProvisionerError::Quota(_)
+                | ProvisionerError::Auth(_)
+                | ProvisionerError::InvalidConfig(_)
+                | ProvisionerError::Plugin { .. }
+        ) | FleetError::UnknownPlugin(_)
+    )
+}
+
 impl Fleet {
     /// Refuses a group whose `max` is above this fleet's limit
     /// ([`Fleet::max_group_size`]).
@@ -329,6 +343,10 @@ impl Fleet {
             .iter()
             .partition(|o| o.hint.hourly_usd <= ceiling);
         let mut capacity_failures = 0u32;
+        // Plugins out for the rest of this pass: a failure of the whole
+        // account (quota, credentials, configuration, a broken plugin) is
+        // not asked again for each of its other offerings.
+        let mut plugins_out = std::collections::BTreeSet::new();
         let mut first_offer = 0;
         for _ in 0..count {
             let mut request_id =
@@ -336,6 +354,10 @@ impl Fleet {
             let mut made = false;
             let mut skipped = Vec::new();
             for offer in &offers[first_offer..] {
+                if plugins_out.contains(offer.plugin.as_str()) {
+                    first_offer += 1;
+                    continue;
+                }
                 let shape = NodeShape {
                     instance_type: Some(offer.hint.instance_type.clone()),
                     ..group.shape.clone()
@@ -402,8 +424,12 @@ impl Fleet {
                             "{} ({}): {e}",
                             offer.plugin, offer.hint.instance_type
                         ));
-                        // This offer is out for the rest of this pass.
+                        // This offer is out for the rest of this pass; the
+                        // whole plugin when the failure is its account's.
                         first_offer += 1;
+                        if whole_plugin(&e) {
+                            plugins_out.insert(offer.plugin.as_str());
+                        }
                         if capacity {
                             capacity_failures += 1;
                             if capacity_failures >= self.max_capacity_failures {

@@ -13,7 +13,7 @@
 //! fresh one is read behind it).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -29,12 +29,24 @@ pub const DEFAULT_CATALOGUE_TTL: Duration = Duration::from_secs(300);
 
 type Answer = Result<Arc<Vec<Offering>>, ProvisionerError>;
 
-#[derive(Debug)]
 struct Entry {
+    /// The backend the answer and the read are of: a plugin replaced by a
+    /// reload is another backend under the same name, whose catalogue is
+    /// read anew (held weakly: the entry keeps no plugin version alive).
+    of: Weak<dyn CloudProvisioner>,
     /// The last answer and when it came; `None` before the first.
     answer: Option<(Instant, Answer)>,
     /// A read under way: its answer comes on this channel.
     reading: Option<tokio::sync::watch::Receiver<Option<Answer>>>,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("answer", &self.answer)
+            .field("reading", &self.reading.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Every plugin's catalogue (`offerings`), each read with a deadline and
@@ -80,10 +92,19 @@ impl Catalogues {
                 .entries
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let entry = entries.entry(name.to_string()).or_insert(Entry {
+            let of = Arc::downgrade(backend);
+            let entry = entries.entry(name.to_string()).or_insert_with(|| Entry {
+                of: of.clone(),
                 answer: None,
                 reading: None,
             });
+            if !Weak::ptr_eq(&entry.of, &of) {
+                *entry = Entry {
+                    of,
+                    answer: None,
+                    reading: None,
+                };
+            }
             let fresh_for = |answer: &Answer| match answer {
                 Ok(_) => self.ttl,
                 Err(_) => (self.ttl / 10).max(Duration::from_secs(1)),
@@ -143,6 +164,7 @@ impl Catalogues {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .get_mut(&name)
+                && Weak::ptr_eq(&entry.of, &Arc::downgrade(&b))
             {
                 entry.answer = Some((Instant::now(), answer.clone()));
                 entry.reading = None;

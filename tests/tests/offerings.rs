@@ -623,3 +623,49 @@ async fn a_replaced_plugin_is_ranked_by_its_own_catalogue() {
     catalogues.rank(&backends, &shape, None, |_| true).await;
     assert_eq!(new.reads(), 1);
 }
+
+/// The ceiling is measured from what can be had: a free offering (an
+/// on-premises pool) sets none, and a plugin out for the pass (over quota,
+/// refused credentials) no longer sets it. Whether a later scale may mend
+/// a shortfall is said: capacity may come back, quota alone does not.
+#[tokio::test]
+async fn the_ceiling_is_measured_from_what_can_be_had() {
+    // A full free pool, then a cloud: falls back to the cloud.
+    let free = Cloud::new("onprem", vec![offering("pool", 2.0, 4, Arch::X86_64, 0.0)]);
+    let cloud = Cloud::new("cloud", vec![offering("c-1", 2.0, 4, Arch::X86_64, 0.02)]);
+    free.run_out("pool", CapacityScope::Group);
+    let dir = tempfile::tempdir().unwrap();
+    let f = fleet(&[free.clone(), cloud.clone()], &dir);
+    let group = CapacityGroup::new("web", NodeShape::new(2.0, 4 << 30), 0, 10);
+    let report = f.scale(&group, 1).await.unwrap();
+    assert_eq!(report.added.len(), 1, "{report}");
+    assert_eq!(report.added[0].plugin, "cloud");
+
+    // The cheapest plugin is over quota: the next, at ×3, is within ×2 of
+    // the cheapest that can be had (itself).
+    let a = Cloud::new("a", vec![offering("a-1", 2.0, 4, Arch::X86_64, 0.010)]);
+    let b = Cloud::new("b", vec![offering("b-1", 2.0, 4, Arch::X86_64, 0.030)]);
+    a.over_quota
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let dir = tempfile::tempdir().unwrap();
+    let f = fleet(&[a.clone(), b.clone()], &dir);
+    let report = f.scale(&group, 1).await.unwrap();
+    assert_eq!(report.added.len(), 1, "{report}");
+    assert_eq!(report.added[0].plugin, "b");
+
+    // Quota alone: not retryable. Capacity: retryable.
+    let dir = tempfile::tempdir().unwrap();
+    let f = fleet(std::slice::from_ref(&a), &dir);
+    let report = f.scale(&group, 1).await.unwrap();
+    assert!(!report.converged() && !report.retryable, "{report}");
+    let c = Cloud::new("c", vec![offering("c-1", 2.0, 4, Arch::X86_64, 0.010)]);
+    c.run_out("c-1", CapacityScope::InstanceType);
+    let dir = tempfile::tempdir().unwrap();
+    let f = fleet(std::slice::from_ref(&c), &dir);
+    let report = f.scale(&group, 1).await.unwrap();
+    assert!(!report.converged() && report.retryable, "{report}");
+    // The next pass skips it, marked, and is still retryable.
+    let report = f.scale(&group, 1).await.unwrap();
+    assert!(report.retryable, "{report}");
+    assert_eq!(c.asked().len(), 1);
+}

@@ -9,7 +9,7 @@
 //! | 1 | failure | a retry will fail the same way until someone changes something: credentials (`auth`), `quota`, `invalid_config`, `unsupported`, `conflict`, a plugin that trapped or broke the contract, a plugin that did not load, a reconcile or scale that left work for a person |
 //! | 2 | usage | the command line is wrong (clap's code; also `--lease-secs` without `--state-dir`) |
 //! | 66 | `EX_NOINPUT`, not found | the one thing the command names does not exist: the node of a `get`, the request id of a `renew`, the plugin of a plugin command (`not_found`, `unknown_plugin`) |
-//! | 75 | `EX_TEMPFAIL`, retryable | the same command may succeed later: `rate_limited`, `transport`, `not_sent`, `capacity`, a plugin `timeout`, a journal that cannot be written or is in use (`journal`), a host that is stopping (`closing`), a registry that cannot be reached or is overloaded |
+//! | 75 | `EX_TEMPFAIL`, retryable | the same command may succeed later: `rate_limited`, `transport`, `not_sent`, `capacity`, a plugin `timeout`, a journal that cannot be written or is in use (`journal`), a host that is stopping (`closing`), a registry that cannot be reached or is overloaded, a scale short of its target because capacity ran out |
 //!
 //! 69 (`EX_UNAVAILABLE`) is deliberately not used for permanent failures:
 //! supervisors and scripts read it as an outage, which is the retryable
@@ -46,6 +46,25 @@ impl std::fmt::Display for Reported {
 }
 
 impl std::error::Error for Reported {}
+
+/// [`Reported`], for a failure that the same command may mend later (a
+/// scale that fell short because capacity ran out): exit 75.
+#[derive(Debug)]
+pub(crate) struct ReportedRetryable(pub(crate) String);
+
+impl std::fmt::Display for ReportedRetryable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ReportedRetryable {}
+
+/// Whether `e`'s details were already printed (as JSON), so that `--json`
+/// prints no error object after them.
+pub(crate) fn already_reported(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<Reported>().is_some() || e.downcast_ref::<ReportedRetryable>().is_some()
+}
 
 /// The command did what it was asked.
 pub(crate) const SUCCESS: u8 = 0;
@@ -170,7 +189,9 @@ pub(crate) fn classify(e: &anyhow::Error) -> Failure {
         if cause.downcast_ref::<UnknownPlugin>().is_some() {
             return Failure::host(NOT_FOUND, "unknown_plugin");
         }
-        if cause.downcast_ref::<Temporary>().is_some() {
+        if cause.downcast_ref::<Temporary>().is_some()
+            || cause.downcast_ref::<ReportedRetryable>().is_some()
+        {
             return Failure::host(TEMPFAIL, "temporary");
         }
         if cause.downcast_ref::<Usage>().is_some() {

@@ -11,7 +11,7 @@ use wasmprov_api::{
 use wasmprov_fleet::{CapacityGroup, Fleet, LeakPolicy, ReconcilePolicy};
 use wasmprov_host::Host;
 
-use crate::exit::Reported;
+use crate::exit::{Reported, ReportedRetryable};
 use crate::output::print_json;
 
 /// The journal's file in a state directory.
@@ -104,11 +104,17 @@ pub async fn scale(
         );
     }
     if !report.converged() {
-        return Err(Reported(format!(
+        let short = format!(
             "group {} has {} of {} members",
             group.name, report.after, report.target
-        ))
-        .into());
+        );
+        // Short for capacity (or a failure worth retrying): the same
+        // command may reach the target later, exit 75; else 1.
+        return Err(if report.retryable {
+            ReportedRetryable(format!("{short}; a later scale may reach it")).into()
+        } else {
+            Reported(short).into()
+        });
     }
     Ok(())
 }

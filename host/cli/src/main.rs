@@ -585,7 +585,7 @@ async fn main() -> ExitCode {
         Ok(()) => exit::SUCCESS,
         Err(e) => {
             let failure = exit::classify(&e);
-            if json && e.downcast_ref::<Reported>().is_none() {
+            if json && !exit::already_reported(&e) {
                 println!("{}", exit::json_error(&e, &failure));
             }
             // One line, whatever a plugin put in its message.

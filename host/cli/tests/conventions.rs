@@ -691,3 +691,96 @@ fn output_into_a_closed_pipe_ends_quietly() {
         assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
     }
 }
+
+/// A scale that falls short because capacity ran out exits 75 (a later
+/// scale may reach the target; `--max-capacity-failures` bounds the pass),
+/// one short because of quota alone exits 1; `--json` prints the report,
+/// which says which (`retryable`), and no second document.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scale_short_for_capacity_exits_75_and_for_quota_1() {
+    use wasmprov_fake::hetzner::Fault;
+    let fake = HetznerFake::start(
+        "127.0.0.1:0".parse().unwrap(),
+        HetznerFakeOptions::default(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    bundle(d, &fake.url());
+    let token = Some(fake.token());
+    let state = d.join("state");
+    let scale = |extra: &[&str]| {
+        let mut args = vec![
+            "--json",
+            "--state-dir",
+            state.to_str().unwrap(),
+            "scale",
+            "w",
+            "--desired",
+            "1",
+            "--cpu",
+            "2",
+            "--memory",
+            "4GiB",
+            "--max",
+            "3",
+        ];
+        args.extend_from_slice(extra);
+        wasmprov(d, token, &args)
+    };
+
+    for _ in 0..10 {
+        fake.inject(Fault::ResourceUnavailable);
+    }
+    let out = scale(&["--max-capacity-failures", "2"]);
+    assert_eq!(out.status.code(), Some(TEMPFAIL), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one document");
+    assert_eq!(report["scale"]["retryable"], true, "{report}");
+    assert_eq!(report["scale"]["after"], 0);
+    let errors = report["scale"]["errors"].to_string();
+    assert!(
+        errors.contains("stopped after 2 capacity failures"),
+        "{errors}"
+    );
+    assert!(fake.servers().is_empty());
+
+    // Quota, in a fresh state: one attempt (the whole account is out),
+    // nothing a retry mends by itself.
+    let state = d.join("state-quota");
+    let fake2 = HetznerFake::start(
+        "127.0.0.1:0".parse().unwrap(),
+        HetznerFakeOptions {
+            max_servers: 0,
+            ..HetznerFakeOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let dir2 = tempfile::tempdir().unwrap();
+    let d2 = dir2.path();
+    bundle(d2, &fake2.url());
+    let out = wasmprov(
+        d2,
+        Some(fake2.token()),
+        &[
+            "--json",
+            "--state-dir",
+            state.to_str().unwrap(),
+            "scale",
+            "w",
+            "--desired",
+            "1",
+            "--cpu",
+            "2",
+            "--memory",
+            "4GiB",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one document");
+    assert_eq!(report["scale"]["retryable"], false, "{report}");
+    let errors = report["scale"]["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "one attempt: {errors:?}");
+    assert!(errors[0].to_string().contains("quota"), "{errors:?}");
+}

@@ -1,6 +1,7 @@
 //! Capacity groups: a number of like nodes, kept between a minimum and a
 //! maximum, placed on whichever plugin prices the shape lowest.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -169,6 +170,12 @@ pub struct ScaleReport {
     /// Offers that failed, and why (the next offer was tried when the
     /// failure was capacity, quota or an unsupported shape).
     pub errors: Vec<String>,
+    /// Whether a later scale may reach the target where this one fell
+    /// short without anyone changing anything: something ran out of
+    /// capacity (or was skipped as out), a call failed in a way worth
+    /// retrying (rate limit, transport, timeout), rather than only quota,
+    /// credentials, configuration or shapes no plugin runs.
+    pub retryable: bool,
 }
 
 impl ScaleReport {
@@ -215,6 +222,26 @@ fn try_next_offer(e: &FleetError) -> bool {
                 | ProvisionerError::Plugin { .. }
         ) | FleetError::UnknownPlugin(_)
     )
+}
+
+/// The price the ceiling is measured from: the cheapest fitting offering
+/// above zero of a plugin still in the pass (a free offering is within any
+/// ceiling, and cannot set one). `offers` is sorted by price.
+fn cheapest_fit(offers: &[&crate::Offer], out: &BTreeSet<&str>) -> Option<f64> {
+    offers
+        .iter()
+        .filter(|o| !out.contains(o.plugin.as_str()))
+        .map(|o| o.hint.hourly_usd)
+        .find(|p| *p > 0.0)
+}
+
+/// A ratio as people write it: `2`, `1.5`, `1e300`.
+fn ratio(r: f64) -> String {
+    if r < 1e6 {
+        format!("{r}")
+    } else {
+        format!("{r:e}")
+    }
 }
 
 /// Whether a failure is of the plugin's whole account or set-up, so that
@@ -321,7 +348,7 @@ impl Fleet {
                 group.allows(plugin)
             })
             .await;
-        let Some(cheapest) = ranking.offers.first().map(|o| o.hint.hourly_usd) else {
+        if ranking.offers.is_empty() {
             let why: Vec<String> = ranking
                 .none
                 .iter()
@@ -336,27 +363,40 @@ impl Fleet {
                 }
             ));
             return Ok(());
-        };
-        let ceiling = cheapest * self.price_ceiling;
-        let (offers, dearer): (Vec<_>, Vec<_>) = ranking
-            .offers
-            .iter()
-            .partition(|o| o.hint.hourly_usd <= ceiling);
+        }
+        let offers: Vec<_> = ranking.offers.iter().collect();
         let mut capacity_failures = 0u32;
         // Plugins out for the rest of this pass: a failure of the whole
         // account (quota, credentials, configuration, a broken plugin) is
-        // not asked again for each of its other offerings.
-        let mut plugins_out = std::collections::BTreeSet::new();
+        // not asked again for each of its other offerings, and no longer
+        // sets the price ceiling: what cannot be had is no measure of price.
+        let mut plugins_out = BTreeSet::new();
         let mut first_offer = 0;
         for _ in 0..count {
             let mut request_id =
                 format!("{}-{}", group.name, self.journal().next_seq(&group.name)?);
             let mut made = false;
-            let mut skipped = Vec::new();
             for offer in &offers[first_offer..] {
                 if plugins_out.contains(offer.plugin.as_str()) {
                     first_offer += 1;
                     continue;
+                }
+                let anchor = cheapest_fit(&offers, &plugins_out);
+                if let Some(anchor) = anchor
+                    && offer.hint.hourly_usd > anchor * self.price_ceiling
+                {
+                    let dearer = offers[first_offer..]
+                        .iter()
+                        .filter(|o| !plugins_out.contains(o.plugin.as_str()))
+                        .count();
+                    report.errors.push(format!(
+                        "stopped at the price ceiling: {dearer} more fitting offering(s), from {} ({}) at {:.4} $/h, cost more than {}× the cheapest fit ({anchor:.4} $/h)",
+                        offer.plugin,
+                        offer.hint.instance_type,
+                        offer.hint.hourly_usd,
+                        ratio(self.price_ceiling),
+                    ));
+                    return Ok(());
                 }
                 let shape = NodeShape {
                     instance_type: Some(offer.hint.instance_type.clone()),
@@ -367,14 +407,15 @@ impl Fleet {
                     &offer.hint.instance_type,
                     shape.zone.as_deref(),
                 ) {
-                    skipped.push(format!(
-                        "{} ({}) ran out of capacity recently; skipped for {} s more",
+                    report.errors.push(format!(
+                        "{} ({}): ran out of capacity recently; skipped for {} s more",
                         offer.plugin,
                         offer.hint.instance_type,
                         until
                             .saturating_duration_since(std::time::Instant::now())
                             .as_secs()
                     ));
+                    report.retryable = true;
                     first_offer += 1;
                     continue;
                 }
@@ -404,22 +445,6 @@ impl Fleet {
                         break;
                     }
                     Err(e) if try_next_offer(&e) => {
-                        let capacity =
-                            if let FleetError::Provisioner(ProvisionerError::Capacity {
-                                scope,
-                                ..
-                            }) = &e
-                            {
-                                self.unavailable.mark(
-                                    &offer.plugin,
-                                    &offer.hint.instance_type,
-                                    shape.zone.as_deref(),
-                                    *scope,
-                                );
-                                true
-                            } else {
-                                false
-                            };
                         report.errors.push(format!(
                             "{} ({}): {e}",
                             offer.plugin, offer.hint.instance_type
@@ -430,7 +455,17 @@ impl Fleet {
                         if whole_plugin(&e) {
                             plugins_out.insert(offer.plugin.as_str());
                         }
-                        if capacity {
+                        if let FleetError::Provisioner(ProvisionerError::Capacity {
+                            scope, ..
+                        }) = &e
+                        {
+                            self.unavailable.mark(
+                                &offer.plugin,
+                                &offer.hint.instance_type,
+                                shape.zone.as_deref(),
+                                *scope,
+                            );
+                            report.retryable = true;
                             capacity_failures += 1;
                             if capacity_failures >= self.max_capacity_failures {
                                 report.errors.push(format!(
@@ -441,24 +476,17 @@ impl Fleet {
                         }
                     }
                     Err(e) => {
+                        report.retryable |= match &e {
+                            FleetError::Provisioner(p) => p.is_retryable(),
+                            FleetError::Journal(_) | FleetError::Closing => true,
+                            _ => false,
+                        };
                         report.errors.push(format!("{}: {e}", offer.plugin));
                         return Ok(());
                     }
                 }
             }
             if !made {
-                report.errors.extend(skipped);
-                if let Some(next) = dearer.first() {
-                    report.errors.push(format!(
-                        "stopped at the price ceiling: {} more fitting offering(s), from {} ({}) at {:.4} $/h, cost more than {}× the cheapest fit ({:.4} $/h)",
-                        dearer.len(),
-                        next.plugin,
-                        next.hint.instance_type,
-                        next.hint.hourly_usd,
-                        self.price_ceiling,
-                        cheapest
-                    ));
-                }
                 return Ok(());
             }
         }

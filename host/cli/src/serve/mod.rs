@@ -1092,6 +1092,7 @@ impl Provisioner for Service {
             .map_err(|e| journal_status(&e))?;
         Ok(Response::new(pb::ScaleResponse {
             converged: report.converged(),
+            retryable: report.retryable,
             target: report.target,
             before: report.before,
             after: report.after,

@@ -302,6 +302,12 @@ impl Injector {
         }
     }
 
+    /// How many requests it has seen (faulted or not).
+    #[must_use]
+    pub fn requests(&self) -> u64 {
+        self.state.lock().map_or(0, |s| s.requests)
+    }
+
     /// How many faults were injected so far (a mark for [`Self::since`]).
     #[must_use]
     pub fn mark(&self) -> usize {

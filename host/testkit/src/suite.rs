@@ -24,9 +24,10 @@
 //! terminate again; an impossible shape; then clean-up (without faults)
 //! and the leak check against the fake's own record of what exists.
 //!
-//! With faults, every call that fails while a fault was injected is checked
-//! against the fault (`errors.classified`) and tried again, up to
-//! [`MAX_ATTEMPTS`] times, as an orchestrator would.
+//! With faults, every call that fails while a fault hit its last request is
+//! checked against the fault (`errors.classified`) and tried again, up to
+//! [`MAX_ATTEMPTS`] times, as an orchestrator would. A call that retried
+//! past a fault itself and then failed is judged by its own answer.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -646,6 +647,12 @@ impl Run {
             let Some(last) = injected.last() else {
                 return Err(err);
             };
+            // A plugin that retried past the fault and then failed for
+            // another reason answered for itself: the fault explains the
+            // error only when it hit the call's last request.
+            if last.request < self.injector.requests() {
+                return Err(err);
+            }
             if last.kind.accepts(&err) {
                 self.checks.pass("errors.classified");
             } else {

@@ -207,18 +207,37 @@ pub struct Client<'a, T> {
     selected_image: RefCell<Option<String>>,
 }
 
-/// Whether an answer or a failure to get one is worth another attempt.
-fn retryable(result: &Result<Response>) -> Option<Option<u64>> {
+/// Codes that say the request was refused before it was carried out.
+pub const THROTTLE_CODES: &[&str] = &[
+    "RequestLimitExceeded",
+    "Throttling",
+    "ThrottlingException",
+    "ThrottledException",
+    "RequestThrottled",
+    "RequestThrottledException",
+    "TooManyRequestsException",
+    "SlowDown",
+    "EC2ThrottledException",
+];
+
+/// Whether an answer or a failure to get one is worth another attempt, and
+/// the wait it asks for. `ambiguous` allows retrying answers after which
+/// the request may have been carried out (5xx, no answer): not for
+/// `RunInstances`, which is retried on throttles only, so that a cloud that
+/// ignores its client token never launches twice (the next `provision`
+/// finds the instance by its tags first).
+fn retryable(result: &Result<Response>, ambiguous: bool) -> Option<Option<u64>> {
     match result {
         Ok(resp) if resp.is_success() => None,
         Ok(resp) => {
             let failure = ApiFailure::from_response(resp);
-            let again = resp.status >= 500
-                || resp.status == 429
-                || RETRYABLE_CODES.contains(&failure.code.as_str());
+            let throttled = resp.status == 429 || THROTTLE_CODES.contains(&failure.code.as_str());
+            let again = throttled
+                || (ambiguous
+                    && (resp.status >= 500 || RETRYABLE_CODES.contains(&failure.code.as_str())));
             again.then_some(failure.retry_after_ms)
         }
-        Err(e) => (e.kind() == "transport").then_some(None),
+        Err(e) => (ambiguous && e.kind() == "transport").then_some(None),
     }
 }
 
@@ -239,13 +258,13 @@ impl<'a, T: Transport> Client<'a, T> {
     /// while the answer is a throttle, a 5xx or no answer at all, each retry
     /// after a jittered exponential delay (`rand × 2^n` s, at most 20 s, or
     /// the `Retry-After` asked for), and only while the retry can still end
-    /// within `retry_budget_ms` of the call's start. Every EC2 call is safe
-    /// to repeat: `RunInstances` carries its client token.
+    /// within `retry_budget_ms` of the call's start. `RunInstances` is
+    /// retried on throttles only ([`retryable`]).
     fn with_retries(&self, what: &str, send: impl Fn() -> Result<Response>) -> Result<Response> {
         let mut attempt: u32 = 1;
         loop {
             let result = send();
-            let Some(asked) = retryable(&result) else {
+            let Some(asked) = retryable(&result, what != "RunInstances") else {
                 return result;
             };
             if attempt >= self.settings.max_attempts {
@@ -1762,6 +1781,28 @@ mod tests {
             "{:?}",
             script.logs.borrow()
         );
+        // RunInstances: a throttle is retried, a 5xx is not (it may have
+        // launched; the next provision finds the instance by its tags).
+        for (answer, attempts, ok) in [
+            (err(503, "RequestLimitExceeded"), 2, true),
+            (err(500, "InternalError"), 1, false),
+        ] {
+            let script = Script::new(vec![
+                page(&[], None),
+                types("t3a.micro"),
+                answer,
+                run(&item("i-0123456789abcdef0", "pending", OWNED, false)),
+            ]);
+            let client = Client::new(&settings, &script);
+            let got = client.provision("host-a", &request("req-1", NodeShape::new(1.0, 1 << 30)));
+            assert_eq!(got.is_ok(), ok, "{got:?}");
+            let runs = script
+                .actions()
+                .iter()
+                .filter(|a| **a == "RunInstances")
+                .count();
+            assert_eq!(runs, attempts);
+        }
     }
 
     #[test]

@@ -116,6 +116,20 @@ pub async fn scale(
             Reported(short).into()
         });
     }
+    // At its target, but what the journal knows of some cloud could not be
+    // settled (a plugin that cannot list its nodes): that is work for a
+    // person, as it is for `reconcile`.
+    if let Some(doubt) = &reconciled.held {
+        return Err(Reported(format!("group {} is at its target; {doubt}", group.name)).into());
+    }
+    if let Some(first) = reconciled.errors.first() {
+        return Err(Reported(format!(
+            "group {} is at its target, but reconcile could not settle {} thing(s); first: {first}",
+            group.name,
+            reconciled.errors.len()
+        ))
+        .into());
+    }
     Ok(())
 }
 

@@ -997,3 +997,61 @@ fn a_command_about_one_plugin_loads_that_plugin_alone() {
     assert_eq!(loaded(&out).len(), 4, "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("broken.toml"));
 }
+
+/// A replay runs no programs: a cassette holds HTTP only, so a plugin's
+/// exec in a replay is refused instead of reaching the operator's real
+/// create/list/destroy program (and through it the real cloud).
+#[test]
+fn a_replay_runs_none_of_the_plugins_programs() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = wasmprov(
+        d,
+        None,
+        &[
+            "bundle",
+            "--only",
+            "cloud-init",
+            "--out",
+            d.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    // The operator's program: it notes every run.
+    let ran = d.join("ran.log");
+    let program = d.join("nodes.sh");
+    std::fs::write(
+        &program,
+        format!("#!/bin/sh\necho \"$@\" >> {}\necho '[]'\n", ran.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let manifest = d.join("cloud-init.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    assert!(text.contains("/usr/local/bin/wasmprov-nodes"), "{text}");
+    std::fs::write(
+        &manifest,
+        text.replace("/usr/local/bin/wasmprov-nodes", program.to_str().unwrap()),
+    )
+    .unwrap();
+
+    let cassette = d.join("c.json");
+    let out = wasmprov(
+        d,
+        None,
+        &["test", "cloud-init", "--record", cassette.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "recorded against the stubs: {out:?}");
+    assert!(!ran.exists(), "recording runs the stubs, not the program");
+
+    let out = wasmprov(
+        d,
+        None,
+        &["test", "cloud-init", "--replay", cassette.to_str().unwrap()],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!ran.exists(), "the program ran in a replay: {stdout}");
+    assert!(!out.status.success(), "{stdout}");
+    assert!(stdout.contains("a replay runs no programs"), "{stdout}");
+}

@@ -783,4 +783,26 @@ async fn a_scale_short_for_capacity_exits_75_and_for_quota_1() {
     let errors = report["scale"]["errors"].as_array().unwrap();
     assert_eq!(errors.len(), 1, "one attempt: {errors:?}");
     assert!(errors[0].to_string().contains("quota"), "{errors:?}");
+
+    // Nothing to add, but a cloud that cannot be listed: exit 1, as
+    // `reconcile` does.
+    let out = wasmprov(
+        d2,
+        Some("wrong-token"),
+        &[
+            "--state-dir",
+            state.to_str().unwrap(),
+            "scale",
+            "w",
+            "--desired",
+            "0",
+            "--cpu",
+            "2",
+            "--memory",
+            "4GiB",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("could not settle"), "{stderr}");
 }

@@ -133,6 +133,14 @@ impl HttpInterceptor for Harness {
 impl ExecInterceptor for Harness {
     async fn run(&self, req: ExecRequest, real: RealExec<'_>) -> Result<ExecOutput, ExecFailure> {
         let Some(fake) = self.fake() else {
+            // A cassette holds HTTP exchanges only: a replay runs no
+            // program, since a real one would reach the real cloud.
+            if matches!(self.target, Target::Replay(_)) {
+                return Err(ExecFailure::Denied(format!(
+                    "a replay runs no programs (a cassette holds HTTP only), and {} was not run; test a plugin that runs programs against a fake of them",
+                    req.program
+                )));
+            }
             return real.run(req).await;
         };
         let fault = self.injector.draw(fake.exec_is_create(&req));

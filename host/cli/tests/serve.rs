@@ -3077,3 +3077,97 @@ async fn metrics_answer_the_format_asked_for_and_count_the_daemon() {
         String::from_utf8_lossy(&checked.stderr)
     );
 }
+
+/// A secret from a provider (here a credential_process-style command whose
+/// answer expires in 2 s) is resolved per call: when the answer changes,
+/// the running daemon's next calls use the new value, without a restart or
+/// a reload; the old value never shows in what a caller gets.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_daemon_uses_refreshed_credentials_without_a_restart() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let fake = start_fake(HetznerFakeOptions::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    bundle_hetzner_only(d, &fake.url()).await;
+    let current = d.join("current-token");
+    std::fs::write(&current, "revoked-token-0000").unwrap();
+    let program = d.join("token.sh");
+    std::fs::write(
+        &program,
+        format!(
+            "#!/bin/sh\nprintf '{{\"Version\": 1, \"Token\": \"%s\", \"Expiration\": \"%s\"}}' \"$(cat {})\" \"$(date -u -d '+2 seconds' +%Y-%m-%dT%H:%M:%SZ)\"\n",
+            current.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let manifest = d.join("hetzner.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let from_env = "token = { env = \"HCLOUD_TOKEN\" }";
+    assert!(text.contains(from_env), "{text}");
+    std::fs::write(
+        &manifest,
+        text.replace(
+            from_env,
+            &format!(
+                "token = {{ command = [\"{}\"], json = \"Token\" }}",
+                program.display()
+            ),
+        ),
+    )
+    .unwrap();
+    let mut cmd = wasmprov(d);
+    cmd.env("WASMPROV_SERVE_TOKEN", TOKEN);
+    let served = serve(cmd, &["--no-metrics", "--reconcile-every", "0"], d).await;
+    let mut c = client(served.grpc).await;
+    let describe = |c: &mut ProvisionerClient<tonic::transport::Channel>| {
+        let mut c = c.clone();
+        async move {
+            c.describe(authed(
+                TOKEN,
+                pb::DescribeRequest {
+                    plugin: "hetzner".into(),
+                },
+            ))
+            .await
+        }
+    };
+
+    let refused = describe(&mut c).await.unwrap_err();
+    assert_eq!(kind(&refused), "auth", "{refused:?}");
+    assert!(
+        !refused.message().contains("revoked-token-0000"),
+        "{refused:?}"
+    );
+
+    // The source now answers the token the cloud takes: once the cached
+    // answer is near its expiry, the next call uses the new one.
+    std::fs::write(&current, fake.token()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match describe(&mut c).await {
+            Ok(_) => break,
+            Err(e) if Instant::now() < deadline => {
+                assert_eq!(kind(&e), "auth", "{e:?}");
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(e) => panic!("the refreshed token was never used: {e:?}"),
+        }
+    }
+    // And rotated away again: refused again, still without a restart.
+    std::fs::write(&current, "revoked-token-0001").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match describe(&mut c).await {
+            Err(e) => {
+                assert_eq!(kind(&e), "auth", "{e:?}");
+                break;
+            }
+            Ok(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Ok(_) => panic!("the rotated token was never used"),
+        }
+    }
+    drop(served);
+}

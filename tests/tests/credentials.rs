@@ -689,3 +689,111 @@ async fn expiring_credentials_are_replaced_between_calls_without_a_restart() {
         );
     }
 }
+
+/// The container credentials endpoint (ECS task roles, EKS Pod Identity):
+/// `AWS_CONTAINER_CREDENTIALS_FULL_URI` on loopback with its authorization
+/// token. The host asks it (the plugin has no grant to it and never does),
+/// sends the token, and the credentials it answers drive EC2.
+#[tokio::test]
+async fn aws_container_credentials_endpoint_drives_ec2() {
+    const NAME: &str = "aws_container_credentials_endpoint_drives_ec2";
+    match child_of(NAME) {
+        Some(true) => return child_provisions().await,
+        Some(false) => return,
+        None => {}
+    }
+    if !moto_available() {
+        eprintln!("skipping: moto or boto3 is not installed");
+        return;
+    }
+    use std::io::{BufRead as _, Write as _};
+    // One call more than the bootstrap before moto checks signatures: the
+    // task role's credentials (an AssumeRole, as the container agent makes
+    // it), with a session token, as the endpoint hands them out.
+    let moto = Moto::start(BOOTSTRAP_CALLS + 1);
+    let account = bootstrap_only(&moto);
+    let role = &account.role_arn;
+    let creds = moto.python(&format!(
+        r#"
+sts = boto3.client("sts", endpoint_url=url, region_name="{REGION}", aws_access_key_id="AKIDBOOT", aws_secret_access_key="boot")
+c = sts.assume_role(RoleArn="{role}", RoleSessionName="task")["Credentials"]
+print(json.dumps([c["AccessKeyId"], c["SecretAccessKey"], c["SessionToken"]]))
+"#
+    ));
+    assert_signatures_checked(&moto);
+    let creds: Vec<String> = serde_json::from_str(creds.trim()).unwrap();
+    let (key, secret, token) = (creds[0].clone(), creds[1].clone(), creds[2].clone());
+    // The endpoint: answers the task's credentials to a request carrying
+    // the authorization token, 401 to any other; counts what it served.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let refused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (s, r) = (served.clone(), refused.clone());
+    let expiration = rfc3339_in(3600);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+            let mut authorized = false;
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 {
+                if line == "\r\n" {
+                    break;
+                }
+                if line.to_ascii_lowercase().starts_with("authorization:")
+                    && line.trim_end().ends_with(" task-token-7f3a")
+                {
+                    authorized = true;
+                }
+                line.clear();
+            }
+            let (status, body) = if authorized {
+                s.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                (
+                    "200 OK",
+                    format!(
+                        r#"{{"AccessKeyId": "{key}", "SecretAccessKey": "{secret}", "Token": "{token}", "Expiration": "{expiration}"}}"#
+                    ),
+                )
+            } else {
+                r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                ("401 Unauthorized", "{}".to_string())
+            };
+            let mut stream = stream;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let home = tempfile::tempdir().unwrap();
+    let id = in_child(
+        NAME,
+        home.path(),
+        &[
+            (
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                format!("http://127.0.0.1:{port}/v2/credentials/task"),
+            ),
+            (
+                "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+                "task-token-7f3a".to_string(),
+            ),
+            (
+                "CRED_MANIFEST",
+                ec2_manifest(&moto.url(), &account.image_id, AWS_SECRETS),
+            ),
+        ],
+    );
+    assert_eq!(
+        instance_state(&moto, &account, &id),
+        format!("running {}", account.image_id)
+    );
+    assert!(
+        served.load(std::sync::atomic::Ordering::SeqCst) >= 1,
+        "the endpoint was asked"
+    );
+    assert_eq!(refused.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_signatures_checked(&moto);
+}

@@ -409,7 +409,8 @@ mod http {
             (
                 "hang",
                 "HTTP timeout: ",
-                "/hang: ErrorCode::ConnectionTimeout",
+                // Connected and sent: a first-byte timeout, not a connect one.
+                "/hang: ErrorCode::ConnectionReadTimeout",
             ),
         ] {
             let p = host.plugin(name).unwrap();

@@ -138,10 +138,22 @@ impl HttpGate {
             host: checked.to_string(),
             addr,
         };
-        let (response, sender) =
-            tokio::time::timeout_at(deadline, send_to(&self.pool, &key, &checked, req, reached))
-                .await
-                .map_err(|_| Error::ConnectionTimeout)??;
+        // Whether this request was written to a connected peer: a deadline
+        // after that is a first-byte timeout (the connection was made), one
+        // before it a connect timeout.
+        let sent = std::sync::atomic::AtomicBool::new(false);
+        let (response, sender) = tokio::time::timeout_at(
+            deadline,
+            send_to(&self.pool, &key, &checked, req, &[reached, &sent]),
+        )
+        .await
+        .map_err(|_| {
+            if sent.load(std::sync::atomic::Ordering::SeqCst) {
+                Error::ConnectionReadTimeout
+            } else {
+                Error::ConnectionTimeout
+            }
+        })??;
         let max = self.limits.http_max_response_bytes;
         if let Some(len) = response
             .headers()
@@ -285,7 +297,7 @@ impl HttpGate {
                 )
                 .map_err(|e| HttpFailure::Other(format!("bad request: {e}")))?;
             let sent = std::sync::atomic::AtomicBool::new(false);
-            let (response, sender) = send_to(&self.pool, &key, dest, request, &sent)
+            let (response, sender) = send_to(&self.pool, &key, dest, request, &[&sent])
                 .await
                 .map_err(|e| HttpFailure::from_wasi(&e))?;
             let max = self.limits.http_max_response_bytes;
@@ -570,15 +582,16 @@ async fn connect(addr: SocketAddr, dest: &Destination, https: bool) -> Result<Se
 /// Sends the request over HTTP/1.1 on a pooled connection to the checked
 /// address, or a new one; returns the response and the connection, which
 /// goes back to the pool once the response body has been read to its end.
-/// `reached` is set just before the request is written to a connected (and,
-/// for HTTPS, verified) peer: an error before that (refused, unreachable,
-/// TLS) means the request never left the host.
+/// Each of `reached` (the call's flag and this request's) is set just
+/// before the request is written to a connected (and, for HTTPS, verified)
+/// peer: an error before that (refused, unreachable, TLS) means the request
+/// never left the host.
 async fn send_to(
     pool: &ConnPool,
     key: &PoolKey,
     dest: &Destination,
     mut req: http::Request<WasiBody>,
-    reached: &std::sync::atomic::AtomicBool,
+    reached: &[&std::sync::atomic::AtomicBool],
 ) -> Result<(http::Response<hyper::body::Incoming>, Sender), Error> {
     let mut sender = loop {
         match pool.take(key) {
@@ -601,7 +614,9 @@ async fn send_to(
         .path_and_query(path)
         .build()
         .map_err(|_| Error::HttpRequestUriInvalid)?;
-    reached.store(true, std::sync::atomic::Ordering::SeqCst);
+    for flag in reached {
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
     let response = sender.send_request(req).await.map_err(Error::from)?;
     Ok((response, sender))
 }

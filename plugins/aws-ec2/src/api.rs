@@ -226,29 +226,7 @@ pub fn parse_run_instances(xml: &str) -> Result<Vec<Instance>> {
     }
 }
 
-/// An instance type as `DescribeInstanceTypes` describes it (only the
-/// fields used here).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct TypeInfo {
-    /// `instanceType`, e.g. `g5.xlarge`.
-    pub name: String,
-    /// `vCpuInfo/defaultVCpus`.
-    pub vcpu: u32,
-    /// `memoryInfo/sizeInMiB`.
-    pub memory_mib: u64,
-    /// The first of `processorInfo/supportedArchitectures` this plugin
-    /// launches: `x86_64` or `arm64` (`i386` and the Mac ones are skipped).
-    pub arch: Option<Arch>,
-    /// GPUs: the sum of `gpuInfo/gpus/item/count`.
-    pub gpu: u32,
-    /// The first GPU's `manufacturer`, lowercase (`nvidia`, `amd`).
-    pub gpu_vendor: Option<String>,
-    /// The first GPU's model as shapes name it: [`gpu_model`] of its
-    /// manufacturer and `name` (`nvidia-a10g`).
-    pub gpu_model: Option<String>,
-    /// `gpuInfo/totalGpuMemoryInMiB`: the memory of all its GPUs.
-    pub gpu_memory_mib: Option<u64>,
-}
+pub use crate::catalogue::TypeInfo;
 
 /// A GPU model as shapes name it: `<vendor>-<name>`, lowercase, runs of
 /// spaces as one `-` (`NVIDIA` `A10G` is `nvidia-a10g`, `AMD`

@@ -23,7 +23,6 @@ use std::sync::OnceLock;
 use wasmprov_guest::shape::{CatalogueEntry, Criteria, InstanceType, pick_for};
 use wasmprov_guest::{CapacityType, Error, NodeShape, Offering, PriceHint, Result};
 
-use crate::api::TypeInfo;
 use crate::prices;
 use crate::settings::{Arch, Settings};
 
@@ -197,6 +196,30 @@ pub fn types() -> &'static [Ec2Type] {
         names.dedup();
         names.into_iter().filter_map(spec).collect()
     })
+}
+
+/// An instance type as `DescribeInstanceTypes` describes it (only the
+/// fields used here).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TypeInfo {
+    /// `instanceType`, e.g. `g5.xlarge`.
+    pub name: String,
+    /// `vCpuInfo/defaultVCpus`.
+    pub vcpu: u32,
+    /// `memoryInfo/sizeInMiB`.
+    pub memory_mib: u64,
+    /// The first of `processorInfo/supportedArchitectures` this plugin
+    /// launches: `x86_64` or `arm64` (`i386` and the Mac ones are skipped).
+    pub arch: Option<Arch>,
+    /// GPUs: the sum of `gpuInfo/gpus/item/count`.
+    pub gpu: u32,
+    /// The first GPU's `manufacturer`, lowercase (`nvidia`, `amd`).
+    pub gpu_vendor: Option<String>,
+    /// The first GPU's model as shapes name it: [`gpu_model`](crate::api::gpu_model) of its
+    /// manufacturer and `name` (`nvidia-a10g`).
+    pub gpu_model: Option<String>,
+    /// `gpuInfo/totalGpuMemoryInMiB`: the memory of all its GPUs.
+    pub gpu_memory_mib: Option<u64>,
 }
 
 /// The table entry for `name`.

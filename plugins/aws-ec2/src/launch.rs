@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use wasmprov_guest::{Error, Result};
 
-use crate::settings::Arch;
+use wasmprov_guest::Arch;
 
 /// One AMI selector term (`amiSelectorTerms`): an image matches a term when
 /// it matches every field given; an image matching any term is a candidate,

@@ -929,6 +929,15 @@ impl Provisioner for Service {
                     reason: n.reason,
                 })
                 .collect(),
+            unpriced: ranking
+                .unpriced
+                .into_iter()
+                .map(|u| pb::Unpriced {
+                    plugin: u.plugin,
+                    instance_type: u.instance_type,
+                    capacity_type: capacity_to_pb(u.capacity_type).into(),
+                })
+                .collect(),
         }))
     }
 

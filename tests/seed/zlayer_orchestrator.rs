@@ -1,6 +1,6 @@
-// This is the only line that differs from code written against
-// `zlayer_provisioner`: it named that crate instead of `wasmprov_compat_zlayer`.
-use wasmprov_compat_zlayer::{
+// ZLayer orchestration code written against ZLayer's own crate, compiled
+// unchanged (tests/zlayer-port) with wasmprov provisioners behind the trait.
+use zlayer_provisioner::{
     CapacityType, CloudProvisioner, JoinState, NodeHandle, NodeShape, PriceHint, ProviderNodeId,
     ProvisionerError, Result,
 };

@@ -1,7 +1,13 @@
-//! Code written for ZLayer's provisioner contract, run unchanged (but for
-//! its `use` line) against a real wasm plugin: the cloud-init plugin,
-//! loaded by the host and served through `wasmprov-compat-zlayer`, with the
-//! fixture scripts (`tests/fixtures/cloud-init/*.sh`) as its commands.
+//! Code written for ZLayer's provisioner contract (the real
+//! `zlayer-provisioner` crate), run unchanged against real wasm plugins:
+//! the cloud-init plugin with the fixture scripts
+//! (`tests/fixtures/cloud-init/*.sh`) as its commands, and the Hetzner
+//! plugin against its fake, each loaded by the host and served through
+//! `wasmprov-compat-zlayer`. The other way, ZLayer's own
+//! `CloudInitProvisioner` (with stub programs as its commands) serves a
+//! fleet's capacity group beside the Hetzner plugin. And the crate that
+//! holds the ZLayer code (tests/zlayer-port, outside the workspace) builds
+//! on its own.
 //!
 //! The cloud-init plugin plays the part of ZLayer's own
 //! `CloudInitProvisioner`: both create a node by running an operator's
@@ -31,7 +37,9 @@ use wasmprov_compat_zlayer::{
 use wasmprov_host::{Host, HostBuilder};
 use wasmprov_tests::{PluginDir, guests};
 
-/// ZLayer-style code: the autoscaler's placement logic against the seed API.
+/// ZLayer-style code written against ZLayer's real crate (unchanged; also
+/// compiled on its own by tests/zlayer-port): the autoscaler's placement
+/// logic.
 #[path = "../seed/zlayer_orchestrator.rs"]
 mod orchestrator;
 
@@ -432,4 +440,303 @@ async fn impossible_and_failing_requests_arrive_as_the_five_kinds() {
     assert!(pool.describe().await.unwrap().is_empty());
     orchestrator::reap(&r.cloud, true).await.unwrap();
     assert!(r.node_files().is_empty());
+}
+
+/// The port crate builds on its own, as a ZLayer user's crate would: its
+/// own workspace and lock file, ZLayer's real crate from the registry, the
+/// ZLayer code of tests/seed unchanged, a wasmprov provisioner handed to it
+/// as `Arc<dyn zlayer_provisioner::CloudProvisioner>`.
+#[test]
+fn the_port_crate_builds_outside_the_workspace() {
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/zlayer-port/Cargo.toml");
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/zlayer-port"),
+        |t| PathBuf::from(t).join("zlayer-port"),
+    );
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new(cargo)
+        .args([
+            "build",
+            "--locked",
+            "--offline",
+            "--quiet",
+            "--manifest-path",
+            manifest,
+        ])
+        .arg("--target-dir")
+        .arg(&target)
+        .env_remove("RUSTFLAGS")
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "the port crate does not build on its own:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rlib = target.join("debug/libzlayer_port.rlib");
+    assert!(rlib.is_file(), "{} was not built", rlib.display());
+    eprintln!(
+        "zlayer-port built in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// ZLayer's code, unchanged, drives the Hetzner plugin against its fake:
+/// price, place, scale, census, reap, through `zlayer_provisioner`'s trait.
+#[tokio::test]
+async fn the_seed_usage_on_the_real_crate_drives_the_hetzner_plugin() {
+    let fake = wasmprov_fake::HetznerFake::start(
+        "127.0.0.1:0".parse().unwrap(),
+        wasmprov_fake::HetznerFakeOptions {
+            boot_delay_polls: 0,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let dir = PluginDir::new();
+    let grant = fake.url().trim_end_matches("/v1").to_string();
+    dir.add(
+        "hetzner",
+        guests::HETZNER,
+        &format!(
+            "[config]\nendpoint = \"{}\"\nlocation = \"fsn1\"\n[secrets]\ntoken = {{ env = \"HCLOUD_TOKEN\" }}\n[http]\nallow = [\"{grant}\"]\n",
+            fake.url()
+        ),
+    );
+    let host = HostBuilder::new(dir.path())
+        .owner_id(OWNER)
+        .cache_dir(Some(std::env::temp_dir().join("wasmprov-test-cache")))
+        .secret_source(|name| (name == "HCLOUD_TOKEN").then(|| "fake-hetzner-token".to_string()))
+        .build()
+        .await
+        .expect("host builds");
+    assert!(host.errors().is_empty(), "{:?}", host.errors());
+    // The one line a ZLayer user writes (as tests/zlayer-port's `backend`).
+    let cloud: std::sync::Arc<dyn CloudProvisioner> =
+        wasmprov_compat_zlayer::zlayer(host.plugin("hetzner").expect("loaded"));
+    let pool = FixedPool::new("rack", 0.03, &["metal-1"]);
+    let backends: [&dyn CloudProvisioner; 2] = [cloud.as_ref(), &pool];
+
+    let worker = orchestrator::worker_shape(Some("fsn1"), CapacityType::OnDemand);
+    let (best, hint) = orchestrator::cheapest(&backends, &worker).unwrap();
+    assert_eq!(best.name(), "hetzner");
+    assert!(hint.hourly_usd > 0.0 && hint.hourly_usd < 0.06, "{hint:?}");
+    let (name, nodes) = orchestrator::place(&backends, &worker, 2).await.unwrap();
+    assert_eq!(name, "hetzner");
+    assert_eq!(nodes.len(), 2);
+    let servers = fake.servers();
+    assert_eq!(servers.len(), 2);
+    for s in &servers {
+        assert_eq!(s.labels["wasmprov-owner"], OWNER, "{s:?}");
+        assert_eq!(s.labels["role"], "worker", "{s:?}");
+        assert!(
+            nodes.iter().any(|n| n.provider_id == s.id.to_string()),
+            "{s:?}"
+        );
+    }
+    let listed = cloud.describe().await.unwrap();
+    assert_eq!(listed.len(), 2);
+    let census = orchestrator::census(&listed);
+    assert_eq!(census.pending + census.ready, 2, "{census:?}");
+    assert_eq!(census.failed, 0);
+
+    // A GPU shape: the plugin offers no GPU type, in ZLayer's terms.
+    let err = cloud
+        .provision(&orchestrator::gpu_shape(1, "nvidia"))
+        .await
+        .unwrap_err();
+    assert_eq!(orchestrator::next_step(&err), Next::Skip, "{err:?}");
+
+    let gone = orchestrator::reap(cloud.as_ref(), true).await.unwrap();
+    assert_eq!(gone.len(), 2);
+    assert!(cloud.describe().await.unwrap().is_empty());
+    assert!(fake.servers().is_empty());
+    // Already gone: wasmprov's not-found, ZLayer's `Other`.
+    let err = cloud.terminate(&gone[0]).await.unwrap_err();
+    assert_eq!(orchestrator::next_step(&err), Next::GiveUp, "{err:?}");
+}
+
+/// Stub programs for ZLayer's `CloudInitProvisioner`: create (at most
+/// `room` nodes), list, destroy, over files in `state`.
+fn zlayer_stub_programs(bin: &Path, state: &Path, room: usize) {
+    use std::os::unix::fs::PermissionsExt;
+    let state = state.display();
+    let scripts = [
+        (
+            "create.sh",
+            format!(
+                r#"#!/bin/sh
+# create.sh CPU MEMORY_MB LABELS ZONE CAPACITY USER_DATA
+n=$(ls {state} | grep -c '^zl-')
+if [ "$n" -ge {room} ]; then echo "no room: $n of {room} machines" >&2; exit 1; fi
+id="zl-$(( $(cat {state}/../seq 2>/dev/null || echo 0) + 1 ))"
+echo "${{id#zl-}}" > {state}/../seq
+printf 'cpu=%s\nmemory_mb=%s\nlabels=%s\nzone=%s\ncapacity=%s\n%s\n' "$1" "$2" "$3" "$4" "$5" "$6" > {state}/$id
+echo "$id"
+"#
+            ),
+        ),
+        (
+            "list.sh",
+            format!(
+                r#"#!/bin/sh
+i=0
+for f in $(ls {state}); do i=$((i+1)); echo "$f,10.2.0.$i"; done
+"#
+            ),
+        ),
+        (
+            "destroy.sh",
+            format!(
+                r#"#!/bin/sh
+[ -f {state}/$1 ] || {{ echo "no machine $1" >&2; exit 1; }}
+rm {state}/$1
+"#
+            ),
+        ),
+    ];
+    for (name, text) in scripts {
+        let path = bin.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+/// A fleet's capacity group over ZLayer's real `CloudInitProvisioner` (its
+/// commands are stub programs) and the Hetzner plugin together: the ZLayer
+/// backend is cheaper and takes what it has room for, the plugin the rest;
+/// the fleet pins each offering's instance type; a machine made by hand is
+/// listed by ZLayer's describe but never reaches the fleet.
+#[tokio::test]
+async fn a_fleet_group_scales_over_zlayers_cloud_init_provisioner_and_a_wasm_plugin() {
+    use std::sync::Arc;
+    use wasmprov_compat_zlayer::{CloudInitConfig, CloudInitProvisioner, ZLayerBackend};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("bin");
+    let machines = tmp.path().join("machines");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&machines).unwrap();
+    zlayer_stub_programs(&bin, &machines, 2);
+    std::fs::write(machines.join("by-hand"), "made by someone else\n").unwrap();
+    let b = bin.display();
+    let zlayer = CloudInitProvisioner::new(CloudInitConfig {
+        leader_addr: "10.0.0.1:3669".into(),
+        join_token: TOKEN.into(),
+        provision_cmd: format!(
+            "{b}/create.sh {{cpu}} {{memory_mb}} '{{labels}}' '{{zone}}' {{capacity}} '{{user_data}}'"
+        ),
+        terminate_cmd: format!("{b}/destroy.sh {{provider_id}}"),
+        describe_cmd: Some(format!("{b}/list.sh")),
+        user_data_template: "#cloud-config\nruncmd:\n  - zlayer node join {leader_addr} --token {join_token} --labels {labels}\n".into(),
+        hourly_usd: 0.004,
+    });
+    let backend = ZLayerBackend::new(Arc::new(zlayer))
+        .named("zlayer")
+        .instance_type("zl-standard")
+        .owner(OWNER)
+        .ledger_file(tmp.path().join("zlayer-ledger.json"))
+        .unwrap();
+
+    let fake = wasmprov_fake::HetznerFake::start(
+        "127.0.0.1:0".parse().unwrap(),
+        wasmprov_fake::HetznerFakeOptions {
+            boot_delay_polls: 0,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let dir = PluginDir::new();
+    let grant = fake.url().trim_end_matches("/v1").to_string();
+    dir.add(
+        "hetzner",
+        guests::HETZNER,
+        &format!(
+            "[config]\nendpoint = \"{}\"\nlocation = \"fsn1\"\n[secrets]\ntoken = {{ env = \"HCLOUD_TOKEN\" }}\n[http]\nallow = [\"{grant}\"]\n",
+            fake.url()
+        ),
+    );
+    let host = HostBuilder::new(dir.path())
+        .owner_id(OWNER)
+        .cache_dir(Some(std::env::temp_dir().join("wasmprov-test-cache")))
+        .secret_source(|name| (name == "HCLOUD_TOKEN").then(|| "fake-hetzner-token".to_string()))
+        .build()
+        .await
+        .expect("host builds");
+    assert!(host.errors().is_empty(), "{:?}", host.errors());
+    let backends = wasmprov_fleet::BackendSet::new()
+        .with_source(Arc::new(host))
+        .with("zlayer", Arc::new(backend));
+    let fleet =
+        wasmprov_fleet::Fleet::open(Arc::new(backends), tmp.path().join("journal.redb")).unwrap();
+    let group =
+        wasmprov_fleet::CapacityGroup::new("web", wasmprov_api::NodeShape::new(2.0, 4 << 30), 0, 6);
+
+    let report = fleet.scale(&group, 4).await.unwrap();
+    assert!(report.converged(), "{report}");
+    let on = |plugin: &str| report.added.iter().filter(|m| m.plugin == plugin).count();
+    assert_eq!((on("zlayer"), on("hetzner")), (2, 2), "{report}");
+    assert!(
+        report
+            .errors
+            .iter()
+            .any(|e| e.contains("zlayer (zl-standard)") && e.contains("no room")),
+        "the third ZLayer machine failed for capacity: {report}"
+    );
+    // What ZLayer's provisioner was given: the profile, the labels (owner
+    // and request among them) in its command and in the #cloud-config.
+    let zl_member = report.added.iter().find(|m| m.plugin == "zlayer").unwrap();
+    let made = std::fs::read_to_string(machines.join(&zl_member.provider_id)).unwrap();
+    assert!(
+        made.contains("cpu=2\n") && made.contains("memory_mb=4096\n"),
+        "{made}"
+    );
+    assert!(made.contains(&format!("wasmprov-owner={OWNER}")), "{made}");
+    assert!(
+        made.contains(&format!("wasmprov-request={}", zl_member.request_id)),
+        "{made}"
+    );
+    assert!(
+        made.contains("#cloud-config") && made.contains("zlayer node join 10.0.0.1:3669"),
+        "{made}"
+    );
+    assert_eq!(fake.servers().len(), 2);
+
+    // The fleet sees its four members and nothing else: "by-hand" is
+    // listed by ZLayer's describe, not by the backend.
+    let zl = fleet.backends().backend("zlayer").unwrap();
+    let listed = zl.describe().await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(listed.iter().all(|n| n.provider_id != "by-hand"));
+    assert!(
+        listed
+            .iter()
+            .all(|n| n.instance_type.as_deref() == Some("zl-standard"))
+    );
+    let reconciled = fleet
+        .reconcile(&wasmprov_fleet::ReconcilePolicy {
+            grace: std::time::Duration::ZERO,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(
+        reconciled.orphans.is_empty() && reconciled.leaks.is_empty(),
+        "{reconciled:?}"
+    );
+    assert_eq!(fleet.members("web").unwrap().len(), 4);
+
+    // Down to zero: every member terminated on both; "by-hand" stays.
+    let report = fleet.scale(&group, 0).await.unwrap();
+    assert!(report.converged(), "{report}");
+    assert_eq!(report.removed.len(), 4, "{report}");
+    let left: Vec<String> = std::fs::read_dir(&machines)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    assert_eq!(left, ["by-hand"]);
+    assert!(fake.servers().is_empty());
 }

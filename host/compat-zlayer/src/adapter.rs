@@ -1,7 +1,10 @@
-//! [`WasmprovProvisioner`]: a wasmprov provisioner behind ZLayer's trait.
+//! [`WasmprovProvisioner`]: a wasmprov provisioner behind ZLayer's trait
+//! (`zlayer_provisioner::CloudProvisioner`, the real crate's).
 //!
 //! Each call is forwarded to the wasmprov provisioner and its answer
-//! converted ([`convert`](crate::convert)). Two things the older contract
+//! converted ([`convert`](crate::convert)). [`zlayer`](crate::zlayer) is the
+//! one-liner from `Arc<dyn wasmprov_api::CloudProvisioner>` to
+//! `Arc<dyn zlayer_provisioner::CloudProvisioner>`. Two things the older contract
 //! cannot express are lost on the way:
 //!
 //! - **Request ids.** ZLayer's `provision` takes a shape and nothing else,
@@ -21,26 +24,32 @@
 
 use std::sync::Arc;
 
-use crate::contract::{
-    CapacityType, CloudProvisioner, NodeHandle, NodeShape, PriceHint, ProviderNodeId, Result,
-};
+use zlayer_provisioner as zl;
 
-/// Any wasmprov provisioner, served through ZLayer's [`CloudProvisioner`].
+use crate::convert;
+
+/// Any wasmprov provisioner, served through ZLayer's
+/// [`CloudProvisioner`](zl::CloudProvisioner) (the real crate's trait).
 ///
 /// Get one from a wasm plugin (`host.plugin("name")` of `wasmprov-host`)
-/// or from a native backend:
+/// or from a native backend; [`zlayer`](crate::zlayer) does it in one call:
 ///
 /// ```
 /// # use std::sync::Arc;
-/// # use wasmprov_compat_zlayer::WasmprovProvisioner;
-/// fn adapt(plugin: Arc<dyn wasmprov_api::CloudProvisioner>) -> WasmprovProvisioner {
-///     plugin.into()
+/// fn adapt(plugin: Arc<dyn wasmprov_api::CloudProvisioner>) -> Arc<dyn zlayer_provisioner::CloudProvisioner> {
+///     wasmprov_compat_zlayer::zlayer(plugin)
 /// }
 /// ```
 pub struct WasmprovProvisioner {
     inner: Arc<dyn wasmprov_api::CloudProvisioner>,
     /// Converted once: ZLayer's trait returns a borrowed slice.
-    capacity_types: Vec<CapacityType>,
+    capacity_types: Vec<zl::CapacityType>,
+    /// The same, as the deprecated copy of ZLayer's type.
+    #[allow(
+        deprecated,
+        reason = "the copied trait is still implemented for one release"
+    )]
+    legacy_capacity_types: Vec<crate::contract::CapacityType>,
 }
 
 impl WasmprovProvisioner {
@@ -48,15 +57,25 @@ impl WasmprovProvisioner {
     /// now, once (wasmprov's are fixed for the life of a provisioner; a
     /// reloaded plugin is a new one).
     #[must_use]
+    #[allow(
+        deprecated,
+        reason = "the copied trait is still implemented for one release"
+    )]
     pub fn new(inner: Arc<dyn wasmprov_api::CloudProvisioner>) -> Self {
         let capacity_types = inner
             .capacity_types()
             .iter()
-            .map(|&c| CapacityType::from(c))
+            .map(|&c| convert::capacity_to_zlayer(c))
+            .collect();
+        let legacy_capacity_types = inner
+            .capacity_types()
+            .iter()
+            .map(|&c| crate::contract::CapacityType::from(c))
             .collect();
         Self {
             inner,
             capacity_types,
+            legacy_capacity_types,
         }
     }
 
@@ -66,6 +85,21 @@ impl WasmprovProvisioner {
     pub fn inner(&self) -> &Arc<dyn wasmprov_api::CloudProvisioner> {
         &self.inner
     }
+}
+
+/// `provisioner` as a ZLayer `CloudProvisioner`: what ZLayer code holds.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # fn demo(plugin: Arc<dyn wasmprov_api::CloudProvisioner>) {
+/// let backend: Arc<dyn zlayer_provisioner::CloudProvisioner> = wasmprov_compat_zlayer::zlayer(plugin);
+/// # }
+/// ```
+#[must_use]
+pub fn zlayer(
+    provisioner: Arc<dyn wasmprov_api::CloudProvisioner>,
+) -> Arc<dyn zl::CloudProvisioner> {
+    Arc::new(WasmprovProvisioner::new(provisioner))
 }
 
 impl From<Arc<dyn wasmprov_api::CloudProvisioner>> for WasmprovProvisioner {
@@ -84,31 +118,81 @@ impl std::fmt::Debug for WasmprovProvisioner {
 }
 
 #[async_trait::async_trait]
-impl CloudProvisioner for WasmprovProvisioner {
+impl zl::CloudProvisioner for WasmprovProvisioner {
     /// Forwards to wasmprov's `provision(&shape)`: a new request id per
     /// call, so a retry may make a second node (see the [module docs](self)).
-    async fn provision(&self, shape: &NodeShape) -> Result<NodeHandle> {
+    async fn provision(&self, shape: &zl::NodeShape) -> zl::Result<zl::NodeHandle> {
+        let shape = convert::shape_to_wasmprov(shape);
+        self.inner
+            .provision(&shape)
+            .await
+            .map(convert::handle_to_zlayer)
+            .map_err(convert::error_to_zlayer)
+    }
+
+    async fn terminate(&self, id: &zl::ProviderNodeId) -> zl::Result<()> {
+        self.inner
+            .terminate(id)
+            .await
+            .map_err(convert::error_to_zlayer)
+    }
+
+    async fn describe(&self) -> zl::Result<Vec<zl::NodeHandle>> {
+        let nodes = self
+            .inner
+            .describe()
+            .await
+            .map_err(convert::error_to_zlayer)?;
+        Ok(nodes.into_iter().map(convert::handle_to_zlayer).collect())
+    }
+
+    fn capacity_types(&self) -> &[zl::CapacityType] {
+        &self.capacity_types
+    }
+
+    fn price_hint(&self, shape: &zl::NodeShape) -> Option<zl::PriceHint> {
+        self.inner
+            .price_hint(&convert::shape_to_wasmprov(shape))
+            .map(convert::price_to_zlayer)
+    }
+
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+}
+
+/// The deprecated copy of ZLayer's trait, served as before for one release.
+#[allow(
+    deprecated,
+    reason = "the copied trait is still implemented for one release"
+)]
+#[async_trait::async_trait]
+impl crate::contract::CloudProvisioner for WasmprovProvisioner {
+    async fn provision(
+        &self,
+        shape: &crate::contract::NodeShape,
+    ) -> crate::contract::Result<crate::contract::NodeHandle> {
         let shape = wasmprov_api::NodeShape::from(shape);
         Ok(self.inner.provision(&shape).await?.into())
     }
 
-    async fn terminate(&self, id: &ProviderNodeId) -> Result<()> {
+    async fn terminate(&self, id: &crate::contract::ProviderNodeId) -> crate::contract::Result<()> {
         Ok(self.inner.terminate(id).await?)
     }
 
-    async fn describe(&self) -> Result<Vec<NodeHandle>> {
+    async fn describe(&self) -> crate::contract::Result<Vec<crate::contract::NodeHandle>> {
         let nodes = self.inner.describe().await?;
-        Ok(nodes.into_iter().map(NodeHandle::from).collect())
+        Ok(nodes.into_iter().map(Into::into).collect())
     }
 
-    fn capacity_types(&self) -> &[CapacityType] {
-        &self.capacity_types
+    fn capacity_types(&self) -> &[crate::contract::CapacityType] {
+        &self.legacy_capacity_types
     }
 
-    fn price_hint(&self, shape: &NodeShape) -> Option<PriceHint> {
+    fn price_hint(&self, shape: &crate::contract::NodeShape) -> Option<crate::contract::PriceHint> {
         self.inner
             .price_hint(&wasmprov_api::NodeShape::from(shape))
-            .map(PriceHint::from)
+            .map(Into::into)
     }
 
     fn name(&self) -> &str {
@@ -123,7 +207,7 @@ mod tests {
     use wasmprov_api::{CapacityScope, PluginFault};
 
     use super::*;
-    use crate::contract::{JoinState, ProvisionerError};
+    use zl::{CapacityType, CloudProvisioner, JoinState, NodeShape, ProvisionerError};
 
     /// A native wasmprov backend that keeps nodes in memory, records the
     /// shapes it is asked for, and answers with a queued error when one is
@@ -314,5 +398,27 @@ mod tests {
         double.fail_next(wasmprov_api::ProvisionerError::Auth("token revoked".into()));
         let err = p.terminate(&"vm-1".to_string()).await.unwrap_err();
         assert_eq!(err.to_string(), "auth: token revoked");
+    }
+
+    #[tokio::test]
+    #[allow(deprecated, reason = "the copied trait is still served")]
+    async fn the_deprecated_copy_is_still_served() {
+        use crate::contract::CloudProvisioner as Copy;
+        let (_double, p) = adapted();
+        let node = Copy::provision(&p, &crate::contract::NodeShape::new(1.0, 1 << 30))
+            .await
+            .unwrap();
+        assert_eq!(node.provider_id, "vm-1");
+        assert_eq!(Copy::capacity_types(&p).len(), 2);
+        assert_eq!(Copy::describe(&p).await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_one_liner_gives_a_zlayer_trait_object() {
+        let inner: Arc<dyn wasmprov_api::CloudProvisioner> = Arc::new(Double::default());
+        let z: Arc<dyn CloudProvisioner> = crate::zlayer(inner);
+        assert_eq!(z.name(), "double");
+        let node = z.provision(&NodeShape::new(2.0, 2 << 30)).await.unwrap();
+        assert_eq!(node.join_state, JoinState::Provisioning);
     }
 }

@@ -1,4 +1,12 @@
-//! The `zlayer_provisioner` contract, declared again.
+//! The `zlayer_provisioner` contract, declared again: **deprecated**.
+//!
+//! Since issue 26 this crate implements the real `zlayer_provisioner`
+//! crate's trait (re-exported at this crate's root), so code written for
+//! ZLayer compiles unchanged; these copies stay for one release so code that
+//! named `wasmprov_compat_zlayer::contract::…` keeps building, with a
+//! deprecation warning naming the real item.
+//! [`WasmprovProvisioner`](crate::WasmprovProvisioner) still implements the copied trait too, and the
+//! `From` conversions between the copies and wasmprov's types stay.
 //!
 //! Everything a caller can see is kept as ZLayer declares it, because code
 //! written against that crate must compile here unchanged:
@@ -16,12 +24,20 @@
 //! Nothing here knows about wasmprov; the conversions live in
 //! [`convert`](crate::convert).
 
+#![allow(deprecated, reason = "the copies refer to each other")]
+
 use std::collections::BTreeMap;
 
+#[deprecated(
+    note = "use zlayer_provisioner::ProviderNodeId (the real crate; also re-exported as wasmprov_compat_zlayer::ProviderNodeId)"
+)]
 /// A backend's own identifier of a node (an instance id, a VM name, a token
 /// printed by a script); not a cluster-level node number.
 pub type ProviderNodeId = String;
 
+#[deprecated(
+    note = "use zlayer_provisioner::CapacityType (the real crate; also re-exported as wasmprov_compat_zlayer::CapacityType)"
+)]
 /// How a node is billed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CapacityType {
@@ -32,6 +48,9 @@ pub enum CapacityType {
     Spot,
 }
 
+#[deprecated(
+    note = "use zlayer_provisioner::NodeShape (the real crate; also re-exported as wasmprov_compat_zlayer::NodeShape)"
+)]
 /// The node a caller asks for.
 ///
 /// Start from [`NodeShape::new`] (or [`Default`]) and set the fields that
@@ -82,6 +101,9 @@ impl NodeShape {
     }
 }
 
+#[deprecated(
+    note = "use zlayer_provisioner::JoinState (the real crate; also re-exported as wasmprov_compat_zlayer::JoinState)"
+)]
 /// How far a node has got on its way into the cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum JoinState {
@@ -97,6 +119,9 @@ pub enum JoinState {
     Failed,
 }
 
+#[deprecated(
+    note = "use zlayer_provisioner::NodeHandle (the real crate; also re-exported as wasmprov_compat_zlayer::NodeHandle)"
+)]
 /// A node the backend made or is making.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct NodeHandle {
@@ -112,6 +137,9 @@ pub struct NodeHandle {
     pub join_state: JoinState,
 }
 
+#[deprecated(
+    note = "use zlayer_provisioner::PriceHint (the real crate; also re-exported as wasmprov_compat_zlayer::PriceHint)"
+)]
 /// What a shape would cost, as far as the backend can tell.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct PriceHint {
@@ -121,6 +149,9 @@ pub struct PriceHint {
     pub capacity_type: CapacityType,
 }
 
+#[deprecated(
+    note = "use zlayer_provisioner::ProvisionerError (the real crate; also re-exported as wasmprov_compat_zlayer::ProvisionerError)"
+)]
 /// Why a [`CloudProvisioner`] call failed: five kinds, each with the
 /// backend's message.
 #[derive(thiserror::Error, Debug)]
@@ -142,9 +173,15 @@ pub enum ProvisionerError {
     Other(String),
 }
 
+#[deprecated(
+    note = "use zlayer_provisioner::Result (the real crate; also re-exported as wasmprov_compat_zlayer::Result)"
+)]
 /// The result of every [`CloudProvisioner`] call that can fail.
 pub type Result<T> = std::result::Result<T, ProvisionerError>;
 
+#[deprecated(
+    note = "use zlayer_provisioner::CloudProvisioner (the real crate; also re-exported as wasmprov_compat_zlayer::CloudProvisioner)"
+)]
 /// A backend that makes, removes and lists nodes.
 ///
 /// The calls that reach the backend are async. [`capacity_types`](Self::capacity_types),
@@ -218,6 +255,101 @@ pub trait CloudProvisioner: Send + Sync {
 
     /// A short name for the backend that does not change between runs.
     fn name(&self) -> &str;
+}
+
+// The conversions between the copies and wasmprov's types, as before (the
+// real crate's types are converted by the functions of `crate::convert`).
+
+impl From<CapacityType> for wasmprov_api::CapacityType {
+    fn from(capacity: CapacityType) -> Self {
+        match capacity {
+            CapacityType::OnDemand => Self::OnDemand,
+            CapacityType::Spot => Self::Spot,
+        }
+    }
+}
+
+impl From<wasmprov_api::CapacityType> for CapacityType {
+    fn from(capacity: wasmprov_api::CapacityType) -> Self {
+        match capacity {
+            wasmprov_api::CapacityType::OnDemand => Self::OnDemand,
+            wasmprov_api::CapacityType::Spot => Self::Spot,
+        }
+    }
+}
+
+impl From<JoinState> for wasmprov_api::JoinState {
+    fn from(state: JoinState) -> Self {
+        let real: zlayer_provisioner::JoinState = match state {
+            JoinState::Provisioning => zlayer_provisioner::JoinState::Provisioning,
+            JoinState::Booting => zlayer_provisioner::JoinState::Booting,
+            JoinState::Joining => zlayer_provisioner::JoinState::Joining,
+            JoinState::Joined => zlayer_provisioner::JoinState::Joined,
+            JoinState::Failed => zlayer_provisioner::JoinState::Failed,
+        };
+        crate::convert::join_state_to_wasmprov(real)
+    }
+}
+
+impl From<wasmprov_api::JoinState> for JoinState {
+    fn from(state: wasmprov_api::JoinState) -> Self {
+        match crate::convert::join_state_to_zlayer(state) {
+            zlayer_provisioner::JoinState::Provisioning => Self::Provisioning,
+            zlayer_provisioner::JoinState::Booting => Self::Booting,
+            zlayer_provisioner::JoinState::Joining => Self::Joining,
+            zlayer_provisioner::JoinState::Joined => Self::Joined,
+            zlayer_provisioner::JoinState::Failed => Self::Failed,
+        }
+    }
+}
+
+impl From<&NodeShape> for wasmprov_api::NodeShape {
+    fn from(shape: &NodeShape) -> Self {
+        Self {
+            cpu: shape.cpu,
+            memory_bytes: shape.memory_bytes,
+            gpu: shape.gpu,
+            gpu_vendor: shape.gpu_vendor.clone(),
+            labels: shape.labels.clone(),
+            zone: shape.zone.clone(),
+            capacity_type: shape.capacity_type.into(),
+            ..Self::default()
+        }
+    }
+}
+
+impl From<wasmprov_api::NodeHandle> for NodeHandle {
+    fn from(node: wasmprov_api::NodeHandle) -> Self {
+        Self {
+            provider_id: node.provider_id,
+            address: node.address,
+            zone: node.zone,
+            capacity_type: node.capacity_type.into(),
+            join_state: node.join_state.into(),
+        }
+    }
+}
+
+impl From<wasmprov_api::PriceHint> for PriceHint {
+    fn from(hint: wasmprov_api::PriceHint) -> Self {
+        Self {
+            hourly_usd: hint.hourly_usd,
+            capacity_type: hint.capacity_type.into(),
+        }
+    }
+}
+
+impl From<wasmprov_api::ProvisionerError> for ProvisionerError {
+    /// As [`crate::convert::error_to_zlayer`], onto the copy.
+    fn from(err: wasmprov_api::ProvisionerError) -> Self {
+        match crate::convert::error_to_zlayer(err) {
+            zlayer_provisioner::ProvisionerError::Unsupported(m) => Self::Unsupported(m),
+            zlayer_provisioner::ProvisionerError::Capacity(m) => Self::Capacity(m),
+            zlayer_provisioner::ProvisionerError::Auth(m) => Self::Auth(m),
+            zlayer_provisioner::ProvisionerError::Transport(m) => Self::Transport(m),
+            zlayer_provisioner::ProvisionerError::Other(m) => Self::Other(m),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -350,5 +482,21 @@ mod tests {
         }
         let failed: Result<()> = Err(ProvisionerError::Other("x".into()));
         assert!(failed.is_err());
+    }
+
+    #[test]
+    fn the_copies_still_convert() {
+        let mut shape = NodeShape::new(3.0, 5 << 30);
+        shape.capacity_type = CapacityType::Spot;
+        let wasm = wasmprov_api::NodeShape::from(&shape);
+        assert_eq!(wasm.memory_bytes, 5 << 30);
+        assert_eq!(wasm.capacity_type, wasmprov_api::CapacityType::Spot);
+        let mut handle = wasmprov_api::NodeHandle::new("vm-1", wasmprov_api::JoinState::Joined);
+        handle.zone = Some("z1".into());
+        let back = NodeHandle::from(handle);
+        assert_eq!(back.join_state, JoinState::Joined);
+        assert_eq!(back.zone.as_deref(), Some("z1"));
+        let err = ProvisionerError::from(wasmprov_api::ProvisionerError::Quota("2 of 2".into()));
+        assert_eq!(err.to_string(), "quota exceeded: 2 of 2");
     }
 }

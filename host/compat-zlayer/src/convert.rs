@@ -1,14 +1,19 @@
-//! Every conversion between ZLayer's vocabulary and wasmprov's, as `From`
-//! impls.
+//! Every conversion between ZLayer's vocabulary (the real
+//! `zlayer_provisioner` crate) and wasmprov's, as functions: both sides'
+//! types are foreign to this crate, so `From` impls between them are not
+//! allowed (the orphan rule); the adapters call these.
 //!
 //! | from | to | what changes |
 //! | --- | --- | --- |
-//! | [`CapacityType`], both ways | | the same two variants |
-//! | [`JoinState`], both ways | | the same five variants |
-//! | [`&NodeShape`](NodeShape) | `wasmprov_api::NodeShape` | all seven fields copied; wasmprov's own fields (an explicit instance type, ...) keep their defaults |
-//! | `wasmprov_api::NodeHandle` | [`NodeHandle`] | the five fields ZLayer has; the instance type and the labels (with the owner and request-id tags) are dropped |
-//! | `wasmprov_api::PriceHint` | [`PriceHint`] | price and billing; the name of the priced instance type is dropped |
-//! | `wasmprov_api::ProvisionerError` | [`ProvisionerError`] | ten kinds onto five, see below |
+//! | `CapacityType`, both ways | | the same two variants ([`capacity_to_wasmprov`], [`capacity_to_zlayer`]) |
+//! | `JoinState`, both ways | | the same five variants ([`join_state_to_wasmprov`], [`join_state_to_zlayer`]) |
+//! | ZLayer's `&NodeShape` | `wasmprov_api::NodeShape` | all seven fields copied; wasmprov's own fields (an explicit instance type, ...) keep their defaults ([`shape_to_wasmprov`]) |
+//! | `&wasmprov_api::NodeShape` | ZLayer's `NodeShape` | the seven fields ZLayer has; the caller checks the rest first ([`shape_to_zlayer`]) |
+//! | `wasmprov_api::NodeHandle` | ZLayer's `NodeHandle` | the five fields ZLayer has; the instance type and the labels (with the owner and request-id tags) are dropped ([`handle_to_zlayer`]) |
+//! | ZLayer's `NodeHandle` | `wasmprov_api::NodeHandle` | the five fields; the status from the join state ([`handle_to_wasmprov`]) |
+//! | `wasmprov_api::PriceHint` | ZLayer's `PriceHint` | price and billing; the name of the priced instance type is dropped ([`price_to_zlayer`]) |
+//! | `wasmprov_api::ProvisionerError` | ZLayer's `ProvisionerError` | ten kinds onto five, see below ([`error_to_zlayer`]) |
+//! | ZLayer's `ProvisionerError` | `wasmprov_api::ProvisionerError` | five kinds onto their namesakes; `Capacity` with the scope `instance type` ([`error_to_wasmprov`]) |
 //!
 //! wasmprov values are built with `..Default::default()` and read field by
 //! field, never spelt out whole, so fields wasmprov adds later need no
@@ -45,108 +50,159 @@
 //! wasmprov provisioner directly (see
 //! [`WasmprovProvisioner::inner`](crate::WasmprovProvisioner::inner)).
 
-use crate::contract::{
-    CapacityType, JoinState, NodeHandle, NodeShape, PriceHint, ProvisionerError,
-};
+use zlayer_provisioner as zl;
 
-impl From<CapacityType> for wasmprov_api::CapacityType {
-    fn from(capacity: CapacityType) -> Self {
-        match capacity {
-            CapacityType::OnDemand => Self::OnDemand,
-            CapacityType::Spot => Self::Spot,
-        }
+/// ZLayer's billing kind as wasmprov's.
+#[must_use]
+pub fn capacity_to_wasmprov(capacity: zl::CapacityType) -> wasmprov_api::CapacityType {
+    match capacity {
+        zl::CapacityType::OnDemand => wasmprov_api::CapacityType::OnDemand,
+        zl::CapacityType::Spot => wasmprov_api::CapacityType::Spot,
     }
 }
 
-impl From<wasmprov_api::CapacityType> for CapacityType {
-    fn from(capacity: wasmprov_api::CapacityType) -> Self {
-        match capacity {
-            wasmprov_api::CapacityType::OnDemand => Self::OnDemand,
-            wasmprov_api::CapacityType::Spot => Self::Spot,
-        }
+/// wasmprov's billing kind as ZLayer's.
+#[must_use]
+pub fn capacity_to_zlayer(capacity: wasmprov_api::CapacityType) -> zl::CapacityType {
+    match capacity {
+        wasmprov_api::CapacityType::OnDemand => zl::CapacityType::OnDemand,
+        wasmprov_api::CapacityType::Spot => zl::CapacityType::Spot,
     }
 }
 
-impl From<JoinState> for wasmprov_api::JoinState {
-    fn from(state: JoinState) -> Self {
-        match state {
-            JoinState::Provisioning => Self::Provisioning,
-            JoinState::Booting => Self::Booting,
-            JoinState::Joining => Self::Joining,
-            JoinState::Joined => Self::Joined,
-            JoinState::Failed => Self::Failed,
-        }
+/// ZLayer's join state as wasmprov's.
+#[must_use]
+pub fn join_state_to_wasmprov(state: zl::JoinState) -> wasmprov_api::JoinState {
+    match state {
+        zl::JoinState::Provisioning => wasmprov_api::JoinState::Provisioning,
+        zl::JoinState::Booting => wasmprov_api::JoinState::Booting,
+        zl::JoinState::Joining => wasmprov_api::JoinState::Joining,
+        zl::JoinState::Joined => wasmprov_api::JoinState::Joined,
+        zl::JoinState::Failed => wasmprov_api::JoinState::Failed,
     }
 }
 
-impl From<wasmprov_api::JoinState> for JoinState {
-    fn from(state: wasmprov_api::JoinState) -> Self {
-        match state {
-            wasmprov_api::JoinState::Provisioning => Self::Provisioning,
-            wasmprov_api::JoinState::Booting => Self::Booting,
-            wasmprov_api::JoinState::Joining => Self::Joining,
-            wasmprov_api::JoinState::Joined => Self::Joined,
-            wasmprov_api::JoinState::Failed => Self::Failed,
-        }
+/// wasmprov's join state as ZLayer's.
+#[must_use]
+pub fn join_state_to_zlayer(state: wasmprov_api::JoinState) -> zl::JoinState {
+    match state {
+        wasmprov_api::JoinState::Provisioning => zl::JoinState::Provisioning,
+        wasmprov_api::JoinState::Booting => zl::JoinState::Booting,
+        wasmprov_api::JoinState::Joining => zl::JoinState::Joining,
+        wasmprov_api::JoinState::Joined => zl::JoinState::Joined,
+        wasmprov_api::JoinState::Failed => zl::JoinState::Failed,
     }
 }
 
-impl From<&NodeShape> for wasmprov_api::NodeShape {
-    fn from(shape: &NodeShape) -> Self {
-        Self {
-            cpu: shape.cpu,
-            memory_bytes: shape.memory_bytes,
-            gpu: shape.gpu,
-            gpu_vendor: shape.gpu_vendor.clone(),
-            labels: shape.labels.clone(),
-            zone: shape.zone.clone(),
-            capacity_type: shape.capacity_type.into(),
-            ..Self::default()
-        }
+/// A ZLayer shape as wasmprov's: all seven fields; wasmprov's own at their
+/// defaults.
+#[must_use]
+pub fn shape_to_wasmprov(shape: &zl::NodeShape) -> wasmprov_api::NodeShape {
+    wasmprov_api::NodeShape {
+        cpu: shape.cpu,
+        memory_bytes: shape.memory_bytes,
+        gpu: shape.gpu,
+        gpu_vendor: shape.gpu_vendor.clone(),
+        labels: shape.labels.clone(),
+        zone: shape.zone.clone(),
+        capacity_type: capacity_to_wasmprov(shape.capacity_type),
+        ..wasmprov_api::NodeShape::default()
     }
 }
 
-impl From<wasmprov_api::NodeHandle> for NodeHandle {
-    fn from(node: wasmprov_api::NodeHandle) -> Self {
-        Self {
-            provider_id: node.provider_id,
-            address: node.address,
-            zone: node.zone,
-            capacity_type: node.capacity_type.into(),
-            join_state: node.join_state.into(),
-        }
+/// A wasmprov shape as ZLayer's: the seven fields ZLayer has. What only
+/// wasmprov can say (an instance type, a GPU model, an architecture, a
+/// disk) is dropped here; [`ZLayerBackend`](crate::ZLayerBackend) decides
+/// before calling this whether it may be.
+#[must_use]
+pub fn shape_to_zlayer(shape: &wasmprov_api::NodeShape) -> zl::NodeShape {
+    zl::NodeShape {
+        cpu: shape.cpu,
+        memory_bytes: shape.memory_bytes,
+        gpu: shape.gpu,
+        gpu_vendor: shape.gpu_vendor.clone(),
+        labels: shape.labels.clone(),
+        zone: shape.zone.clone(),
+        capacity_type: capacity_to_zlayer(shape.capacity_type),
     }
 }
 
-impl From<wasmprov_api::PriceHint> for PriceHint {
-    fn from(hint: wasmprov_api::PriceHint) -> Self {
-        Self {
-            hourly_usd: hint.hourly_usd,
-            capacity_type: hint.capacity_type.into(),
-        }
+/// A wasmprov handle as ZLayer's: the five fields ZLayer has.
+#[must_use]
+pub fn handle_to_zlayer(node: wasmprov_api::NodeHandle) -> zl::NodeHandle {
+    zl::NodeHandle {
+        provider_id: node.provider_id,
+        address: node.address,
+        zone: node.zone,
+        capacity_type: capacity_to_zlayer(node.capacity_type),
+        join_state: join_state_to_zlayer(node.join_state),
     }
 }
 
-impl From<wasmprov_api::ProvisionerError> for ProvisionerError {
-    /// See the [module docs](self) for the table.
-    fn from(err: wasmprov_api::ProvisionerError) -> Self {
-        use wasmprov_api::ProvisionerError as W;
-        match err {
-            W::Unsupported(m) => Self::Unsupported(m),
-            W::Capacity { scope, message } => Self::Capacity(format!("({scope}) {message}")),
-            W::Auth(m) => Self::Auth(m),
-            W::Transport(m) => Self::Transport(m),
-            W::Other(m) => Self::Other(m),
-            e @ W::RateLimited { .. } => Self::Transport(e.to_string()),
-            e @ W::Plugin {
-                fault: wasmprov_api::PluginFault::Timeout,
-                ..
-            } => Self::Transport(e.to_string()),
-            e @ (W::Quota(_) | W::NotFound(_) | W::InvalidConfig(_) | W::Plugin { .. }) => {
-                Self::Other(e.to_string())
-            }
-            e => Self::Other(e.to_string()),
+/// A ZLayer handle as wasmprov's: the five fields, the status read from
+/// the join state; no labels (ZLayer's handle has none).
+#[must_use]
+pub fn handle_to_wasmprov(node: zl::NodeHandle) -> wasmprov_api::NodeHandle {
+    let join_state = join_state_to_wasmprov(node.join_state);
+    wasmprov_api::NodeHandle {
+        status: wasmprov_api::NodeStatus::from_join_state(join_state),
+        address: node.address,
+        zone: node.zone,
+        capacity_type: capacity_to_wasmprov(node.capacity_type),
+        ..wasmprov_api::NodeHandle::new(node.provider_id, join_state)
+    }
+}
+
+/// A wasmprov price as ZLayer's: price and billing.
+#[must_use]
+pub fn price_to_zlayer(hint: wasmprov_api::PriceHint) -> zl::PriceHint {
+    zl::PriceHint {
+        hourly_usd: hint.hourly_usd,
+        capacity_type: capacity_to_zlayer(hint.capacity_type),
+    }
+}
+
+/// A wasmprov error as ZLayer's; see the table in the [module docs](self).
+#[must_use]
+pub fn error_to_zlayer(err: wasmprov_api::ProvisionerError) -> zl::ProvisionerError {
+    use wasmprov_api::ProvisionerError as W;
+    use zl::ProvisionerError as Z;
+    match err {
+        W::Unsupported(m) => Z::Unsupported(m),
+        W::Capacity { scope, message } => Z::Capacity(format!("({scope}) {message}")),
+        W::Auth(m) => Z::Auth(m),
+        W::Transport(m) => Z::Transport(m),
+        W::Other(m) => Z::Other(m),
+        e @ W::RateLimited { .. } => Z::Transport(e.to_string()),
+        e @ W::Plugin {
+            fault: wasmprov_api::PluginFault::Timeout,
+            ..
+        } => Z::Transport(e.to_string()),
+        e @ (W::Quota(_) | W::NotFound(_) | W::InvalidConfig(_) | W::Plugin { .. }) => {
+            Z::Other(e.to_string())
         }
+        e => Z::Other(e.to_string()),
+    }
+}
+
+/// A ZLayer error as wasmprov's: each kind onto its namesake. ZLayer's
+/// `Capacity` does not say what ran out; it becomes the scope
+/// `instance type`, since a ZLayer backend served by
+/// [`ZLayerBackend`](crate::ZLayerBackend) makes one type, so the fleet
+/// sets that backend aside for a while and tries the next offering.
+#[must_use]
+pub fn error_to_wasmprov(err: zl::ProvisionerError) -> wasmprov_api::ProvisionerError {
+    use wasmprov_api::ProvisionerError as W;
+    use zl::ProvisionerError as Z;
+    match err {
+        Z::Unsupported(m) => W::Unsupported(m),
+        Z::Capacity(message) => W::Capacity {
+            scope: wasmprov_api::CapacityScope::InstanceType,
+            message,
+        },
+        Z::Auth(m) => W::Auth(m),
+        Z::Transport(m) => W::Transport(m),
+        Z::Other(m) => W::Other(m),
     }
 }
 
@@ -157,6 +213,7 @@ mod tests {
     use wasmprov_api::{CapacityScope, PluginFault};
 
     use super::*;
+    use zl::{CapacityType, JoinState, NodeHandle, NodeShape, PriceHint, ProvisionerError};
 
     /// A wasmprov handle with every field at a plain value, built the way
     /// a plugin's answer is read (so fields wasmprov adds take their
@@ -183,7 +240,7 @@ mod tests {
             zone: Some("fsn1".into()),
             capacity_type: CapacityType::Spot,
         };
-        let wasm = wasmprov_api::NodeShape::from(&shape);
+        let wasm = shape_to_wasmprov(&shape);
         assert!((wasm.cpu - 3.5).abs() < 1e-12);
         assert_eq!(wasm.memory_bytes, 7 << 30);
         assert_eq!(wasm.gpu, 2);
@@ -196,13 +253,13 @@ mod tests {
             "ZLayer shapes never pin an instance type"
         );
 
-        let plain = wasmprov_api::NodeShape::from(&NodeShape::default());
+        let plain = shape_to_wasmprov(&NodeShape::default());
         assert_eq!(plain, wasmprov_api::NodeShape::default());
     }
 
     #[test]
     fn handle_and_price_fields_all_arrive() {
-        let node = NodeHandle::from(wasmprov_api::NodeHandle {
+        let node = handle_to_zlayer(wasmprov_api::NodeHandle {
             provider_id: "node-0042".into(),
             address: Some("10.0.0.42".into()),
             zone: Some("z1".into()),
@@ -217,7 +274,7 @@ mod tests {
         assert_eq!(node.capacity_type, CapacityType::Spot);
         assert_eq!(node.join_state, JoinState::Joining);
 
-        let bare = NodeHandle::from(wasm_handle());
+        let bare = handle_to_zlayer(wasm_handle());
         assert_eq!(bare.address, None);
         assert_eq!(bare.zone, None);
         assert_eq!(bare.capacity_type, CapacityType::OnDemand);
@@ -229,7 +286,7 @@ mod tests {
             "instance_type": "cx22",
         }))
         .unwrap();
-        let hint = PriceHint::from(hint);
+        let hint: PriceHint = price_to_zlayer(hint);
         assert!((hint.hourly_usd - 0.125).abs() < 1e-12);
         assert_eq!(hint.capacity_type, CapacityType::Spot);
     }
@@ -237,11 +294,11 @@ mod tests {
     #[test]
     fn enums_map_one_to_one_both_ways() {
         for c in [CapacityType::OnDemand, CapacityType::Spot] {
-            let wasm = wasmprov_api::CapacityType::from(c);
-            assert_eq!(CapacityType::from(wasm), c);
+            let wasm = capacity_to_wasmprov(c);
+            assert_eq!(capacity_to_zlayer(wasm), c);
         }
         assert_eq!(
-            wasmprov_api::CapacityType::from(CapacityType::Spot),
+            capacity_to_wasmprov(CapacityType::Spot),
             wasmprov_api::CapacityType::Spot
         );
         for (state, wasm) in [
@@ -254,8 +311,8 @@ mod tests {
             (JoinState::Joined, wasmprov_api::JoinState::Joined),
             (JoinState::Failed, wasmprov_api::JoinState::Failed),
         ] {
-            assert_eq!(JoinState::from(wasm), state);
-            assert_eq!(wasmprov_api::JoinState::from(state), wasm);
+            assert_eq!(join_state_to_zlayer(wasm), state);
+            assert_eq!(join_state_to_wasmprov(state), wasm);
         }
     }
 
@@ -376,7 +433,7 @@ mod tests {
         for (wasm, want, text) in table {
             let retryable = wasm.is_retryable();
             let shown = wasm.to_string();
-            let err = ProvisionerError::from(wasm);
+            let err = error_to_zlayer(wasm);
             assert_eq!(variant(&err), want, "{shown}");
             assert_eq!(err.to_string(), text, "{shown}");
             assert_eq!(
@@ -390,6 +447,60 @@ mod tests {
             if !matches!(err, ProvisionerError::Capacity(_)) {
                 assert!(text.ends_with(&shown), "{text} keeps {shown}");
             }
+        }
+    }
+
+    #[test]
+    fn zlayer_handles_and_errors_come_back_as_wasmprovs() {
+        let node = handle_to_wasmprov(NodeHandle {
+            provider_id: "i-7".into(),
+            address: Some("10.0.0.7".into()),
+            zone: Some("z2".into()),
+            capacity_type: CapacityType::Spot,
+            join_state: JoinState::Joined,
+        });
+        assert_eq!(node.provider_id, "i-7");
+        assert_eq!(node.address.as_deref(), Some("10.0.0.7"));
+        assert_eq!(node.zone.as_deref(), Some("z2"));
+        assert_eq!(node.capacity_type, wasmprov_api::CapacityType::Spot);
+        assert_eq!(node.join_state, wasmprov_api::JoinState::Joined);
+        assert_eq!(
+            node.status,
+            wasmprov_api::NodeStatus::from_join_state(wasmprov_api::JoinState::Joined)
+        );
+        assert!(node.labels.is_empty());
+
+        let mut shape = wasmprov_api::NodeShape::new(2.0, 4 << 30);
+        shape.zone = Some("z1".into());
+        shape.labels.insert("role".into(), "web".into());
+        let z = shape_to_zlayer(&shape);
+        assert!((z.cpu - 2.0).abs() < 1e-12);
+        assert_eq!(z.memory_bytes, 4 << 30);
+        assert_eq!(z.labels["role"], "web");
+        assert_eq!(z.zone.as_deref(), Some("z1"));
+
+        for (err, kind, text) in [
+            (
+                ProvisionerError::Unsupported("gpu".into()),
+                "unsupported",
+                "unsupported: gpu",
+            ),
+            (
+                ProvisionerError::Capacity("full".into()),
+                "capacity",
+                "capacity unavailable (instance type): full",
+            ),
+            (ProvisionerError::Auth("no".into()), "auth", "auth: no"),
+            (
+                ProvisionerError::Transport("reset".into()),
+                "transport",
+                "transport: reset",
+            ),
+            (ProvisionerError::Other("odd".into()), "other", "odd"),
+        ] {
+            let w = error_to_wasmprov(err);
+            assert_eq!(w.kind(), kind);
+            assert_eq!(w.to_string(), text);
         }
     }
 }

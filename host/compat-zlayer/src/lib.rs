@@ -1,27 +1,28 @@
-//! ZLayer's provisioner contract, served by wasmprov.
+//! ZLayer's provisioner contract and wasmprov's, both ways, on ZLayer's
+//! real crate (`zlayer-provisioner`).
 //!
-//! ZLayer's autoscaler programs against the `zlayer_provisioner` crate: a
-//! [`CloudProvisioner`] trait and a handful of value types. This crate
-//! declares that trait and those types again, name for name, field for field
-//! and derive for derive (so their JSON is the same too), and adds
-//! [`WasmprovProvisioner`], which serves any [`wasmprov_api::CloudProvisioner`]
-//! (a wasm plugin loaded by `wasmprov-host`, or a native backend) through
-//! them. Code written against `zlayer_provisioner` compiles against this
-//! crate once its `use` lines name `wasmprov_compat_zlayer` instead.
-//!
-//! - [`contract`]: the trait, the value types, the error enum and the
-//!   `Result` alias, re-exported here at the crate root;
+//! - [`WasmprovProvisioner`] implements `zlayer_provisioner::CloudProvisioner`
+//!   for any [`wasmprov_api::CloudProvisioner`] (a wasm plugin loaded by
+//!   `wasmprov-host`, or a native backend); [`zlayer`] turns an
+//!   `Arc<dyn wasmprov_api::CloudProvisioner>` into an
+//!   `Arc<dyn zlayer_provisioner::CloudProvisioner>` in one call. Code
+//!   written against `zlayer_provisioner` takes it unchanged.
+//! - [`ZLayerBackend`] is the other way: any ZLayer provisioner (ZLayer's
+//!   own `CloudInitProvisioner` included, re-exported here with the
+//!   `cloud-init` feature) as a wasmprov backend, for a fleet beside wasm
+//!   plugins: it makes one instance type that a fleet can pin, and its
+//!   `describe` answers only the nodes it made for its owner.
 //! - [`convert`]: every conversion between the two vocabularies, with the
-//!   table of how wasmprov's errors land on ZLayer's five;
-//! - [`adapter`]: [`WasmprovProvisioner`] and what it cannot carry over.
+//!   table of how wasmprov's errors land on ZLayer's five.
 //!
-//! What the older contract cannot carry (request ids, instance types, node
-//! labels, the finer error kinds) is listed in [`adapter`] and [`convert`].
+//! ZLayer's trait and value types are re-exported at the crate root (and
+//! the crate itself as [`zlayer_provisioner`]); the copies this crate
+//! declared before ([`contract`]) are deprecated.
 //!
 //! ```
 //! use std::sync::Arc;
 //!
-//! use wasmprov_compat_zlayer::{CapacityType, CloudProvisioner, NodeShape, WasmprovProvisioner};
+//! use zlayer_provisioner::{CapacityType, CloudProvisioner, NodeShape};
 //!
 //! /// A wasmprov backend that has nothing to offer yet.
 //! struct Empty;
@@ -48,8 +49,8 @@
 //!     }
 //! }
 //!
-//! // What a ZLayer autoscaler holds: a `dyn CloudProvisioner` of its own contract.
-//! let backend: Box<dyn CloudProvisioner> = Box::new(WasmprovProvisioner::new(Arc::new(Empty)));
+//! // What a ZLayer autoscaler holds: a `dyn CloudProvisioner` of ZLayer's crate.
+//! let backend: Arc<dyn CloudProvisioner> = wasmprov_compat_zlayer::zlayer(Arc::new(Empty));
 //! assert_eq!(backend.name(), "empty");
 //! assert_eq!(backend.capacity_types(), &[CapacityType::Spot]);
 //! assert!(backend.price_hint(&NodeShape::new(2.0, 4 << 30)).is_none());
@@ -66,11 +67,16 @@
 #![warn(missing_docs)]
 
 pub mod adapter;
+pub mod backend;
 pub mod contract;
 pub mod convert;
 
-pub use adapter::WasmprovProvisioner;
-pub use contract::{
+pub use adapter::{WasmprovProvisioner, zlayer};
+pub use backend::ZLayerBackend;
+pub use zlayer_provisioner;
+pub use zlayer_provisioner::{
     CapacityType, CloudProvisioner, JoinState, NodeHandle, NodeShape, PriceHint, ProviderNodeId,
     ProvisionerError, Result,
 };
+#[cfg(feature = "cloud-init")]
+pub use zlayer_provisioner::{CloudInitConfig, CloudInitProvisioner};

@@ -58,6 +58,17 @@ pub struct Info {
     /// injected.
     #[serde(default)]
     pub faults: BTreeMap<String, Canned>,
+    /// The most nodes one page of this cloud's node list holds, whatever
+    /// the plugin asks: the suite plants one more than this of the run's
+    /// own nodes (and as many of another owner's) before `describe`, so a
+    /// plugin that reads only the first page fails `describe.pages`.
+    /// Absent: the rule is skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_size: Option<usize>,
+    /// An image this cloud boots that is not the plugin's default, for the
+    /// suite to ask for (`boot.image`). Absent: the rule is skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_image: Option<String>,
 }
 
 /// How a cloud stores labels.
@@ -173,6 +184,45 @@ pub struct Node {
     /// given or the fake does not keep it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_data_base64: Option<String>,
+    /// What reached the cloud when the node was made and what the cloud
+    /// holds of it now, for the suite to check the plugin against; absent
+    /// when the fake records nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<Record>,
+}
+
+/// What a fake records of a node. Every field is optional: an absent one
+/// is something this fake cannot tell, and the suite skips the rules that
+/// need it (rather than passing them).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// The image the create asked for (`""`: none was named).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The user data the create carried, base64 (`""`: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data_base64: Option<String>,
+    /// The SSH public keys the create carried (`[]`: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_keys: Option<Vec<String>>,
+    /// The zone (region, location) the node is in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// Its instance type (size, server type).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
+    /// When the cloud created it, RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    /// The cloud's own name of its state now (`active`, `running`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Its address in the cloud's private network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_address: Option<String>,
+    /// Its public address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_address: Option<String>,
 }
 
 fn yes() -> bool {

@@ -47,7 +47,7 @@ use axum::routing::{get, post};
 use base64::Engine as _;
 use serde::Serialize;
 
-use crate::control::{self, Canned, Info, Route, TagStyle};
+use crate::control::{self, Canned, Info, Record, Route, TagStyle};
 use crate::wire::{self, lock};
 
 pub use crate::wire::Query;
@@ -321,7 +321,11 @@ pub struct Fake {
     token: Option<String>,
     unauthorized: Canned,
     plant_fields: Arc<dyn Fn(&Labels) -> serde_json::Value + Send + Sync>,
+    records: Option<RecordFn>,
 }
+
+/// How a fake tells the suite what it recorded of a node.
+type RecordFn = Arc<dyn Fn(&Node) -> Record + Send + Sync>;
 
 impl std::fmt::Debug for Fake {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -348,7 +352,37 @@ impl Fake {
                 body: r#"{"error":"unauthorized"}"#.into(),
             },
             plant_fields: Arc::new(|_| serde_json::json!({})),
+            records: None,
         }
+    }
+
+    /// The most nodes one page of the cloud's node list holds: the suite
+    /// plants more than a page before `describe` (`describe.pages`).
+    #[must_use]
+    pub fn page_size(mut self, max: usize) -> Self {
+        self.info.page_size = Some(max);
+        self
+    }
+
+    /// An image the cloud boots that is not the plugin's default, for the
+    /// suite to ask for (`boot.image`).
+    #[must_use]
+    pub fn boot_image(mut self, image: &str) -> Self {
+        self.info.boot_image = Some(image.to_string());
+        self
+    }
+
+    /// What the fake recorded of a node, read from its fields: the image,
+    /// SSH keys, zone, instance type, state and addresses as the create
+    /// left them. The kit adds the node's creation time and user data
+    /// ([`Node::created`], [`Node::user_data`]; none given is `""`) unless
+    /// `record` sets them. The suite checks the plugin against each field
+    /// set (`boot.*`, `shape.zone`, `handle.truth`, `handle.created-at`);
+    /// without this, those rules are skipped.
+    #[must_use]
+    pub fn records(mut self, record: impl Fn(&Node) -> Record + Send + Sync + 'static) -> Self {
+        self.records = Some(Arc::new(record));
+        self
     }
 
     /// Every request of the cloud's API must carry `Authorization: Bearer
@@ -462,6 +496,7 @@ impl Fake {
             info: self.info.clone(),
             store: store.clone(),
             plant_fields: self.plant_fields.clone(),
+            records: self.records.clone(),
         });
         let mut router = api(store.clone());
         if let Some(token) = self.token.clone() {
@@ -499,6 +534,7 @@ struct Control {
     info: Info,
     store: Store,
     plant_fields: Arc<dyn Fn(&Labels) -> serde_json::Value + Send + Sync>,
+    records: Option<RecordFn>,
 }
 
 async fn info(State(c): State<Arc<Control>>) -> Response {
@@ -511,6 +547,15 @@ async fn nodes(State(c): State<Arc<Control>>) -> Response {
         .all()
         .into_iter()
         .map(|n| {
+            let record = c.records.as_ref().map(|f| {
+                let mut r = f(&n);
+                r.created_at.get_or_insert_with(|| n.created.clone());
+                r.user_data_base64.get_or_insert_with(|| {
+                    base64::engine::general_purpose::STANDARD
+                        .encode(n.user_data.as_deref().unwrap_or_default())
+                });
+                r
+            });
             let (labels, tags) = match c.info.tags {
                 TagStyle::Labels => (n.labels.clone(), Vec::new()),
                 TagStyle::Flat => (Labels::new(), n.tags()),
@@ -523,6 +568,7 @@ async fn nodes(State(c): State<Arc<Control>>) -> Response {
                 user_data_base64: n
                     .user_data
                     .map(|d| base64::engine::general_purpose::STANDARD.encode(d)),
+                record,
             }
         })
         .collect();

@@ -27,6 +27,34 @@ pub struct TruthNode {
     pub user_data: Option<Vec<u8>>,
 }
 
+/// What a fake recorded of one node: what reached the cloud when the node
+/// was made, and what the cloud holds of it now. Every field is optional:
+/// `None` is something this fake cannot tell, and the rules that need it
+/// are skipped, not passed. Build one with `NodeRecord::default()` and set
+/// the fields the fake knows.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct NodeRecord {
+    /// The image the create asked for (`Some("")`: it named none).
+    pub image: Option<String>,
+    /// The user data the create carried (`Some(empty)`: none).
+    pub user_data: Option<Vec<u8>>,
+    /// The SSH public keys the create carried (`Some(empty)`: none).
+    pub ssh_keys: Option<Vec<String>>,
+    /// The zone (region, location) the node is in.
+    pub zone: Option<String>,
+    /// Its instance type.
+    pub instance_type: Option<String>,
+    /// When the cloud created it, in milliseconds since the Unix epoch.
+    pub created_at_ms: Option<u64>,
+    /// The cloud's own name of its state now.
+    pub state: Option<String>,
+    /// Its private address.
+    pub private_address: Option<String>,
+    /// Its public address.
+    pub public_address: Option<String>,
+}
+
 /// A stand-in for a cloud, on 127.0.0.1 or in-process.
 #[async_trait::async_trait]
 pub trait FakeCloud: Send + Sync + 'static {
@@ -91,6 +119,28 @@ pub trait FakeCloud: Send + Sync + 'static {
     fn exec_is_create(&self, req: &ExecRequest) -> bool {
         let _ = req;
         false
+    }
+
+    /// What this fake recorded of node `id` ([`NodeRecord`]); `None` (the
+    /// default) when it records nothing or has no such node: the rules
+    /// that compare a plugin with the record are then skipped.
+    async fn record(&self, id: &str) -> anyhow::Result<Option<NodeRecord>> {
+        let _ = id;
+        Ok(None)
+    }
+
+    /// The most nodes one page of the cloud's node list holds. With it,
+    /// the suite plants one more than a page of the run's own nodes (and of
+    /// another owner's) before `describe` (`describe.pages`); `None` (the
+    /// default) skips that rule.
+    fn page_size(&self) -> Option<usize> {
+        None
+    }
+
+    /// An image the cloud boots that is not the plugin's default, for
+    /// `boot.image`; `None` (the default) skips that rule.
+    fn boot_image(&self) -> Option<String> {
+        None
     }
 }
 
@@ -165,4 +215,12 @@ pub fn json_response(status: u16, headers: &[(&str, &str)], body: &str) -> http:
     builder
         .body(Bytes::from(body.to_string()))
         .unwrap_or_else(|_| http::Response::new(Bytes::new()))
+}
+
+/// Milliseconds since the Unix epoch of an RFC 3339 time; `None` when it
+/// is not one.
+pub(crate) fn rfc3339_ms(text: &str) -> Option<u64> {
+    let t =
+        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
+    u64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
 }

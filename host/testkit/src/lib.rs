@@ -17,7 +17,7 @@ mod harness;
 pub mod report;
 mod suite;
 
-pub use fake::{Fake, FakeCloud, TruthNode};
+pub use fake::{Fake, FakeCloud, NodeRecord, TruthNode};
 pub use faults::{FaultKind, FaultSpec};
 pub use report::{Report, RuleResult, Status};
 pub use suite::{MAX_ATTEMPTS, OWNER_LABEL, REQUEST_LABEL, Suite};

@@ -87,7 +87,39 @@ pub const RULES: &[(&str, &str)] = &[
     ),
     (
         "boot.honoured",
-        "boot data is refused as unsupported, or reaches the cloud (where the fake records it)",
+        "a request with boot data (user data, an image, an SSH key, each alone) is refused as unsupported, or makes a node",
+    ),
+    (
+        "boot.user-data",
+        "user data is refused as unsupported, or reaches the cloud byte for byte (where the fake records it)",
+    ),
+    (
+        "boot.image",
+        "an image asked for is refused as unsupported, or is the one the cloud is asked to boot (where the fake records it)",
+    ),
+    (
+        "boot.ssh-keys",
+        "an SSH key is refused as unsupported, or reaches the cloud (where the fake records it)",
+    ),
+    (
+        "shape.zone",
+        "a shape naming a zone the offerings list (not the default one) makes the node in that zone, by the handle and by the cloud",
+    ),
+    (
+        "handle.truth",
+        "a handle's zone, instance type, addresses and state are what the cloud holds (where the fake records them)",
+    ),
+    (
+        "handle.created-at",
+        "a handle says when the node was created: the cloud's time (where the fake records it), or a time during the run",
+    ),
+    (
+        "describe.pages",
+        "describe lists every node of this owner when they span more than one page of the cloud's list (the suite plants them)",
+    ),
+    (
+        "ids.awkward",
+        "valid but awkward request ids (a--b, a_b__c, 63 characters) round-trip: labels in the cloud, handle, retry, describe, get, terminate",
     ),
     (
         "errors.classified",

@@ -42,7 +42,7 @@ use wasmprov_api::{
 use wasmprov_host::{HostBuilder, LockMode, WasmPlugin};
 
 use crate::cassette::{Cassette, Recorder, Redactor, Replayer};
-use crate::fake::{Fake, FakeCloud, TruthNode};
+use crate::fake::{Fake, FakeCloud, NodeRecord, TruthNode};
 use crate::faults::{FaultSpec, Injector};
 use crate::harness::{Denials, Harness, Target};
 use crate::report::{Checks, Report};
@@ -357,6 +357,9 @@ impl Suite {
             requests: Vec::new(),
             made: BTreeMap::new(),
             seen_in_truth: false,
+            paged: Vec::new(),
+            offerings: Vec::new(),
+            started_ms: now_ms(),
         };
         let outcome = tokio::time::timeout(RUN_LIMIT, run.steps()).await;
         let mut notes = Vec::new();
@@ -449,6 +452,33 @@ impl Suite {
 }
 
 type SecretFn = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Most nodes the suite plants to span two pages: a fake with larger
+/// pages skips `describe.pages`.
+const MAX_PAGE_PLANT: usize = 500;
+/// How far a handle's creation time may be from the fake's (clouds and
+/// fakes write whole seconds).
+const CREATED_SLACK_MS: u64 = 2_000;
+/// The SSH key the suite asks to authorize (`boot.ssh-keys`).
+const SSH_KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGNvbmZvcm1hbmNlLWtleS1vZi13YXNtcHJvdi10ZXN0 conformance@wasmprov";
+
+/// Valid ids that are easy to get wrong (see `wasmprov_api::ids`): a
+/// double hyphen (not a hostname label on every cloud), underscores (not
+/// hostname characters), and the longest id.
+fn awkward_ids() -> Vec<String> {
+    let mut longest = String::from("conformance_longest-id-");
+    while longest.len() < wasmprov_api::ids::MAX_ID_LEN - 1 {
+        longest.push('x');
+    }
+    longest.push('9');
+    vec!["a--b".into(), "a_b__c".into(), longest]
+}
 
 /// The value a replay gives secret `env`: any value works, since secrets are
 /// redacted to their names before requests are compared.
@@ -616,6 +646,12 @@ struct Run {
     /// Whether the fake's ground truth ever listed a node of this owner:
     /// rules about nodes in the cloud pass only when it has.
     seen_in_truth: bool,
+    /// Nodes of this owner planted in the fake, more than a page of them.
+    paged: Vec<String>,
+    /// What `offerings` listed (for a zone other than the default).
+    offerings: Vec<Offering>,
+    /// When the run started, in milliseconds since the Unix epoch.
+    started_ms: u64,
 }
 
 type CallResult<T> = Result<T, ProvisionerError>;
@@ -780,6 +816,7 @@ impl Run {
         self.step_boot(&small).await;
         let zone = a.as_ref().and_then(|a| a.zone.clone());
         self.step_second_node(&small, zone).await;
+        self.step_zone(&small, a.as_ref()).await;
         for i in 1..=4 {
             let id = format!("conformance-retry-{i}");
             if let Err(e) = self.provision(&id, &small).await {
@@ -794,6 +831,11 @@ impl Run {
         }
         self.step_unsatisfiable().await;
         self.cleanup().await;
+        // With every node gone, so that its describes read few pages
+        // under faults; it checks its own nodes are gone.
+        self.injector.pause(false);
+        self.step_awkward_ids(&small).await;
+        self.injector.pause(true);
         // Last: with the fake, more nodes are planted than in a replay of
         // the same run, and a `get` answered from `describe` repeats its
         // request; anywhere earlier that would shift the cassette.
@@ -963,6 +1005,7 @@ impl Run {
         };
         if let Some(list) = &offerings {
             self.check_offerings(list, hints);
+            self.offerings.clone_from(list);
         }
         self.check_binding(offerings.as_deref());
     }
@@ -1075,6 +1118,7 @@ impl Run {
         let plugin = self.plugin.clone();
         if let Some(a) = a {
             let id = a.provider_id.clone();
+            let before = self.record(&id).await;
             let got = self
                 .call(&format!("get {id}"), || {
                     let plugin = plugin.clone();
@@ -1082,6 +1126,11 @@ impl Run {
                     async move { plugin.get(&id).await }
                 })
                 .await;
+            let after = self.record(&id).await;
+            if let Ok(Some(n)) = &got {
+                self.check_against_record(&format!("get {id}"), n, after.as_ref());
+                self.check_state(n, before.as_ref(), after.as_ref());
+            }
             let outcome = match got {
                 Ok(Some(n))
                     if n.provider_id == a.provider_id
@@ -1129,42 +1178,534 @@ impl Run {
         }
     }
 
-    /// `boot.honoured`: user data is refused, or reaches the cloud.
+    /// `boot.honoured`, `boot.user-data`, `boot.image`, `boot.ssh-keys`:
+    /// each field of boot data, asked alone, is refused as unsupported or
+    /// reaches the cloud as asked (where the fake records it).
     async fn step_boot(&mut self, shape: &NodeShape) {
-        let rule = "boot.honoured";
         let data = b"#cloud-config\nruncmd: [\"echo conformance-boot\"]\n".to_vec();
+        let want = data.clone();
         let boot = BootData {
-            user_data: Some(data.clone()),
+            user_data: Some(data),
             ..BootData::default()
         };
-        let request = "conformance-boot";
+        self.boot_case(
+            "conformance-boot",
+            "boot.user-data",
+            shape,
+            boot,
+            move |r| {
+                let got = r.user_data.as_ref()?;
+                Some(if *got == want {
+                    Ok(())
+                } else if got.is_empty() {
+                    Err(format!(
+                        "the node reached the cloud without the {} bytes of user data asked for",
+                        want.len()
+                    ))
+                } else {
+                    Err(format!(
+                        "the node was created with {} bytes of user data, not the {} asked for",
+                        got.len(),
+                        want.len()
+                    ))
+                })
+            },
+        )
+        .await;
+        match self.fake.as_ref().and_then(|f| f.boot_image()) {
+            None => self.checks.skip(
+                "boot.image",
+                "the fake names no image of its cloud to ask for (FakeCloud::boot_image, `boot_image` in the fake-control protocol's info)",
+            ),
+            Some(image) => {
+                let boot = BootData {
+                    image: Some(image.clone()),
+                    ..BootData::default()
+                };
+                self.boot_case("conformance-boot-image", "boot.image", shape, boot, move |r| {
+                    let got = r.image.as_ref()?;
+                    Some(if *got == image {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "asked for image {image:?}; the cloud was asked for {got:?}"
+                        ))
+                    })
+                })
+                .await;
+            }
+        }
+        let boot = BootData {
+            ssh_keys: vec![SSH_KEY.to_string()],
+            ..BootData::default()
+        };
+        self.boot_case("conformance-boot-ssh", "boot.ssh-keys", shape, boot, |r| {
+            let got = r.ssh_keys.as_ref()?;
+            // A cloud may keep a key without its comment.
+            let key_of = |k: &str| k.split(' ').take(2).collect::<Vec<_>>().join(" ");
+            Some(if got.iter().any(|k| key_of(k) == key_of(SSH_KEY)) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "asked to authorize SSH key {}; the cloud got {}",
+                    key_of(SSH_KEY),
+                    if got.is_empty() {
+                        "no key".to_string()
+                    } else {
+                        got.join(", ")
+                    }
+                ))
+            })
+        })
+        .await;
+    }
+
+    /// Provisions `request` with `boot`: a refusal as unsupported passes
+    /// `rule`; a node made is checked with `check` against what the fake
+    /// recorded (`None` from `check`: the fake cannot tell, `rule` skipped).
+    async fn boot_case(
+        &mut self,
+        request: &str,
+        rule: &str,
+        shape: &NodeShape,
+        boot: BootData,
+        check: impl Fn(&NodeRecord) -> Option<Result<(), String>>,
+    ) {
+        let asked = boot.given().join(", ");
         match self.provision_booting(request, shape, boot).await {
-            Err(ProvisionerError::Unsupported(_)) => self.checks.pass(rule),
+            Err(ProvisionerError::Unsupported(_)) => {
+                self.checks.pass("boot.honoured");
+                self.checks.pass(rule);
+            }
+            Err(e) => {
+                let seen = format!("provision with {asked}: {} ({e})", e.kind());
+                self.checks.fail("boot.honoured", seen.clone());
+                self.checks.fail(rule, seen);
+            }
+            Ok(node) => {
+                self.checks.pass("boot.honoured");
+                let mut record = self.record(&node.provider_id).await;
+                if record.is_none() {
+                    // Fakes that keep only user data say it in the truth.
+                    let truth = self.truth().await.unwrap_or_default();
+                    record = truth
+                        .into_iter()
+                        .find(|n| n.id == node.provider_id)
+                        .and_then(|n| n.user_data)
+                        .map(|d| NodeRecord {
+                            user_data: Some(d),
+                            ..NodeRecord::default()
+                        });
+                }
+                match record.as_ref().and_then(&check) {
+                    Some(outcome) => self.checks.check(
+                        rule,
+                        outcome.map_err(|m| {
+                            format!("provision {request} → {}: {m}", node.provider_id)
+                        }),
+                    ),
+                    None => self.checks.skip(
+                        rule,
+                        format!("the fake does not record the {asked} a node was created with"),
+                    ),
+                }
+                if request != "conformance-boot" {
+                    self.discard(&node.provider_id).await;
+                }
+            }
+        }
+    }
+
+    /// Terminates a node this owner no longer needs, so that describes
+    /// stay short; one left behind is a leak (`leak.none`).
+    async fn discard(&mut self, id: &str) {
+        match self.terminate(id).await {
+            Ok(()) | Err(ProvisionerError::NotFound(_)) => {
+                // Counted by no later rule: it is gone on purpose.
+                let requests: Vec<String> = self
+                    .made
+                    .iter()
+                    .filter(|(_, made)| *made == id)
+                    .map(|(request, _)| request.clone())
+                    .collect();
+                for request in requests {
+                    self.made.remove(&request);
+                    self.requests.retain(|r| *r != request);
+                }
+            }
+            Err(e) => tracing::warn!("terminate {id}: {e}"),
+        }
+    }
+
+    /// What the fake recorded of node `id`, if it records anything.
+    async fn record(&self, id: &str) -> Option<NodeRecord> {
+        match self.fake.as_ref()?.record(id).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("reading the fake's record of {id}: {e:#}");
+                None
+            }
+        }
+    }
+
+    /// A handle of a node this run made against what the fake recorded
+    /// and holds: `handle.truth`, `handle.created-at`, and the node's
+    /// labels in the cloud (`provision.tags`).
+    async fn check_recorded(&mut self, what: &str, shape: &NodeShape, h: &NodeHandle) {
+        let record = self.record(&h.provider_id).await;
+        self.check_against_record(what, h, record.as_ref());
+        let Some(truth) = self.truth().await else {
+            return;
+        };
+        let Some(node) = truth.iter().find(|n| n.id == h.provider_id) else {
+            return;
+        };
+        let mut missing = Vec::new();
+        for (k, v) in h
+            .labels
+            .iter()
+            .filter(|(k, _)| *k == OWNER_LABEL || *k == REQUEST_LABEL)
+            .chain(&shape.labels)
+        {
+            if node.labels.get(k) != Some(v) {
+                missing.push(format!("{k}={v} (the cloud has {:?})", node.labels.get(k)));
+            }
+        }
+        self.checks.check(
+            "provision.tags",
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{what} → {}: the node in the cloud lacks {}",
+                    h.provider_id,
+                    missing.join(", ")
+                ))
+            },
+        );
+    }
+
+    /// `handle.truth` and `handle.created-at` for one handle.
+    fn check_against_record(&mut self, what: &str, h: &NodeHandle, record: Option<&NodeRecord>) {
+        let id = &h.provider_id;
+        let Some(r) = record else {
+            self.checks.skip(
+                "handle.truth",
+                "the fake records no fields of its nodes (FakeCloud::record, `record` in the fake-control protocol's node list)",
+            );
+            self.check_created_plausible(what, h);
+            return;
+        };
+        let fields = [
+            ("zone", &h.zone, &r.zone),
+            ("instance type", &h.instance_type, &r.instance_type),
+            ("private address", &h.private_address, &r.private_address),
+            ("public address", &h.public_address, &r.public_address),
+        ];
+        let mut problems = Vec::new();
+        let mut known = 0;
+        for (name, got, want) in fields {
+            let Some(want) = want else { continue };
+            known += 1;
+            match got {
+                Some(g) if g == want => {}
+                Some(g) => problems.push(format!("its {name} is {g}, the cloud says {want}")),
+                None => problems.push(format!("it has no {name}, the cloud says {want}")),
+            }
+        }
+        if known == 0 {
+            self.checks.skip(
+                "handle.truth",
+                "the fake records no zone, instance type or address of its nodes",
+            );
+        } else {
+            self.checks.check(
+                "handle.truth",
+                if problems.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("{what} → {id}: {}", problems.join("; ")))
+                },
+            );
+        }
+        match (r.created_at_ms, h.created_at_ms) {
+            (Some(want), Some(got)) => self.checks.check(
+                "handle.created-at",
+                if got.abs_diff(want) <= CREATED_SLACK_MS {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{what} → {id}: created_at is {got} ms since the epoch, the cloud created it at {want} ({} s apart)",
+                        got.abs_diff(want) / 1000
+                    ))
+                },
+            ),
+            (Some(want), None) => self.checks.fail(
+                "handle.created-at",
+                format!(
+                    "{what} → {id} has no created_at; the cloud created it at {want} ms since the epoch"
+                ),
+            ),
+            (None, _) => self.check_created_plausible(what, h),
+        }
+    }
+
+    /// Without the fake's creation time: a node this run made was created
+    /// during the run (give or take a day of clock skew), when it says.
+    fn check_created_plausible(&mut self, what: &str, h: &NodeHandle) {
+        const DAY_MS: u64 = 86_400_000;
+        match h.created_at_ms {
+            None => self.checks.skip(
+                "handle.created-at",
+                "neither the handles nor the fake say when a node was created",
+            ),
+            Some(got) => self.checks.check(
+                "handle.created-at",
+                if got + DAY_MS >= self.started_ms && got <= now_ms() + DAY_MS {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{what} → {}: created_at is {got} ms since the epoch, not during this run ({} ms)",
+                        h.provider_id, self.started_ms
+                    ))
+                },
+            ),
+        }
+    }
+
+    /// `handle.truth` for the state: `get`'s raw state is the one the
+    /// cloud had just before or just after it (a state may move on).
+    fn check_state(
+        &mut self,
+        h: &NodeHandle,
+        before: Option<&NodeRecord>,
+        after: Option<&NodeRecord>,
+    ) {
+        let known: Vec<&String> = [before, after]
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.state.as_ref())
+            .collect();
+        if known.is_empty() {
+            return;
+        }
+        self.checks.check(
+            "handle.truth",
+            match &h.raw_state {
+                Some(s) if known.contains(&s) => Ok(()),
+                other => Err(format!(
+                    "get {} says raw state {other:?}; the cloud had {}",
+                    h.provider_id,
+                    known
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", then ")
+                )),
+            },
+        );
+    }
+
+    /// `describe.pages`: every node of this owner planted across pages is
+    /// listed.
+    fn check_pages(&mut self, nodes: &[NodeHandle]) {
+        if self.paged.is_empty() {
+            return;
+        }
+        let missing: Vec<&String> = self
+            .paged
+            .iter()
+            .filter(|id| !nodes.iter().any(|n| n.provider_id == **id))
+            .collect();
+        let page = self.fake.as_ref().and_then(|f| f.page_size()).unwrap_or(0);
+        self.checks.check(
+            "describe.pages",
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "describe listed {} of the {} nodes of this owner planted over more than one page (the cloud's pages hold {page}); missing {}{}: does the plugin follow the cloud's next page?",
+                    self.paged.len() - missing.len(),
+                    self.paged.len(),
+                    missing
+                        .iter()
+                        .take(5)
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if missing.len() > 5 { ", ..." } else { "" }
+                ))
+            },
+        );
+    }
+
+    /// `shape.zone`: a shape naming a zone other than the default one (one
+    /// the offerings list for the type) makes the node there.
+    async fn step_zone(&mut self, base: &NodeShape, a: Option<&NodeHandle>) {
+        let rule = "shape.zone";
+        let Some(a) = a else {
+            self.checks
+                .skip(rule, "no node was provisioned to find another zone from");
+            return;
+        };
+        let other = self
+            .offerings
+            .iter()
+            .filter(|o| Some(&o.instance_type) == a.instance_type.as_ref())
+            .flat_map(|o| o.zones.iter())
+            .find(|z| Some(*z) != a.zone.as_ref())
+            .cloned();
+        let Some(zone) = other else {
+            self.checks.skip(
+                rule,
+                format!(
+                    "the offerings name no zone of {:?} other than {:?}",
+                    a.instance_type, a.zone
+                ),
+            );
+            return;
+        };
+        let request = "conformance-zone";
+        let shape = NodeShape {
+            zone: Some(zone.clone()),
+            ..base.clone()
+        };
+        match self.provision(request, &shape).await {
+            Ok(h) => {
+                self.check_handle(request, &shape, &h);
+                self.checks.check(
+                    rule,
+                    match &h.zone {
+                        Some(z) if *z == zone => Ok(()),
+                        other => Err(format!(
+                            "provision {request} asked for zone {zone}; the handle says {other:?}"
+                        )),
+                    },
+                );
+                if let Some(z) = self.record(&h.provider_id).await.and_then(|r| r.zone) {
+                    self.checks.check(
+                        rule,
+                        if z == zone {
+                            Ok(())
+                        } else {
+                            Err(format!(
+                                "provision {request} asked for zone {zone}; the cloud made {} in {z}",
+                                h.provider_id
+                            ))
+                        },
+                    );
+                }
+                self.check_recorded(&format!("provision {request}"), &shape, &h)
+                    .await;
+                self.discard(&h.provider_id).await;
+            }
             Err(e) => self.checks.fail(
                 rule,
-                format!("provision with user data: {} ({e})", e.kind()),
+                format!(
+                    "provision {request} in zone {zone} (offered for {:?}) failed: {} ({e})",
+                    a.instance_type,
+                    e.kind()
+                ),
             ),
-            Ok(node) => {
-                let truth = self.truth().await;
-                let outcome = match truth
-                    .as_deref()
-                    .and_then(|t| t.iter().find(|n| n.id == node.provider_id))
-                {
-                    Some(n) => match &n.user_data {
-                        Some(got) if *got == data => Ok(()),
-                        Some(got) => Err(format!(
-                            "{} was created with {} bytes of user data, not the {} asked for",
-                            node.provider_id,
-                            got.len(),
-                            data.len()
-                        )),
-                        // The fake cannot tell.
-                        None => Ok(()),
-                    },
-                    None => Ok(()),
-                };
-                self.checks.check(rule, outcome);
+        }
+    }
+
+    /// `ids.awkward`: valid ids that are easy to get wrong round-trip:
+    /// labels in the cloud, handle, idempotent retry, describe, get,
+    /// terminate.
+    async fn step_awkward_ids(&mut self, shape: &NodeShape) {
+        let rule = "ids.awkward";
+        for request in awkward_ids() {
+            let h = match self.provision(&request, shape).await {
+                Ok(h) => h,
+                Err(e) => {
+                    self.checks.fail(
+                        rule,
+                        format!(
+                            "provision {request} (a valid request id) failed: {} ({e})",
+                            e.kind()
+                        ),
+                    );
+                    continue;
+                }
+            };
+            let id = h.provider_id.clone();
+            let mut problems = Vec::new();
+            if h.labels.get(REQUEST_LABEL) != Some(&request) {
+                problems.push(format!(
+                    "the handle's {REQUEST_LABEL} is {:?}",
+                    h.labels.get(REQUEST_LABEL)
+                ));
             }
+            if let Some(truth) = self.truth().await {
+                let made: Vec<&str> = self
+                    .made_for(&truth, &request)
+                    .iter()
+                    .map(|n| n.id.as_str())
+                    .collect();
+                if made != [id.as_str()] {
+                    problems.push(format!(
+                        "the cloud holds {made:?} labelled {REQUEST_LABEL}={request}, not [{id}]"
+                    ));
+                }
+            }
+            match self.provision(&request, shape).await {
+                Ok(again) if again.provider_id == id => {}
+                Ok(again) => problems.push(format!(
+                    "provisioning it again returned {}",
+                    again.provider_id
+                )),
+                Err(e) => problems.push(format!("provisioning it again failed: {e}")),
+            }
+            match self.describe().await {
+                Ok(nodes) => match nodes.iter().find(|n| n.provider_id == id) {
+                    Some(n) if n.labels.get(REQUEST_LABEL) == Some(&request) => {}
+                    Some(n) => problems.push(format!(
+                        "describe lists it with {REQUEST_LABEL} {:?}",
+                        n.labels.get(REQUEST_LABEL)
+                    )),
+                    None => problems.push("describe does not list it".into()),
+                },
+                Err(e) => problems.push(format!("describe failed: {e}")),
+            }
+            let plugin = self.plugin.clone();
+            let got = self
+                .call(&format!("get {id}"), || {
+                    let plugin = plugin.clone();
+                    let id = id.clone();
+                    async move { plugin.get(&id).await }
+                })
+                .await;
+            match got {
+                Ok(Some(n)) if n.labels.get(REQUEST_LABEL) == Some(&request) => {}
+                Ok(Some(n)) => problems.push(format!(
+                    "get returns it with {REQUEST_LABEL} {:?}",
+                    n.labels.get(REQUEST_LABEL)
+                )),
+                Ok(None) => problems.push("get finds nothing".into()),
+                Err(e) => problems.push(format!("get failed: {e}")),
+            }
+            match self.terminate(&id).await {
+                Ok(()) => {
+                    if let Some(truth) = self.truth().await
+                        && truth.iter().any(|n| n.id == id && n.alive)
+                    {
+                        problems.push("terminate succeeded, but it is still in the cloud".into());
+                    }
+                }
+                Err(e) => problems.push(format!("terminate failed: {e}")),
+            }
+            self.checks.check(
+                rule,
+                if problems.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "request id {request:?} → {id}: {}",
+                        problems.join("; ")
+                    ))
+                },
+            );
         }
     }
 
@@ -1224,8 +1765,56 @@ impl Run {
                     Err(e) => tracing::warn!("planting a node in the fake: {e:#}"),
                 }
             }
+            self.plant_pages(fake.clone()).await;
+        } else {
+            self.checks
+                .skip("describe.pages", "no fake cloud to plant nodes in");
         }
         planted
+    }
+
+    /// For `describe.pages`: one more than a page of this owner's nodes,
+    /// and as many of another owner's, planted in the fake.
+    async fn plant_pages(&mut self, fake: Arc<dyn FakeCloud>) {
+        let rule = "describe.pages";
+        let Some(page) = fake.page_size() else {
+            self.checks.skip(
+                rule,
+                "the fake does not say how many nodes a page of its list holds (FakeCloud::page_size, `page_size` in the fake-control protocol's info)",
+            );
+            return;
+        };
+        if page >= MAX_PAGE_PLANT {
+            self.checks.skip(
+                rule,
+                format!(
+                    "the fake's pages hold {page} nodes; the suite plants at most {MAX_PAGE_PLANT}"
+                ),
+            );
+            return;
+        }
+        for i in 0..=page {
+            let request = format!("conformance-page-{i}");
+            for owner in [self.owner.clone(), "someone-else".to_string()] {
+                let labels = BTreeMap::from([
+                    (OWNER_LABEL.to_string(), owner.clone()),
+                    (REQUEST_LABEL.to_string(), request.clone()),
+                ]);
+                match fake.plant(labels).await {
+                    Ok(Some(id)) if owner == self.owner => self.paged.push(id),
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        self.checks.skip(rule, "the fake cannot plant nodes");
+                        return;
+                    }
+                    Err(e) => {
+                        self.checks
+                            .fail(rule, format!("planting a node in the fake: {e:#}"));
+                        return;
+                    }
+                }
+            }
+        }
     }
 
     async fn step_first_node(&mut self, shape: &NodeShape) -> Option<NodeHandle> {
@@ -1241,9 +1830,21 @@ impl Run {
             }
         };
         self.check_handle(request, shape, &a);
+        self.check_recorded(&format!("provision {request}"), shape, &a)
+            .await;
         match self.describe().await {
             Ok(nodes) => {
+                self.check_pages(&nodes);
+                // Gone again, so that later describes read as many pages as
+                // the plugin's own nodes fill.
+                for id in std::mem::take(&mut self.paged) {
+                    self.discard(&id).await;
+                }
                 let found = nodes.iter().find(|n| n.provider_id == a.provider_id);
+                if let Some(n) = found {
+                    let record = self.record(&n.provider_id).await;
+                    self.check_against_record("describe", n, record.as_ref());
+                }
                 self.checks.check(
                     "describe.lists-own",
                     match found {
@@ -1380,7 +1981,11 @@ impl Run {
             ..base.clone()
         };
         match self.provision(request, &shape).await {
-            Ok(b) => self.check_handle(request, &shape, &b),
+            Ok(b) => {
+                self.check_handle(request, &shape, &b);
+                self.check_recorded(&format!("provision {request}"), &shape, &b)
+                    .await;
+            }
             Err(e) => self.checks.fail(
                 "provision.handle",
                 format!(

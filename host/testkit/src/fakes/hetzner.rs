@@ -8,8 +8,11 @@ use bytes::Bytes;
 use wasmprov_fake::{HetznerFake, HetznerFakeOptions};
 use wasmprov_host::intercept::OutgoingRequest;
 
-use crate::fake::{FakeCloud, TruthNode, json_response};
+use crate::fake::{FakeCloud, NodeRecord, TruthNode, json_response};
 use crate::faults::FaultKind;
+
+/// Small pages, so that describe's paging is exercised.
+const PAGE_SIZE: usize = 2;
 
 pub(crate) struct Hetzner {
     fake: HetznerFake,
@@ -22,7 +25,7 @@ impl Hetzner {
             SocketAddr::from(([127, 0, 0, 1], 0)),
             HetznerFakeOptions {
                 // Small pages, so that describe's pagination is exercised.
-                page_size_max: 2,
+                page_size_max: PAGE_SIZE,
                 ..HetznerFakeOptions::default()
             },
         )
@@ -60,6 +63,29 @@ impl FakeCloud for Hetzner {
                 user_data: s.user_data.map(String::into_bytes),
             })
             .collect())
+    }
+
+    /// The fake keeps no image or creation time; the state moves on as
+    /// servers are read, so it is the one a read right now would show.
+    async fn record(&self, id: &str) -> anyhow::Result<Option<NodeRecord>> {
+        Ok(self
+            .fake
+            .servers()
+            .into_iter()
+            .find(|s| s.id.to_string() == id)
+            .map(|s| NodeRecord {
+                user_data: Some(s.user_data.map(String::into_bytes).unwrap_or_default()),
+                ssh_keys: Some(s.ssh_keys),
+                zone: Some(s.location),
+                instance_type: Some(s.server_type),
+                state: Some(s.status),
+                public_address: Some(s.ipv4),
+                ..NodeRecord::default()
+            }))
+    }
+
+    fn page_size(&self) -> Option<usize> {
+        Some(PAGE_SIZE)
     }
 
     async fn plant(&self, labels: BTreeMap<String, String>) -> anyhow::Result<Option<String>> {

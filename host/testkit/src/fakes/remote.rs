@@ -17,7 +17,7 @@ use wasmprov_fake::control::{self, Info, NodeList, Plant, Planted, TagStyle};
 use wasmprov_host::intercept::OutgoingRequest;
 
 use super::loopback;
-use crate::fake::{FakeCloud, TruthNode};
+use crate::fake::{FakeCloud, NodeRecord, TruthNode};
 use crate::faults::FaultKind;
 
 /// How long one control request may take.
@@ -274,6 +274,53 @@ impl FakeCloud for Remote {
                 })
             })
             .collect()
+    }
+
+    async fn record(&self, id: &str) -> anyhow::Result<Option<NodeRecord>> {
+        let (status, body) = self.call("GET", control::NODES, b"").await?;
+        if status != 200 {
+            anyhow::bail!("{} answered HTTP {status}", control::NODES);
+        }
+        let list: NodeList = serde_json::from_slice(&body)
+            .with_context(|| format!("{} is not the protocol's node list", control::NODES))?;
+        let Some(r) = list
+            .nodes
+            .into_iter()
+            .find(|n| n.id == id)
+            .and_then(|n| n.record)
+        else {
+            return Ok(None);
+        };
+        let user_data = r
+            .user_data_base64
+            .map(|b| base64::engine::general_purpose::STANDARD.decode(b))
+            .transpose()
+            .with_context(|| format!("node {id}: record.user_data_base64 is not base64"))?;
+        let created_at_ms = match r.created_at {
+            None => None,
+            Some(t) => Some(crate::fake::rfc3339_ms(&t).with_context(|| {
+                format!("node {id}: record.created_at {t:?} is not an RFC 3339 time")
+            })?),
+        };
+        Ok(Some(NodeRecord {
+            image: r.image,
+            user_data,
+            ssh_keys: r.ssh_keys,
+            zone: r.zone,
+            instance_type: r.instance_type,
+            created_at_ms,
+            state: r.state,
+            private_address: r.private_address,
+            public_address: r.public_address,
+        }))
+    }
+
+    fn page_size(&self) -> Option<usize> {
+        self.info.page_size
+    }
+
+    fn boot_image(&self) -> Option<String> {
+        self.info.boot_image.clone()
     }
 
     async fn plant(&self, labels: BTreeMap<String, String>) -> anyhow::Result<Option<String>> {

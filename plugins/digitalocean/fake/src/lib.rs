@@ -11,6 +11,7 @@ use axum::extract::{Path, Request, State};
 use axum::response::Response;
 use axum::routing::get;
 use serde_json::{Value, json};
+use wasmprov_fake::control::Record;
 use wasmprov_fake::kit::{self, Fake, Labels, Node, Query, Store};
 use wasmprov_plugin_digitalocean::sizes::SIZES;
 
@@ -56,9 +57,12 @@ pub async fn serve(max_per_page: usize) -> anyhow::Result<kit::Running> {
         .fault("capacity", 422, &[], NOT_AVAILABLE)
         .fault("quota", 422, &[], OVER_LIMIT)
         .fault("rate_limited", 429, &throttled, TOO_MANY)
+        .page_size(max_per_page)
+        .boot_image("debian-12-x64")
         .planted(
             |_| json!({"status": "active", "size_slug": "s-1vcpu-1gb", "region": {"slug": "nyc3"}}),
         )
+        .records(record)
         .serve(|store| {
             axum::Router::new()
                 .route(
@@ -72,9 +76,39 @@ pub async fn serve(max_per_page: usize) -> anyhow::Result<kit::Running> {
         .await
 }
 
+/// What reached the fake when the droplet was made, and what it is now.
+fn record(node: &Node) -> Record {
+    let f = &node.fields;
+    let text = |v: &Value| v.as_str().map(String::from);
+    let ip = |kind: &str| {
+        f["networks"]["v4"]
+            .as_array()?
+            .iter()
+            .find(|n| n["type"] == kind)
+            .and_then(|n| text(&n["ip_address"]))
+    };
+    Record {
+        image: Some(text(&f["image"]["slug"]).unwrap_or_default()),
+        ssh_keys: Some(serde_json::from_value(f[SSH_KEYS].clone()).unwrap_or_default()),
+        zone: text(&f["region"]["slug"]),
+        instance_type: text(&f["size_slug"]),
+        state: text(&f["status"]),
+        private_address: ip("private"),
+        public_address: ip("public"),
+        ..Record::default()
+    }
+}
+
+/// Where a droplet's fields keep the SSH keys it was made with (not shown
+/// by the API, only to the suite).
+const SSH_KEYS: &str = "_ssh_keys";
+
 /// A droplet as the API shows it (and `new` only on its first showing).
 fn droplet(store: &Store, node: &Node) -> Value {
     let mut d = node.render();
+    if let Some(o) = d.as_object_mut() {
+        o.remove(SSH_KEYS);
+    }
     d["id"] = json!(node.id.parse::<u64>().unwrap_or(0));
     d["created_at"] = json!(node.created);
     d["tags"] = json!(node.tags());
@@ -168,6 +202,19 @@ async fn create(State(store): State<Store>, axum::Json(body): axum::Json<Value>)
             "Size is not available in this region.",
         );
     }
+    // DigitalOcean takes hostname characters only (and at most 255).
+    if name.is_empty()
+        || name.len() > 255
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-".contains(&b))
+    {
+        return error(
+            422,
+            "unprocessable_entity",
+            "Only valid hostname characters are allowed. (a-z, A-Z, 0-9, . and -)",
+        );
+    }
     let tags: Vec<String> = serde_json::from_value(body["tags"].clone()).unwrap_or_default();
     let bad_tag = |t: &String| {
         t.is_empty()
@@ -196,11 +243,16 @@ async fn create(State(store): State<Store>, axum::Json(body): axum::Json<Value>)
         "name": name, "status": "new", "size_slug": slug, "vcpus": size.vcpus, "memory": size.memory_mib,
         "disk": size.disk_gib, "region": {"slug": region}, "image": {"slug": body["image"]},
         "networks": {"v4": [{"ip_address": "10.10.0.1", "type": "private"}, {"ip_address": "203.0.113.10", "type": "public"}]},
+        SSH_KEYS: body["ssh_keys"].as_array().cloned().unwrap_or_default(),
     });
     let node = store.create(labels, user_data, fields);
     // The create answer shows the droplet as `new` without counting a read.
     let mut d = node.render();
+    if let Some(o) = d.as_object_mut() {
+        o.remove(SSH_KEYS);
+    }
     d["id"] = json!(node.id.parse::<u64>().unwrap_or(0));
+    d["created_at"] = json!(node.created);
     d["tags"] = json!(node.tags());
     kit::json(202, &json!({"droplet": d}))
 }

@@ -1764,3 +1764,81 @@ associate_public_ip_address = true"#,
     })
     .await;
 }
+
+/// Requests moto has logged so far (its access log), leaving out its own
+/// control API.
+fn moto_requests(moto: &Moto) -> usize {
+    moto.log_text()
+        .lines()
+        .filter(|l| l.contains("\"POST ") || l.contains("\"GET "))
+        .filter(|l| !l.contains("/moto-api/"))
+        .count()
+}
+
+/// Figures for `docs/BENCHMARKS.md` section 9 (host/bench/EC2.md): what the
+/// EC2 catalogue costs, cold (every `offerings` call reads EC2) and through
+/// the fleet's catalogue cache (what `rank` and `scale` use), next to a
+/// `describe` of no instances (one `DescribeInstances`) as the baseline.
+/// Run with `cargo test -p wasmprov-tests --test ec2 ec2_offerings_figures
+/// -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore = "figures for the benchmark report; prints a table"]
+async fn ec2_offerings_figures() {
+    require_moto!();
+    const RUNS: usize = 7;
+    let moto = Moto::start().await;
+    let account = bootstrap(&moto).await;
+    let dir = PluginDir::new();
+    add_plugin(&dir, "ec2", &moto, &account.image_id, "");
+    let host = host(&dir, OWNER, &[("ec2", account.user.clone())]).await;
+    let p = plugin(&host, "ec2");
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    // One warm-up of each, then RUNS timed; requests counted per call.
+    p.describe().await.unwrap();
+    let offered = p.offerings().await.unwrap().len();
+    let mut rows = Vec::new();
+    for (what, calls) in [("describe (baseline)", 0), ("offerings, cold", 1)] {
+        let mut times = Vec::new();
+        let before = moto_requests(&moto);
+        for _ in 0..RUNS {
+            let started = Instant::now();
+            if calls == 0 {
+                p.describe().await.unwrap();
+            } else {
+                p.offerings().await.unwrap();
+            }
+            times.push(started.elapsed());
+        }
+        let requests = (moto_requests(&moto) - before) as f64 / RUNS as f64;
+        rows.push((what, median(times), requests));
+    }
+    let catalogues = wasmprov_fleet::Catalogues::default();
+    let shape = NodeShape::new(2.0, 4 << 30);
+    catalogues.rank(&host, &shape, None, |_| true).await;
+    let before = moto_requests(&moto);
+    let mut times = Vec::new();
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        let ranking = catalogues.rank(&host, &shape, None, |_| true).await;
+        times.push(started.elapsed());
+        assert!(!ranking.offers.is_empty());
+    }
+    let requests = (moto_requests(&moto) - before) as f64 / RUNS as f64;
+    rows.push(("rank through the catalogue cache", median(times), requests));
+    let base = rows[0].1.as_secs_f64();
+    println!("| call | median of {RUNS} (ms) | × baseline | requests to EC2 per call |");
+    println!("|---|---:|---:|---:|");
+    for (what, t, requests) in &rows {
+        println!(
+            "| {what} | {:.1} | ×{:.1} | {requests:.0} |",
+            t.as_secs_f64() * 1e3,
+            t.as_secs_f64() / base
+        );
+    }
+    println!("({offered} types offered for the image's architecture)");
+    assert!(rows[1].2 >= 2.0, "a cold read asks EC2: {rows:?}");
+    assert_eq!(rows[2].2, 0.0, "a cached catalogue asks nothing: {rows:?}");
+}

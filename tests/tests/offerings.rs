@@ -28,6 +28,8 @@ struct Cloud {
     slow: Mutex<Duration>,
     /// When set, every provision is over the account's quota.
     over_quota: std::sync::atomic::AtomicBool,
+    /// Times its price hint was asked.
+    hints: std::sync::atomic::AtomicUsize,
 }
 
 fn offering(t: &str, cpu: f64, gib: u64, arch: Arch, usd: f64) -> Offering {
@@ -53,6 +55,7 @@ impl Cloud {
             meet: None,
             slow: Mutex::new(Duration::ZERO),
             over_quota: std::sync::atomic::AtomicBool::new(false),
+            hints: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -121,9 +124,10 @@ impl CloudProvisioner for Cloud {
     }
 
     fn price_hint(&self, shape: &NodeShape) -> Option<PriceHint> {
+        self.hints.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.offerings
             .iter()
-            .filter(|o| o.fits(shape))
+            .filter(|o| o.fits(shape) && o.on_demand_usd.is_some())
             .min_by(|a, b| {
                 a.on_demand_usd
                     .unwrap()
@@ -668,4 +672,40 @@ async fn the_ceiling_is_measured_from_what_can_be_had() {
     let report = f.scale(&group, 1).await.unwrap();
     assert!(report.retryable, "{report}");
     assert_eq!(c.asked().len(), 1);
+}
+
+/// Offerings without a price of their own are priced by the plugin's price
+/// hint, asked once per plugin version and shape, not on every ranking: a
+/// catalogue of hundreds of unpriced types costs no calls once known.
+#[tokio::test]
+async fn price_hints_for_unpriced_offerings_are_asked_once() {
+    let unpriced = |t: &str, cpu: f64| Offering {
+        on_demand_usd: None,
+        ..offering(t, cpu, 4, Arch::X86_64, 0.0)
+    };
+    let mut list = vec![offering("priced", 2.0, 4, Arch::X86_64, 0.05)];
+    list.extend((0..20).map(|i| unpriced(&format!("u{i}"), 2.0 + f64::from(i))));
+    let a = Cloud::new("a", list);
+    let backends = BackendSet::new().with("a", a.clone() as Arc<dyn CloudProvisioner>);
+    let catalogues = Catalogues::new(Duration::from_secs(3600), Duration::from_secs(10));
+    let shape = NodeShape::new(2.0, 4 << 30);
+    let first = catalogues.rank(&backends, &shape, None, |_| true).await;
+    let asked = a.hints.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(asked >= 20, "each unpriced type asked: {asked}");
+    for _ in 0..5 {
+        let again = catalogues.rank(&backends, &shape, None, |_| true).await;
+        assert_eq!(again, first);
+    }
+    assert_eq!(
+        a.hints.load(std::sync::atomic::Ordering::SeqCst),
+        asked,
+        "asked once"
+    );
+    // Another shape is another question.
+    let spot = NodeShape {
+        capacity_type: CapacityType::Spot,
+        ..shape.clone()
+    };
+    catalogues.rank(&backends, &spot, None, |_| true).await;
+    assert!(a.hints.load(std::sync::atomic::Ordering::SeqCst) > asked);
 }

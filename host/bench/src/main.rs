@@ -607,6 +607,7 @@ fn document(
     d.push_str(include_str!("../RELIABILITY.md"));
     d.push_str(include_str!("../AUTHORING.md"));
     d.push_str(include_str!("../CLI.md"));
+    d.push_str(include_str!("../EC2.md"));
     for s in after {
         d.push_str(&s.markdown());
     }

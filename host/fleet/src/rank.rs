@@ -29,11 +29,19 @@ pub const DEFAULT_CATALOGUE_TTL: Duration = Duration::from_secs(300);
 
 type Answer = Result<Arc<Vec<Offering>>, ProvisionerError>;
 
+/// Price-hint prices for offerings that carry none, by the typed shape
+/// asked (see [`Entry::hints`]).
+type Hints = Mutex<HashMap<String, Option<f64>>>;
+
 struct Entry {
     /// The backend the answer and the read are of: a plugin replaced by a
     /// reload is another backend under the same name, whose catalogue is
     /// read anew (held weakly: the entry keeps no plugin version alive).
     of: Weak<dyn CloudProvisioner>,
+    /// Prices the plugin's price hint gave for offerings without one of
+    /// their own, by the shape asked: a pure function of the plugin
+    /// version, so kept as long as the entry is of that version.
+    hints: Arc<Hints>,
     /// The last answer and when it came; `None` before the first.
     answer: Option<(Instant, Answer)>,
     /// A read under way: its answer comes on this channel.
@@ -86,7 +94,8 @@ impl Catalogues {
     }
 
     /// The catalogue of `name` (see the type's rules).
-    async fn get(&self, name: &str, backend: &Arc<dyn CloudProvisioner>) -> Answer {
+    async fn get(&self, name: &str, backend: &Arc<dyn CloudProvisioner>) -> (Answer, Arc<Hints>) {
+        let hints;
         let mut waiting = {
             let mut entries = self
                 .entries
@@ -95,16 +104,19 @@ impl Catalogues {
             let of = Arc::downgrade(backend);
             let entry = entries.entry(name.to_string()).or_insert_with(|| Entry {
                 of: of.clone(),
+                hints: Arc::default(),
                 answer: None,
                 reading: None,
             });
             if !Weak::ptr_eq(&entry.of, &of) {
                 *entry = Entry {
                     of,
+                    hints: Arc::default(),
                     answer: None,
                     reading: None,
                 };
             }
+            hints = entry.hints.clone();
             let fresh_for = |answer: &Answer| match answer {
                 Ok(_) => self.ttl,
                 Err(_) => (self.ttl / 10).max(Duration::from_secs(1)),
@@ -114,7 +126,7 @@ impl Catalogues {
                 if at.elapsed() >= fresh_for(&answer) && entry.reading.is_none() {
                     entry.reading = Some(self.read(name, backend));
                 }
-                return answer;
+                return (answer, hints);
             }
             match &entry.reading {
                 Some(r) => r.clone(),
@@ -138,12 +150,13 @@ impl Catalogues {
             }
         })
         .await;
-        answer.unwrap_or_else(|_| {
+        let answer = answer.unwrap_or_else(|_| {
             Err(ProvisionerError::Transport(format!(
                 "the catalogue was not read within {} s (it is still being read, for the next ranking)",
                 self.deadline.as_secs_f64()
             )))
-        })
+        });
+        (answer, hints)
     }
 
     /// Starts a read of `name`'s catalogue (the caller holds the entries'
@@ -197,7 +210,7 @@ impl Catalogues {
             futures::future::join_all(names.iter().map(|(name, backend)| self.get(name, backend)))
                 .await;
         let mut ranking = Ranking::default();
-        for ((name, backend), answer) in names.into_iter().zip(answers) {
+        for ((name, backend), (answer, hints)) in names.into_iter().zip(answers) {
             match answer {
                 Ok(list) => {
                     offerings_of(
@@ -206,6 +219,7 @@ impl Catalogues {
                         &list,
                         shape,
                         unavailable,
+                        &hints,
                         &mut ranking,
                     );
                 }
@@ -336,6 +350,7 @@ fn offerings_of(
     list: &[wasmprov_api::Offering],
     shape: &NodeShape,
     unavailable: Option<&Unavailable>,
+    hints: &Hints,
     ranking: &mut Ranking,
 ) {
     let zone = shape.zone.as_deref();
@@ -348,16 +363,37 @@ fn offerings_of(
             continue;
         }
         let price = o.price(shape.capacity_type).or_else(|| {
+            // The plugin's price hint for the type: a pure function of the
+            // plugin version and the shape, so asked once per version and
+            // shape (a catalogue of hundreds of unpriced types would
+            // otherwise cost as many calls on every ranking). Failed calls
+            // are not kept.
             let typed = NodeShape {
                 instance_type: Some(o.instance_type.clone()),
                 ..shape.clone()
             };
-            backend
-                .try_price_hint(&typed)
+            let key = format!("{typed:?}");
+            if let Some(known) = hints
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&key)
+            {
+                return *known;
+            }
+            let answer = backend.try_price_hint(&typed);
+            let hint = answer
+                .as_ref()
                 .ok()
-                .flatten()
+                .and_then(Option::as_ref)
                 .filter(|h| h.instance_type == o.instance_type)
-                .map(|h| h.hourly_usd)
+                .map(|h| h.hourly_usd);
+            if answer.is_ok() {
+                hints
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(key, hint);
+            }
+            hint
         });
         match price {
             Some(p) if p.is_finite() && p >= 0.0 => ranking.offers.push(Offer {

@@ -188,18 +188,24 @@ pub(crate) enum Command {
     /// (after settling what an earlier run left half done).
     #[command(after_help = help::SCALE)]
     Scale {
-        /// Group name (part of each member's request id).
-        group: String,
+        /// Group name (part of each member's request id) [with --group-file: the file's].
+        #[arg(required_unless_present = "group_file", conflicts_with = "group_file")]
+        group: Option<String>,
         /// Members wanted (brought within --min..--max).
         #[arg(long)]
         desired: u32,
+        /// The group as a JSON file, in Alien's form (groupId, instanceType, profile,
+        /// minSize, maxSize) or wasmprov's own (name, shape, min, max), told apart by
+        /// its groupId; instead of GROUP, the shape options, --min and --max.
+        #[arg(long, value_name = "FILE", conflicts_with = "ShapeArgs")]
+        group_file: Option<PathBuf>,
         #[command(flatten)]
-        shape: ShapeArgs,
+        shape: Option<ShapeArgs>,
         /// Fewest members.
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, conflicts_with = "group_file")]
         min: u32,
         /// Most members.
-        #[arg(long, default_value_t = 100)]
+        #[arg(long, default_value_t = 100, conflicts_with = "group_file")]
         max: u32,
         /// A plugin the group may use (repeatable) [default: every plugin].
         #[arg(long = "plugin")]

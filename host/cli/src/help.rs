@@ -88,7 +88,8 @@ Examples:
 pub(crate) const SCALE: &str = "\
 Examples:
   wasmprov --state-dir state scale workers --desired 3 --cpu 2 --memory 4GiB --max 10
-  wasmprov --state-dir state scale gpu --desired 1 --cpu 8 --memory 32GiB --gpu 1 --plugin aws-ec2";
+  wasmprov --state-dir state scale gpu --desired 1 --cpu 8 --memory 32GiB --gpu 1 --plugin aws-ec2
+  wasmprov --state-dir state scale --desired 2 --group-file gpu-group.json   # Alien's or wasmprov's JSON";
 
 pub(crate) const FAKE: &str = "\
 Examples:

@@ -259,6 +259,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Scale {
             group,
             desired,
+            group_file,
             shape,
             min,
             max,
@@ -269,16 +270,38 @@ async fn run(cli: Cli) -> Result<()> {
             fallback,
         } => {
             let boot = boot.boot()?;
-            let host = load(&cli).await?;
-            let group = wasmprov_fleet::CapacityGroup {
-                name: group.clone(),
-                shape: shape.shape(&[]),
-                min: *min,
-                max: *max,
-                plugins: plugins.clone(),
-                lease: lease_secs.map(std::time::Duration::from_secs),
-                boot,
+            let group = match (group_file, group, shape) {
+                (Some(file), _, _) => {
+                    let text = std::fs::read_to_string(file)
+                        .with_context(|| format!("reading --group-file {}", file.display()))?;
+                    let mut group = wasmprov_fleet::alien::group_from_json(&text)
+                        .map_err(|e| anyhow::anyhow!("--group-file {}: {e}", file.display()))?;
+                    // The options given win over the file's.
+                    if !plugins.is_empty() {
+                        group.plugins.clone_from(plugins);
+                    }
+                    if let Some(secs) = lease_secs {
+                        group.lease = Some(std::time::Duration::from_secs(*secs));
+                    }
+                    if !boot.is_empty() {
+                        group.boot = boot;
+                    }
+                    group
+                }
+                (None, Some(name), Some(shape)) => wasmprov_fleet::CapacityGroup {
+                    name: name.clone(),
+                    shape: shape.shape(&[]),
+                    min: *min,
+                    max: *max,
+                    plugins: plugins.clone(),
+                    lease: lease_secs.map(std::time::Duration::from_secs),
+                    boot,
+                },
+                (None, _, _) => anyhow::bail!(
+                    "give the group's name and its shape (--cpu and --memory), or --group-file"
+                ),
             };
+            let host = load(&cli).await?;
             fleet::scale(
                 host,
                 &state_dir(&cli),

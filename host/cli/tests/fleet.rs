@@ -543,3 +543,138 @@ async fn a_live_conformance_run_leaves_the_fleets_nodes_alone() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// `wasmprov scale --group-file`: capacity groups in Alien's JSON form
+/// (camelCase, CPU as a string, storage and GPUs in the profile) scaled
+/// against the Hetzner fake; the fake's servers show what was asked for.
+#[tokio::test(flavor = "multi_thread")]
+async fn scale_takes_a_group_in_aliens_json_form() {
+    let fake = HetznerFake::start(
+        "127.0.0.1:0".parse().unwrap(),
+        HetznerFakeOptions {
+            boot_delay_polls: 0,
+            ..HetznerFakeOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let token = fake.token().to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let (plugins, state, cache) = bundle_hetzner(tmp.path(), &fake.url());
+    let run = |args: &[&str]| {
+        wasmprov(&plugins, &state, &cache, &token, args)
+            .output()
+            .unwrap()
+    };
+    let file = |name: &str, json: &str| {
+        let path = tmp.path().join(name);
+        std::fs::write(&path, json).unwrap();
+        path.to_string_lossy().to_string()
+    };
+
+    // A machine profile: 2 vCPUs, 4 GiB, 30 GiB of ephemeral storage.
+    let web = file(
+        "web.json",
+        r#"{"groupId": "web",
+            "profile": {"cpu": "2.0", "memoryBytes": 4294967296, "ephemeralStorageBytes": 32212254720},
+            "minSize": 1, "maxSize": 3}"#,
+    );
+    let v = json_of(&ok_out(run(&[
+        "--json",
+        "scale",
+        "--desired",
+        "2",
+        "--group-file",
+        &web,
+    ])));
+    assert_eq!(v["scale"]["after"], 2, "{v}");
+    let servers = fake.servers();
+    assert_eq!(servers.len(), 2);
+    for s in &servers {
+        assert_eq!(s.labels["wasmprov-group"], "web", "{s:?}");
+        // Hetzner's types with at least 2 vCPUs, 4 GiB and 30 GiB of disk.
+        assert!(
+            ["cx22", "cax11", "cpx21", "cx32", "cax21"].contains(&s.server_type.as_str()),
+            "{s:?}"
+        );
+    }
+    // Alien's minSize holds: desired 0 keeps one.
+    let v = json_of(&ok_out(run(&[
+        "--json",
+        "scale",
+        "--desired",
+        "0",
+        "--group-file",
+        &web,
+    ])));
+    assert_eq!(v["scale"]["after"], 1, "{v}");
+    assert_eq!(fake.servers().len(), 1);
+
+    // An instance type pinned: only that type is asked for.
+    let pinned = file(
+        "pinned.json",
+        r#"{"groupId": "pinned", "instanceType": "cpx31", "minSize": 0, "maxSize": 2}"#,
+    );
+    let v = json_of(&ok_out(run(&[
+        "--json",
+        "scale",
+        "--desired",
+        "1",
+        "--group-file",
+        &pinned,
+    ])));
+    assert_eq!(v["scale"]["added"][0]["plugin"], "hetzner", "{v}");
+    let made: Vec<_> = fake
+        .servers()
+        .into_iter()
+        .filter(|s| s.labels.get("wasmprov-group").map(String::as_str) == Some("pinned"))
+        .collect();
+    assert_eq!(made.len(), 1);
+    assert_eq!(made[0].server_type, "cpx31");
+
+    // Alien's GPU pool: no Hetzner type has an nvidia-a10g; nothing made.
+    let gpu = file(
+        "gpu.json",
+        r#"{"groupId": "gpu", "profile": {"cpu": "4.0", "memoryBytes": 17179869184,
+            "ephemeralStorageBytes": 214748364800, "gpu": {"type": "nvidia-a10g", "count": 1}},
+            "minSize": 0, "maxSize": 2}"#,
+    );
+    let out = run(&["--json", "scale", "--desired", "1", "--group-file", &gpu]);
+    assert!(!out.status.success(), "nothing offers the GPU");
+    let v = json_of(&out);
+    assert_eq!(v["scale"]["after"], 0, "{v}");
+    assert!(
+        v["scale"]["errors"]
+            .to_string()
+            .contains("no plugin offers"),
+        "{v}"
+    );
+
+    // An invalid value is refused before any plugin is asked, saying what to fix.
+    let bad = file(
+        "bad.json",
+        r#"{"groupId": "bad", "profile": {"cpu": "two", "memoryBytes": 1, "ephemeralStorageBytes": 0},
+            "minSize": 0, "maxSize": 1}"#,
+    );
+    let out = run(&["scale", "--desired", "1", "--group-file", &bad]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("profile.cpu \"two\" is not a number"), "{err}");
+    // The file describes the machines: shape options beside it are a usage error.
+    let out = run(&[
+        "scale",
+        "--desired",
+        "1",
+        "--group-file",
+        &web,
+        "--cpu",
+        "2",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(fake.servers().len(), 2, "nothing else was made");
+}

@@ -819,6 +819,7 @@ async fn journaled_operations(
     let scale = |desired, min, max| pb::ScaleRequest {
         group: Some(group(min, max)),
         desired,
+        alien_group_json: None,
     };
     let up = rpc("Scale up", c.scale(authed(TOKEN, scale(5, 0, 3)))).await;
     assert_eq!((up.target, up.before, up.after), (3, 0, 3), "{up:?}");
@@ -876,6 +877,60 @@ async fn journaled_operations(
     .await;
     assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
     assert!(err.message().contains("largest group size"), "{err:?}");
+    assert_eq!(fake.servers().len(), before);
+
+    // A group in Alien's JSON form: its instance type pinned, its bounds kept.
+    let alien = |desired| pb::ScaleRequest {
+        group: None,
+        desired,
+        alien_group_json: Some(
+            r#"{"groupId": "alien-web", "instanceType": "cpx21", "minSize": 0, "maxSize": 2}"#
+                .into(),
+        ),
+    };
+    let up = rpc("Scale an Alien group", c.scale(authed(TOKEN, alien(5)))).await;
+    assert_eq!((up.target, up.after), (2, 2), "{up:?}");
+    assert_eq!(group_servers(fake, "alien-web"), 2);
+    assert!(
+        fake.servers()
+            .iter()
+            .filter(|s| s.labels.get("wasmprov-group").map(String::as_str) == Some("alien-web"))
+            .all(|s| s.server_type == "cpx21")
+    );
+    let err = rpc_err(
+        "Scale with both forms of a group",
+        c.scale(authed(
+            TOKEN,
+            pb::ScaleRequest {
+                group: Some(group(0, 3)),
+                ..alien(1)
+            },
+        )),
+    )
+    .await;
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    let err = rpc_err(
+        "Scale an Alien group whose cpu is not a number",
+        c.scale(authed(
+            TOKEN,
+            pb::ScaleRequest {
+                alien_group_json: Some(
+                    r#"{"groupId": "x", "profile": {"cpu": "lots", "memoryBytes": 1, "ephemeralStorageBytes": 0}, "minSize": 0, "maxSize": 1}"#
+                        .into(),
+                ),
+                ..alien(1)
+            },
+        )),
+    )
+    .await;
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("profile.cpu \"lots\""), "{err:?}");
+    let down = rpc(
+        "Scale the Alien group down",
+        c.scale(authed(TOKEN, alien(0))),
+    )
+    .await;
+    assert_eq!(down.after, 0, "{down:?}");
     assert_eq!(fake.servers().len(), before);
 
     let reconcile = |terminate_leaks| pb::ReconcileRequest {

@@ -14,7 +14,8 @@
 //!   journal's history ([`Fleet::history`]).
 //! - [`rank`]: every backend's price for a shape, cheapest first.
 //! - [`CapacityGroup`]: like nodes between a minimum and a maximum, scaled
-//!   by [`Fleet::scale`] on the cheapest backend with room.
+//!   by [`Fleet::scale`] on the cheapest backend with room; [`alien`] reads
+//!   one from Alien's JSON form.
 //!
 //! ```no_run
 //! # async fn demo(host: wasmprov_host::Host, native: std::sync::Arc<dyn wasmprov_api::CloudProvisioner>) -> anyhow::Result<()> {
@@ -33,6 +34,7 @@
 #![warn(missing_docs)]
 
 mod adopt;
+pub mod alien;
 mod backends;
 mod drain;
 mod evidence;

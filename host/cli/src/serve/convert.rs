@@ -299,6 +299,18 @@ pub(super) fn group_from_pb(
     Ok(group)
 }
 
+/// A group from ScaleRequest.alien_group_json (Alien's form only: its
+/// `groupId` is required), validated.
+pub(super) fn alien_group_from_json(json: &str) -> std::result::Result<CapacityGroup, Status> {
+    let alien: wasmprov_fleet::alien::AlienGroup = serde_json::from_str(json).map_err(|e| {
+        Status::invalid_argument(format!(
+            "alien_group_json: not a capacity group in Alien's form: {e}"
+        ))
+    })?;
+    CapacityGroup::try_from(alien)
+        .map_err(|e| Status::invalid_argument(format!("alien_group_json: {e}")))
+}
+
 pub(super) fn pairs_to_pb(pairs: Vec<(String, String)>) -> Vec<pb::RequestNode> {
     pairs
         .into_iter()

@@ -1089,7 +1089,15 @@ impl Provisioner for Service {
 
     async fn scale(&self, req: Request<pb::ScaleRequest>) -> RpcResult<pb::ScaleResponse> {
         let req = req.into_inner();
-        let group = group_from_pb(req.group)?;
+        let group = match (req.alien_group_json, req.group) {
+            (Some(_), Some(_)) => {
+                return Err(Status::invalid_argument(
+                    "give group or alien_group_json, not both",
+                ));
+            }
+            (Some(json), None) => alien_group_from_json(&json)?,
+            (None, group) => group_from_pb(group)?,
+        };
         self.fleet
             .check_group_size(&group)
             .map_err(|e| Status::invalid_argument(format!("{e:#}")))?;

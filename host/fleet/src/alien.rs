@@ -50,7 +50,7 @@
 use serde::{Deserialize, Serialize};
 use wasmprov_api::NodeShape;
 
-use crate::CapacityGroup;
+use crate::group::CapacityGroup;
 
 /// A GPU specification in Alien's form.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -224,10 +224,12 @@ async fn a_command_is_bounded_in_time_and_output_and_its_failure_is_clear() {
         matches!(&err, ProvisionerError::Auth(m) if m.contains("printed more than 64 KiB")),
         "{err:?}"
     );
+    // Its standard error is not shown (it may hold a secret), only counted.
     let err = seen(&p[2], "token").await.unwrap_err();
     assert!(
         matches!(&err, ProvisionerError::Auth(m)
-            if m.contains("failed (exit status: 3): vault is sealed")),
+            if m.contains("failed (exit status: 3)") && m.contains("(16 bytes) is not shown")
+                && !m.contains("sealed")),
         "{err:?}"
     );
     // The environment is cleared but PATH and HOME.
@@ -644,7 +646,7 @@ async fn expiring_credentials_are_replaced_between_calls_without_a_restart() {
             &answer,
             &format!(
                 r#"{{"Version": 1, "AccessKeyId": "{key}", "SecretAccessKey": "{secret}", "Expiration": "{}"}}"#,
-                rfc3339_in(2)
+                rfc3339_in(4)
             ),
         );
     };
@@ -667,10 +669,11 @@ async fn expiring_credentials_are_replaced_between_calls_without_a_restart() {
     let p = host.plugin("aws-ec2").unwrap();
     let first = p.provision_request(&request("rot-1", &[])).await.unwrap();
 
-    // The credentials expire and the source now gives a key moto refuses:
+    // The credentials near their expiry (4 s, in whole seconds; refreshed
+    // at half their life) and the source now gives a key moto refuses:
     // the next call uses it (and fails as AWS refuses it), no restart.
     give("AKIDREVOKED000000000", "revoked");
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     let err = p
         .provision_request(&request("rot-2", &[]))
         .await
@@ -680,7 +683,7 @@ async fn expiring_credentials_are_replaced_between_calls_without_a_restart() {
 
     // Then the second valid key: calls work again, in the same host.
     give(&k2, &s2);
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     let third = p.provision_request(&request("rot-3", &[])).await.unwrap();
     for node in [&first, &third] {
         assert_eq!(
@@ -796,4 +799,102 @@ print(json.dumps([c["AccessKeyId"], c["SecretAccessKey"], c["SessionToken"]]))
     );
     assert_eq!(refused.load(std::sync::atomic::Ordering::SeqCst), 0);
     assert_signatures_checked(&moto);
+}
+
+/// A failing or expired credential program is not run once per call: its
+/// failure is the answer for a few seconds; an answer that has already
+/// expired is refused; what a program prints on standard error (its last
+/// secret, say) never reaches an error; a program that leaves something
+/// running past its time limit has all of it killed.
+#[tokio::test]
+async fn failing_and_expired_credential_programs_are_contained() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let count = format!("echo run >> {}", runs.display());
+    let leaky = script(
+        tmp.path(),
+        "leaky",
+        &format!(
+            "{count}; echo 'refresh failed; previous secret was s3cr3t-V4LUE-0042' >&2; exit 2"
+        ),
+    );
+    let expired = script(
+        tmp.path(),
+        "expired",
+        &format!(
+            "{count}; echo '{{\"Version\": 1, \"Token\": \"old-token-99\", \"Expiration\": \"2001-01-01T00:00:00Z\"}}'"
+        ),
+    );
+    let pid_file = tmp.path().join("grandchild.pid");
+    let forks = script(
+        tmp.path(),
+        "forks",
+        &format!("sleep 60 & echo $! > {}; sleep 60", pid_file.display()),
+    );
+    let lines = vec![
+        format!("token = {{ command = [\"{}\"] }}", leaky.display()),
+        format!(
+            "token = {{ command = [\"{}\"], json = \"Token\" }}",
+            expired.display()
+        ),
+        format!(
+            "token = {{ command = [\"{}\"], timeout_seconds = 1 }}",
+            forks.display()
+        ),
+    ];
+    let (_dir, _host, p) = probes(&lines).await;
+    let runs_so_far = || {
+        std::fs::read_to_string(&runs)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+
+    for _ in 0..10 {
+        let err = seen(&p[0], "token").await.unwrap_err();
+        let text = format!("{err:?}");
+        assert!(!text.contains("s3cr3t-V4LUE-0042"), "{text}");
+        assert!(text.contains("is not shown"), "{text}");
+    }
+    assert_eq!(runs_so_far(), 1, "ten calls within seconds: one run");
+
+    for _ in 0..10 {
+        let err = seen(&p[1], "token").await.unwrap_err();
+        assert!(
+            matches!(&err, ProvisionerError::Auth(m) if m.contains("already expired")),
+            "{err:?}"
+        );
+    }
+    assert_eq!(
+        runs_so_far(),
+        2,
+        "an expired answer is not asked again at once"
+    );
+
+    let started = Instant::now();
+    let err = seen(&p[2], "token").await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(10), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("everything it started were killed"),
+        "{err}"
+    );
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Killed with its group (give the kernel a moment to reap it).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the program's child {pid} outlived it"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -33,8 +33,13 @@ pub(crate) const KEPT_FOR_REDACTION: usize = 64;
 /// A value that expires is refreshed this long before, or at half its
 /// remaining life when that is shorter.
 const REFRESH_MARGIN: Duration = Duration::from_secs(300);
-/// Bytes of a failing command's standard error shown in its error.
-const STDERR_SHOWN: usize = 300;
+/// After a failed refresh, how long its failure is the answer (the cached
+/// value's, while that has not expired) before the provider is asked
+/// again: a failing program or endpoint is not run or asked once per call.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
+/// A snapshot that has not expired is used for at least this long after it
+/// was fetched, however close its expiry (one run per second at most).
+const MIN_FRESH: Duration = Duration::from_secs(1);
 
 /// One provider's answer: named fields (`""` is the whole trimmed value of
 /// a file or a command) and when they expire, if they do.
@@ -45,7 +50,7 @@ pub(crate) struct Snapshot {
 }
 
 /// Why a provider gave no value. Never carries a value.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct ProviderError {
     /// Whether asking again later may work (a timeout, an endpoint that
     /// did not answer) rather than needing the operator (a missing file,
@@ -79,31 +84,49 @@ pub(crate) trait CredentialProvider: Send + Sync {
     async fn fetch(&self) -> Result<Snapshot, ProviderError>;
     /// How long a snapshot without expiry is used (zero: ask every call).
     fn cached_for(&self) -> Duration;
+    /// How long a failure is the answer before asking again: a program or
+    /// an endpoint is not asked once per call while it fails.
+    fn retry_after_failure(&self) -> Duration {
+        RETRY_AFTER_FAILURE
+    }
 }
 
 /// A provider and its last snapshot; one refresh at a time.
 struct Cached {
     provider: Box<dyn CredentialProvider>,
-    last: tokio::sync::Mutex<Option<(Arc<Snapshot>, Instant)>>,
+    state: tokio::sync::Mutex<CacheState>,
+}
+
+#[derive(Default)]
+struct CacheState {
+    /// The last snapshot and when it was fetched.
+    last: Option<(Arc<Snapshot>, Instant)>,
+    /// The last failed refresh, when it is more recent than `last`.
+    failed: Option<(Instant, ProviderError)>,
 }
 
 impl Cached {
     fn new(provider: Box<dyn CredentialProvider>) -> Self {
         Self {
             provider,
-            last: tokio::sync::Mutex::new(None),
+            state: tokio::sync::Mutex::new(CacheState::default()),
         }
     }
 
     fn fresh(&self, snapshot: &Snapshot, fetched: Instant) -> bool {
         match snapshot.expires {
             Some(expires) => {
-                let left = expires
-                    .duration_since(SystemTime::now())
-                    .unwrap_or_default();
+                let now = SystemTime::now();
+                if expires <= now {
+                    return false;
+                }
+                if fetched.elapsed() < MIN_FRESH {
+                    return true;
+                }
+                let left = expires.duration_since(now).unwrap_or_default();
                 let margin = REFRESH_MARGIN.min(
                     expires
-                        .duration_since(SystemTime::now() - fetched.elapsed())
+                        .duration_since(now - fetched.elapsed())
                         .unwrap_or_default()
                         / 2,
                 );
@@ -113,28 +136,57 @@ impl Cached {
         }
     }
 
-    /// The current snapshot: the cached one while fresh, else a new one (a
-    /// failed refresh falls back on the cached one while it has not expired).
+    /// The current snapshot: the cached one while fresh, else a new one. A
+    /// failed refresh falls back on the cached one while it has not
+    /// expired, and is the answer for [`RETRY_AFTER_FAILURE`] before the
+    /// provider is asked again. An answer that has already expired is a
+    /// failure.
     async fn get(&self) -> Result<Arc<Snapshot>, ProviderError> {
-        let mut last = self.last.lock().await;
-        if let Some((s, at)) = &*last
+        let mut state = self.state.lock().await;
+        if let Some((s, at)) = &state.last
             && self.fresh(s, *at)
         {
             return Ok(s.clone());
         }
-        match self.provider.fetch().await {
+        let unexpired = |state: &CacheState| {
+            state
+                .last
+                .as_ref()
+                .filter(|(s, _)| s.expires.is_some_and(|x| x > SystemTime::now()))
+                .map(|(s, _)| s.clone())
+        };
+        if let Some((when, e)) = &state.failed
+            && when.elapsed() < self.provider.retry_after_failure()
+        {
+            return unexpired(&state).ok_or_else(|| e.clone());
+        }
+        let fetched = self.provider.fetch().await.and_then(|s| match s.expires {
+            Some(x) if x <= SystemTime::now() => Err(ProviderError::fatal(format!(
+                "it answered credentials that had already expired ({} s ago)",
+                SystemTime::now()
+                    .duration_since(x)
+                    .unwrap_or_default()
+                    .as_secs()
+            ))),
+            _ => Ok(s),
+        });
+        match fetched {
             Ok(s) => {
                 let s = Arc::new(s);
-                *last = Some((s.clone(), Instant::now()));
+                state.last = Some((s.clone(), Instant::now()));
+                state.failed = None;
                 Ok(s)
             }
-            Err(e) => match &*last {
-                Some((s, _)) if s.expires.is_some_and(|x| x > SystemTime::now()) => {
-                    tracing::warn!(provider = %self.provider.describe(), error = %e.message, "refreshing credentials failed; the current ones are used until they expire");
-                    Ok(s.clone())
+            Err(e) => {
+                state.failed = Some((Instant::now(), e.clone()));
+                match unexpired(&state) {
+                    Some(s) => {
+                        tracing::warn!(provider = %self.provider.describe(), error = %e.message, "refreshing credentials failed; the current ones are used until they expire");
+                        Ok(s)
+                    }
+                    None => Err(e),
                 }
-                _ => Err(e),
-            },
+            }
         }
     }
 }
@@ -499,6 +551,11 @@ impl CredentialProvider for FileProvider {
         Duration::ZERO
     }
 
+    /// A file is cheap to read and local: read at every call, failed or not.
+    fn retry_after_failure(&self) -> Duration {
+        Duration::ZERO
+    }
+
     async fn fetch(&self) -> Result<Snapshot, ProviderError> {
         use tokio::io::AsyncReadExt;
         let path = &self.path;
@@ -527,6 +584,20 @@ impl CredentialProvider for FileProvider {
         // Any JSON field may be asked for: parse when it looks like JSON.
         let json = bytes.trim_ascii_start().starts_with(b"{");
         parse_value(&bytes, json)
+    }
+}
+
+/// Kills a process group when dropped.
+struct KillGroup(Option<u32>);
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
     }
 }
 
@@ -559,41 +630,59 @@ impl CredentialProvider for CommandProvider {
         if let Some(home) = std::env::var_os("HOME") {
             cmd.env("HOME", home);
         }
+        // In a process group of its own, killed whole when the run ends
+        // (whatever the outcome): nothing it started outlives it.
+        cmd.process_group(0);
         let mut child = cmd
             .spawn()
             .map_err(|e| ProviderError::fatal(format!("cannot start {}: {e}", c.program)))?;
+        let _group = KillGroup(child.id());
         let mut stdout = child.stdout.take().expect("piped");
         let mut stderr = child.stderr.take().expect("piped");
-        // Standard error is drained on the side (its start kept), so that
-        // a chatty program never blocks on it; it ends with the program.
+        // Standard error is drained on the side (only counted), so that a
+        // chatty program never blocks on it; it ends with the program.
         let err_task = tokio::spawn(async move {
-            let mut kept = Vec::new();
+            let mut seen = 0usize;
             let mut buf = [0u8; 4096];
             while let Ok(n) = stderr.read(&mut buf).await {
                 if n == 0 {
                     break;
                 }
-                let room = 4096usize.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
+                seen += n;
             }
-            kept
+            seen
         });
         let run = async {
             let mut out = Vec::new();
-            (&mut stdout)
-                .take(MAX_SECRET_BYTES as u64 + 1)
-                .read_to_end(&mut out)
-                .await?;
+            let ended = {
+                let mut limited = (&mut stdout).take(MAX_SECRET_BYTES as u64 + 1);
+                let read = limited.read_to_end(&mut out);
+                tokio::pin!(read);
+                let ended = tokio::select! {
+                    r = &mut read => { r?; None }
+                    s = child.wait() => Some(s?),
+                };
+                if ended.is_some() {
+                    // The program ended, and something it started may hold
+                    // its standard output open: what it wrote is read for a
+                    // moment more, not until that one ends.
+                    let _ = tokio::time::timeout(Duration::from_millis(200), &mut read).await;
+                }
+                ended
+            };
             if out.len() > MAX_SECRET_BYTES {
                 return Ok((None, out));
             }
-            let status = child.wait().await?;
+            let status = match ended {
+                Some(s) => s,
+                None => child.wait().await?,
+            };
             Ok::<_, std::io::Error>((Some(status), out))
         };
         let (status, out) = match tokio::time::timeout(limit, run).await {
             Err(_) => {
                 return Err(ProviderError::retry(format!(
-                    "{} did not finish within {} s and was killed",
+                    "{} did not finish within {} s; it and everything it started were killed",
                     c.program, c.timeout_seconds
                 )));
             }
@@ -610,18 +699,12 @@ impl CredentialProvider for CommandProvider {
             )));
         };
         if !status.success() {
+            // Its standard error is not shown: a credential helper may
+            // print a secret there (its last answer, a token it read).
             let err = err_task.await.unwrap_or_default();
-            let err = String::from_utf8_lossy(&err);
-            let err = err.trim();
-            let shown: String = err.chars().take(STDERR_SHOWN).collect();
             return Err(ProviderError::fatal(format!(
-                "{} failed ({status}){}",
-                c.program,
-                if shown.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", wasmprov_policy::text::line(&shown))
-                }
+                "{} failed ({status}); its standard error ({} bytes) is not shown, as it may hold secrets: run it by hand to see it",
+                c.program, err
             )));
         }
         parse_value(&out, c.json.is_some())

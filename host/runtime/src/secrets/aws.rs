@@ -115,6 +115,23 @@ impl CredentialProvider for AwsProvider {
     }
 
     async fn fetch(&self) -> Result<Snapshot, ProviderError> {
+        // The SDK reads a web identity token file whole: bounded here first
+        // (a regular file, at most 64 KiB), as the host's own file secrets.
+        if let Some(path) = std::env::var_os("AWS_WEB_IDENTITY_TOKEN_FILE") {
+            let meta = tokio::fs::metadata(&path).await.map_err(|e| {
+                ProviderError::fatal(format!(
+                    "AWS_WEB_IDENTITY_TOKEN_FILE {}: {e}",
+                    std::path::Path::new(&path).display()
+                ))
+            })?;
+            if !meta.is_file() || meta.len() > super::MAX_SECRET_BYTES as u64 {
+                return Err(ProviderError::fatal(format!(
+                    "AWS_WEB_IDENTITY_TOKEN_FILE {} is not a regular file of at most {} KiB",
+                    std::path::Path::new(&path).display(),
+                    super::MAX_SECRET_BYTES >> 10
+                )));
+            }
+        }
         let work = async {
             let chain = self.chain.get_or_init(|| self.build()).await;
             chain.provide_credentials().await
@@ -128,13 +145,26 @@ impl CredentialProvider for AwsProvider {
             }
             Ok(Err(e)) => {
                 use aws_credential_types::provider::error::CredentialsError as E;
-                let retryable = matches!(e, E::ProviderTimedOut(_) | E::ProviderError(_));
-                // The SDK's errors name the provider and what failed (a
-                // file, an endpoint, STS's answer), never a key.
-                let message = format!(
-                    "{}",
-                    aws_smithy_types::error::display::DisplayErrorContext(&e)
-                );
+                let message = chain_message(&e);
+                // Worth asking again: a timeout, an endpoint that could not
+                // be reached. Not: no credentials configured, a program that
+                // failed, an answer refused (IMDS's 403 without a role).
+                let retryable = match &e {
+                    E::ProviderTimedOut(_) => true,
+                    E::ProviderError(_) => {
+                        let m = message.to_ascii_lowercase();
+                        [
+                            "timed out",
+                            "timeout",
+                            "dispatch failure",
+                            "connection",
+                            "io error",
+                        ]
+                        .iter()
+                        .any(|w| m.contains(w))
+                    }
+                    _ => false,
+                };
                 return Err(ProviderError { retryable, message });
             }
             Ok(Ok(c)) => c,
@@ -157,4 +187,28 @@ impl CredentialProvider for AwsProvider {
         }
         Ok(snapshot)
     }
+}
+
+/// A credentials error as one short line: each error of its chain by its
+/// `Display` (not the SDK's `Debug` dump), whatever follows "stderr" in
+/// one cut off (a `credential_process` program's standard error may hold a
+/// secret), at most 400 characters.
+fn chain_message(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = next {
+        let mut text = err.to_string();
+        if let Some(at) = text.to_ascii_lowercase().find("stderr") {
+            text.truncate(at);
+            text.push_str("(standard error not shown)");
+        }
+        let text = text.trim().to_string();
+        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = err.source();
+    }
+    let joined = parts.join(": ");
+    let line = wasmprov_policy::text::line(&joined);
+    line.chars().take(400).collect()
 }

@@ -11,11 +11,22 @@ const MAX_FIELDS: usize = 32;
 /// Records per call; further ones are counted and dropped.
 const MAX_RECORDS_PER_CALL: u32 = 1000;
 
-/// Replaces every secret value in `text` with `[redacted]`, and caps its length.
+/// Secret values shorter than this are not redacted: too short to tell
+/// from ordinary text, replacing them would garble every message (and, by
+/// the pattern of what was replaced, show the value).
+const MIN_REDACTED: usize = 4;
+
+/// Replaces every secret value in `text` with `[redacted]` (the longest
+/// first, so one that contains another goes whole), and caps its length.
 pub(crate) fn redact(secrets: &[String], text: &str) -> String {
     let mut out = text.to_string();
-    for s in secrets {
-        if !s.is_empty() && out.contains(s.as_str()) {
+    let mut by_length: Vec<&String> = secrets
+        .iter()
+        .filter(|s| s.chars().count() >= MIN_REDACTED)
+        .collect();
+    by_length.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    for s in by_length {
+        if out.contains(s.as_str()) {
             out = out.replace(s.as_str(), "[redacted]");
         }
     }
@@ -83,5 +94,11 @@ mod tests {
         );
         let long = "é".repeat(5000);
         assert!(super::redact(&[], &long).len() <= super::MAX_MESSAGE + 3);
+        // A one-character "secret" does not garble every message; a secret
+        // containing another is redacted whole.
+        let short = vec!["x".to_string(), "tok".to_string()];
+        assert_eq!(super::redact(&short, "image x86_64"), "image x86_64");
+        let nested = vec!["abcd".to_string(), "abcdefgh".to_string()];
+        assert_eq!(super::redact(&nested, "k=abcdefgh"), "k=[redacted]");
     }
 }

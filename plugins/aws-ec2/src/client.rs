@@ -258,12 +258,17 @@ impl<'a, T: Transport> Client<'a, T> {
     /// while the answer is a throttle, a 5xx or no answer at all, each retry
     /// after a jittered exponential delay (`rand × 2^n` s, at most 20 s, or
     /// the `Retry-After` asked for), and only while the retry can still end
-    /// within `retry_budget_ms` of the call's start. `RunInstances` is
+    /// within `retry_budget_ms` of the call's start (counting the next
+    /// attempt as long as the last one took). `RunInstances` is
     /// retried on throttles only ([`retryable`]).
     fn with_retries(&self, what: &str, send: impl Fn() -> Result<Response>) -> Result<Response> {
         let mut attempt: u32 = 1;
         loop {
+            let sent_at = self.transport.now_ms();
             let result = send();
+            // The next attempt may take as long as this one did (a request
+            // that waited for its timeout will likely wait again).
+            let took = self.transport.now_ms().saturating_sub(sent_at);
             let Some(asked) = retryable(&result, what != "RunInstances") else {
                 return result;
             };
@@ -280,7 +285,7 @@ impl<'a, T: Transport> Client<'a, T> {
             let jittered = (self.transport.jitter() * exp as f64) as u64;
             let delay = asked.unwrap_or(jittered).min(MAX_BACKOFF_MS);
             let spent = self.transport.now_ms().saturating_sub(self.started_ms);
-            if spent.saturating_add(delay) >= self.settings.retry_budget_ms {
+            if spent.saturating_add(delay).saturating_add(took) >= self.settings.retry_budget_ms {
                 return result;
             }
             let why = match &result {
@@ -1446,6 +1451,8 @@ mod tests {
         logs: RefCell<Vec<String>>,
         slept: RefCell<Vec<u64>>,
         dynamic: Option<Responder>,
+        /// How long each request takes on the script's clock.
+        request_ms: u64,
     }
 
     impl Script {
@@ -1502,7 +1509,8 @@ mod tests {
                 .ok_or_else(|| Error::Transport(format!("unexpected call {call:?}")))
         }
         fn now_ms(&self) -> u64 {
-            self.slept.borrow().iter().sum()
+            self.slept.borrow().iter().sum::<u64>()
+                + self.request_ms * self.requests.borrow().len() as u64
         }
         fn sleep_ms(&self, ms: u64) {
             self.slept.borrow_mut().push(ms);
@@ -1757,6 +1765,20 @@ mod tests {
             script.requests().len(),
             2,
             "the 500 ms wait fits, the 1 s one does not"
+        );
+        // Nor one whose request would run past the budget: the next attempt
+        // is counted as long as the last one took (a hang of 15 s with a
+        // 20 s budget is not tried again).
+        let slow = Script {
+            request_ms: 15_000,
+            ..Script::new(vec![err(503, "Unavailable"), err(503, "Unavailable")])
+        };
+        let client = Client::new(&settings, &slow);
+        assert!(client.describe("o").is_err());
+        assert_eq!(
+            slow.requests().len(),
+            1,
+            "a second 15 s attempt would end past 20 s"
         );
         // No answer at all is retried too; RunInstances keeps its token.
         let script = Script {

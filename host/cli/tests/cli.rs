@@ -475,29 +475,48 @@ fn every_bundled_plugin_passes_wasmprov_test_with_and_without_faults() {
     } else {
         eprintln!("moto is not installed (pip install 'moto[server]'): aws-ec2 is not tested here");
     }
-    for plugin in plugins {
-        for faults in [
-            None,
-            Some("default"),
-            Some("429=0.2,reset=0.2,capacity=0.1,quota=0.1,seed=11"),
-        ] {
-            let mut args = vec!["test", plugin];
-            if let Some(f) = faults {
-                args.extend(["--faults", f]);
-            }
-            let out = wasmprov(d, None, &args);
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            assert!(
-                out.status.success(),
-                "wasmprov test {plugin} (faults {faults:?}) failed\nstdout: {stdout}\nstderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            assert!(stdout.contains("PASSED"), "{stdout}");
-            if faults.is_some() {
-                assert!(stdout.contains("faults injected:"), "{stdout}");
-            }
-        }
-    }
+    // Every case in a thread of its own: the runs are mostly waiting on
+    // fakes and injected faults, so side by side they take about as long
+    // as the slowest case, not the sum.
+    let cases: Vec<(&str, Option<&str>)> = plugins
+        .iter()
+        .flat_map(|plugin| {
+            [
+                None,
+                Some("default"),
+                Some("429=0.2,reset=0.2,capacity=0.1,quota=0.1,seed=11"),
+            ]
+            .map(|faults| (*plugin, faults))
+        })
+        .collect();
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let runs: Vec<_> = cases
+            .iter()
+            .map(|&(plugin, faults)| {
+                scope.spawn(move || {
+                    let mut args = vec!["test", plugin];
+                    if let Some(f) = faults {
+                        args.extend(["--faults", f]);
+                    }
+                    let out = wasmprov(d, None, &args);
+                    let stdout = String::from_utf8_lossy(&out.stdout);
+                    let ok = out.status.success()
+                        && stdout.contains("PASSED")
+                        && (faults.is_none() || stdout.contains("faults injected:"));
+                    (!ok).then(|| {
+                        format!(
+                            "wasmprov test {plugin} (faults {faults:?}) failed\nstdout: {stdout}\nstderr: {}",
+                            String::from_utf8_lossy(&out.stderr)
+                        )
+                    })
+                })
+            })
+            .collect();
+        runs.into_iter()
+            .filter_map(|r| r.join().expect("a case panicked"))
+            .collect()
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     // Every bundled plugin's fitting offerings for one shape, cheapest
     // first; each plugin's cheapest is its own price hint.
     let ranking = json(&wasmprov(

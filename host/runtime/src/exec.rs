@@ -212,7 +212,7 @@ impl ExecRunner {
 
 /// Kills a process group when dropped, so nothing a program started outlives
 /// the call that started it.
-struct GroupGuard(Option<Pid>);
+pub(crate) struct GroupGuard(pub(crate) Option<Pid>);
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {

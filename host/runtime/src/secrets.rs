@@ -587,20 +587,6 @@ impl CredentialProvider for FileProvider {
     }
 }
 
-/// Kills a process group when dropped.
-struct KillGroup(Option<u32>);
-
-impl Drop for KillGroup {
-    fn drop(&mut self) {
-        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()) {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-    }
-}
-
 /// `{ command = […] }`: run on the host, its answer cached.
 struct CommandProvider(CommandSource);
 
@@ -636,7 +622,12 @@ impl CredentialProvider for CommandProvider {
         let mut child = cmd
             .spawn()
             .map_err(|e| ProviderError::fatal(format!("cannot start {}: {e}", c.program)))?;
-        let _group = KillGroup(child.id());
+        let _group = crate::exec::GroupGuard(
+            child
+                .id()
+                .and_then(|p| i32::try_from(p).ok())
+                .map(nix::unistd::Pid::from_raw),
+        );
         let mut stdout = child.stdout.take().expect("piped");
         let mut stderr = child.stderr.take().expect("piped");
         // Standard error is drained on the side (only counted), so that a

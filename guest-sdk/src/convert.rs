@@ -223,6 +223,7 @@ impl<T: Provider + 'static> Guest for Export<T> {
                 user_data: request.boot.user_data,
                 ssh_keys: request.boot.ssh_keys,
             },
+            subnet: None,
         };
         // The ids become tags unchanged (`tags`), so a plugin never sees
         // one outside the syntax, whichever host called it.

@@ -207,6 +207,7 @@ fn request(id: &str, zone: Option<&str>) -> ProvisionRequest {
         request_id: id.into(),
         shape,
         boot: Default::default(),
+        subnet: None,
     }
 }
 

@@ -53,6 +53,7 @@ fn request(id: &str, labels: &[(&str, &str)]) -> ProvisionRequest {
         request_id: id.into(),
         shape,
         boot: Default::default(),
+        subnet: None,
     }
 }
 

@@ -430,6 +430,7 @@ fn req(id: &str, shape: NodeShape) -> ProvisionRequest {
         request_id: id.into(),
         shape,
         boot: Default::default(),
+        subnet: None,
     }
 }
 
@@ -810,6 +811,7 @@ fn booting(id: &str, shape: NodeShape, boot: BootData) -> ProvisionRequest {
         request_id: id.into(),
         shape,
         boot,
+        subnet: None,
     }
 }
 

@@ -52,6 +52,7 @@ mod reload {
             request_id: id.into(),
             shape,
             boot: Default::default(),
+            subnet: None,
         }
     }
 
@@ -117,6 +118,7 @@ mod reload {
                     request_id: "slow".into(),
                     shape,
                     boot: Default::default(),
+                    subnet: None,
                 })
                 .await
             }
@@ -335,6 +337,7 @@ mod reconcile {
             request_id: id.into(),
             shape: shape(),
             boot: Default::default(),
+            subnet: None,
         };
         // Crashed after the cloud made the node, before the answer was journaled.
         fleet
@@ -974,6 +977,7 @@ mod safety {
                     request_id: bad.into(),
                     shape: shape(),
                     boot: Default::default(),
+                    subnet: None,
                 })
                 .await
                 .unwrap_err();
@@ -1222,6 +1226,7 @@ mod safety {
                 request_id: wasmprov_fleet::random_request_id(),
                 shape: shape.clone(),
                 boot: Default::default(),
+                subnet: None,
             })
             .await
         }

@@ -44,6 +44,7 @@ fn request(id: &str, labels: &[(&str, &str)]) -> ProvisionRequest {
         request_id: id.into(),
         shape: shape_with(labels),
         boot: Default::default(),
+        subnet: None,
     }
 }
 
@@ -846,6 +847,7 @@ mod hetzner {
                 ..NodeShape::new(2.0, 4 << 30)
             },
             boot: Default::default(),
+            subnet: None,
         }
     }
 
@@ -883,6 +885,7 @@ mod hetzner {
                     ..NodeShape::default()
                 },
                 boot: Default::default(),
+                subnet: None,
             })
             .await,
             Err(ProvisionerError::Unsupported(_))

@@ -69,6 +69,7 @@ fn request(id: &str) -> ProvisionRequest {
         request_id: id.into(),
         shape: NodeShape::new(1.0, 1 << 30),
         boot: Default::default(),
+        subnet: None,
     }
 }
 
@@ -1419,6 +1420,7 @@ mod pool {
                 request_id: "probe".into(),
                 shape,
                 boot: Default::default(),
+                subnet: None,
             }
         };
         assert_eq!(connections_to(&ports), 0);

@@ -64,6 +64,7 @@ fn request(id: &str) -> ProvisionRequest {
         request_id: id.into(),
         shape: NodeShape::new(1.0, 1 << 30),
         boot: Default::default(),
+        subnet: None,
     }
 }
 

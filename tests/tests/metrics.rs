@@ -29,6 +29,7 @@ fn request(id: &str) -> ProvisionRequest {
             ..NodeShape::new(2.0, 4 << 30)
         },
         boot: Default::default(),
+        subnet: None,
     }
 }
 

@@ -73,6 +73,7 @@ async fn an_instance_answers_up_to_the_limit_then_is_replaced() {
             request_id: "r1".into(),
             shape: mode(""),
             boot: Default::default(),
+            subnet: None,
         })
         .await
         .expect("provision works");

@@ -55,6 +55,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod fit;
 pub mod ids;
+pub mod network;
 pub mod provenance;
 pub mod tags;
 
@@ -64,6 +65,8 @@ pub const CONTRACT_VERSION: &str = "0.2.0";
 /// A backend's own identifier of a node (an instance id, a server number, an
 /// opaque token printed by a script).
 pub type ProviderNodeId = String;
+
+pub use network::{AddressKind, AddressRequest, Interfaces, StableAddress, SubnetCapacity, Target};
 
 /// Key/value labels on a shape or node.
 pub type Labels = BTreeMap<String, String>;
@@ -471,6 +474,12 @@ pub struct NodeHandle {
     /// Labels on the node, including the ownership and request-id tags.
     #[serde(default)]
     pub labels: Labels,
+    /// IPv6 address, when it has one (contract 0.3).
+    #[serde(default)]
+    pub ipv6_address: Option<String>,
+    /// The host name the cloud gave it, when there is one (contract 0.3).
+    #[serde(default)]
+    pub hostname: Option<String>,
 }
 
 impl NodeHandle {
@@ -548,6 +557,11 @@ pub struct ProvisionRequest {
     /// What the node boots with.
     #[serde(default)]
     pub boot: BootData,
+    /// The cloud's id of the subnet (or network, or VPC) its network
+    /// interface goes in; `None` for the backend's configured default
+    /// (contract 0.3). A backend that cannot place it so refuses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subnet: Option<String>,
 }
 
 impl ProvisionRequest {
@@ -558,6 +572,7 @@ impl ProvisionRequest {
             request_id: request_id.into(),
             shape,
             boot: BootData::default(),
+            subnet: None,
         }
     }
 }
@@ -962,6 +977,66 @@ pub trait CloudProvisioner: Send + Sync {
             self.name()
         )))
     }
+
+    /// Which interfaces beyond the core calls the backend has. The default
+    /// is none: every call below answers [`ProvisionerError::Unsupported`].
+    fn interfaces(&self) -> Interfaces {
+        Interfaces::default()
+    }
+
+    /// Replace the labels of node `id` with `labels` (the ownership and
+    /// request-id tags stay), answering the node as it is now.
+    async fn set_labels(&self, id: &ProviderNodeId, labels: &Labels) -> Result<NodeHandle> {
+        let _ = (id, labels);
+        Err(self.lacks("set-labels"))
+    }
+
+    /// Put a stable address on node `id`, moving it from any other node.
+    async fn assign_address(
+        &self,
+        id: &ProviderNodeId,
+        request: &AddressRequest,
+    ) -> Result<StableAddress> {
+        let _ = (id, request);
+        Err(self.lacks("assign-address"))
+    }
+
+    /// Take `address` (an IP or the cloud's id of it) off node `id`; the
+    /// address stays the account's.
+    async fn release_address(&self, id: &ProviderNodeId, address: &str) -> Result<()> {
+        let _ = (id, address);
+        Err(self.lacks("release-address"))
+    }
+
+    /// Add a node to a target group.
+    async fn register_target(&self, target: &Target) -> Result<()> {
+        let _ = target;
+        Err(self.lacks("register-target"))
+    }
+
+    /// Take a node out of a target group.
+    async fn deregister_target(&self, target: &Target) -> Result<()> {
+        let _ = target;
+        Err(self.lacks("deregister-target"))
+    }
+
+    /// Every target of a group.
+    async fn list_targets(&self, group: &str) -> Result<Vec<Target>> {
+        let _ = group;
+        Err(self.lacks("list-targets"))
+    }
+
+    /// How many addresses `subnet` has free.
+    async fn subnet_capacity(&self, subnet: &str) -> Result<SubnetCapacity> {
+        let _ = subnet;
+        Err(self.lacks("subnet-capacity"))
+    }
+
+    /// The error a call the backend lacks answers.
+    #[doc(hidden)]
+    fn lacks(&self, call: &str) -> ProvisionerError {
+        ProvisionerError::Unsupported(format!("{} does not support {call}", self.name()))
+    }
 }
 
 /// A set of provisioners by name: what an orchestrator (a fleet, a
@@ -1304,6 +1379,7 @@ mod tests {
             request_id: "r1".into(),
             shape: NodeShape::new(3.0, 1 << 30),
             boot: Default::default(),
+            subnet: None,
         };
         let node = backend.provision_request(&req).await.unwrap();
         assert_eq!(node.provider_id, "n-3");

@@ -141,6 +141,7 @@ fn request(i: usize, phase: &str) -> ProvisionRequest {
         request_id: format!("{phase}{}n{i}", std::process::id()),
         shape: shape(),
         boot: Default::default(),
+        subnet: None,
     }
 }
 
@@ -325,6 +326,7 @@ fn provision_loop(
                 request_id: format!("p{pid}n{i}"),
                 shape: shape(),
                 boot: Default::default(),
+                subnet: None,
             })
             .await
         }

@@ -163,6 +163,7 @@ async fn measure(cfg: &Config, p: &Plugin, fake: &RefCloudFake) -> Result<Row> {
             request_id: format!("bench-{}-{i}", p.lang.to_ascii_lowercase()),
             shape: s.clone(),
             boot: Default::default(),
+            subnet: None,
         };
         let t = Instant::now();
         let node = provisioner.provision_request(&request).await?;
@@ -185,6 +186,7 @@ async fn measure(cfg: &Config, p: &Plugin, fake: &RefCloudFake) -> Result<Row> {
             request_id: format!("bench-memory-{}-{mib}", p.lang.to_ascii_lowercase()),
             shape: s.clone(),
             boot: Default::default(),
+            subnet: None,
         };
         if let Ok(node) = provisioner.provision_request(&request).await {
             provisioner.terminate(&node.provider_id).await?;

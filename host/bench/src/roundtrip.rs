@@ -47,6 +47,7 @@ fn request(run: u64, i: u64) -> ProvisionRequest {
         request_id: format!("r{run}n{i}"),
         shape: shape(),
         boot: Default::default(),
+        subnet: None,
     }
 }
 

@@ -100,6 +100,7 @@ pub async fn run(json: bool) -> Result<()> {
                 ..NodeShape::new(*cpu, gib << 30)
             },
             boot: Default::default(),
+            subnet: None,
         };
         let node = hetzner.provision_request(&request).await?;
         emit(
@@ -131,6 +132,7 @@ pub async fn run(json: bool) -> Result<()> {
                 ..NodeShape::new(2.0, 4 << 30)
             },
             boot: Default::default(),
+            subnet: None,
         })
         .await?;
     if again.provider_id != ids[0] {

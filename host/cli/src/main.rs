@@ -79,6 +79,7 @@ async fn run(cli: Cli) -> Result<()> {
                 request_id: request_id.clone().unwrap_or_else(new_request_id),
                 shape: shape.shape(labels),
                 boot,
+                subnet: None,
             };
             let lease = lease_secs.map(std::time::Duration::from_secs);
             let node = match &cli.state_dir {

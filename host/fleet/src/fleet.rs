@@ -432,6 +432,7 @@ impl Fleet {
             request_id: intent.request_id.clone(),
             shape,
             boot: intent.boot.clone(),
+            subnet: None,
         }
     }
 

@@ -734,6 +734,7 @@ impl Run {
             request_id: request_id.to_string(),
             shape: shape.clone(),
             boot,
+            subnet: None,
         };
         if !self.requests.iter().any(|r| r == request_id) {
             self.requests.push(request_id.to_string());
@@ -1717,6 +1718,7 @@ impl Run {
             request_id: "conformance-foreign".into(),
             shape: NodeShape::new(1.0, GIB),
             boot: Default::default(),
+            subnet: None,
         };
         // The foreign owner's node goes through the plugin, so this works
         // against cassettes and live clouds too.

@@ -1599,6 +1599,7 @@ mod tests {
             request_id: id.into(),
             shape,
             boot: Default::default(),
+            subnet: None,
         }
     }
 

@@ -446,6 +446,7 @@ mod tests {
             request_id: id.into(),
             shape,
             boot: Default::default(),
+            subnet: None,
         }
     }
 

@@ -111,6 +111,8 @@ pub(crate) fn handle(h: w::NodeHandle) -> NodeHandle {
         },
         instance_type: h.instance_type,
         labels: h.labels.into_iter().collect(),
+        ipv6_address: None,
+        hostname: None,
     }
 }
 

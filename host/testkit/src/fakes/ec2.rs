@@ -838,6 +838,7 @@ mod tests {
                         request_id: "r-1".into(),
                         shape,
                         boot: Default::default(),
+                        subnet: None,
                     },
                 )
                 .unwrap();
@@ -879,6 +880,7 @@ mod tests {
                         request_id: format!("fault-{kind}"),
                         shape: NodeShape::new(2.0, 4 << 30),
                         boot: Default::default(),
+                        subnet: None,
                     },
                 )
                 .unwrap_err();

@@ -780,3 +780,175 @@ async fn ssh_keys_are_registered_once_and_put_on_servers() {
     assert_eq!(fake.servers()[0].ssh_keys, [key]);
     fake.shutdown().await;
 }
+
+#[tokio::test]
+async fn labels_are_replaced_by_an_update() {
+    let (fake, api) = start(HetznerFakeOptions::default()).await;
+    let id = api.create("web-1", json!({"a": "1", "b": "2"})).await.body["server"]["id"]
+        .as_u64()
+        .unwrap();
+    let path = format!("/servers/{id}");
+    let body = serde_json::to_vec(&json!({"labels": {"c": "3"}})).unwrap();
+    let r = api.raw(Method::PUT, &path, Some(body)).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["server"]["labels"], json!({"c": "3"}));
+    assert_eq!(fake.servers()[0].labels.len(), 1);
+    // Invalid labels are refused and change nothing.
+    let bad = serde_json::to_vec(&json!({"labels": {"-x": "1"}})).unwrap();
+    let r = api.raw(Method::PUT, &path, Some(bad)).await;
+    assert_eq!(r.error_code(), "invalid_input");
+    assert_eq!(
+        api.get(&path).await.body["server"]["labels"],
+        json!({"c": "3"})
+    );
+    let r = api
+        .raw(Method::PUT, "/servers/999", Some(b"{}".to_vec()))
+        .await;
+    assert_eq!(r.error_code(), "not_found");
+}
+
+#[tokio::test]
+async fn servers_join_networks_and_subnets_count_free_addresses() {
+    let (fake, api) = start(HetznerFakeOptions::default()).await;
+    let net = fake
+        .add_network("nodes", "10.0.0.0/16", &["10.0.1.0/29"])
+        .unwrap();
+    let before = &fake.networks()[0].subnets[0];
+    // A /29 has 8 addresses: network, gateway and broadcast are kept.
+    assert_eq!((before.total, before.free), (5, 5));
+    let r = api
+        .post(
+            "/servers",
+            json!({"name": "n1", "server_type": "cx22", "image": "ubuntu-24.04", "networks": [net]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let server = &r.body["server"];
+    assert_eq!(server["private_net"][0]["network"], net);
+    assert_eq!(server["private_net"][0]["ip"], "10.0.1.2");
+    assert!(
+        server["public_net"]["ipv6"]["ip"]
+            .as_str()
+            .unwrap()
+            .ends_with("::/64")
+    );
+    assert_eq!(fake.networks()[0].subnets[0].free, 4);
+    assert_eq!(fake.servers()[0].private_net[0].ip, "10.0.1.2");
+    let got = api.get(&format!("/networks/{net}")).await;
+    assert_eq!(got.body["network"]["subnets"][0]["ip_range"], "10.0.1.0/29");
+    assert_eq!(got.body["network"]["subnets"][0]["gateway"], "10.0.1.1");
+    assert_eq!(got.body["network"]["servers"], json!([server["id"]]));
+    assert_eq!(
+        api.get("/networks").await.body["networks"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    // An unknown network is refused, and nothing is made.
+    let r = api
+        .post(
+            "/servers",
+            json!({"name": "n2", "server_type": "cx22", "image": "ubuntu-24.04", "networks": [424242]}),
+        )
+        .await;
+    assert_eq!(r.error_code(), "invalid_input");
+    assert_eq!(fake.servers().len(), 1);
+    // Deleting the server frees its address.
+    api.delete(&format!("/servers/{}", server["id"])).await;
+    assert_eq!(fake.networks()[0].subnets[0].free, 5);
+}
+
+#[tokio::test]
+async fn floating_ips_are_created_assigned_moved_and_unassigned() {
+    let (fake, api) = start(HetznerFakeOptions::default()).await;
+    let a = api.create("a", json!({})).await.body["server"]["id"].clone();
+    let b = api.create("b", json!({})).await.body["server"]["id"].clone();
+    let r = api
+        .post(
+            "/floating_ips",
+            json!({"type": "ipv4", "server": a, "labels": {"k": "v"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let fip = r.body["floating_ip"]["id"].as_u64().unwrap();
+    assert_eq!(r.body["floating_ip"]["server"], a);
+    assert_eq!(r.body["action"]["command"], "assign_floating_ip");
+    let server = api.get(&format!("/servers/{a}")).await;
+    assert_eq!(
+        server.body["server"]["public_net"]["floating_ips"],
+        json!([fip])
+    );
+
+    let r = api
+        .post(
+            &format!("/floating_ips/{fip}/actions/assign"),
+            json!({"server": b}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(fake.floating_ips()[0].server, b.as_u64());
+    let listed = api.get("/floating_ips?label_selector=k%3D%3Dv").await;
+    assert_eq!(listed.body["floating_ips"][0]["server"], b);
+    assert!(
+        api.get("/floating_ips?label_selector=k%3D%3Dw").await.body["floating_ips"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    let r = api
+        .post(&format!("/floating_ips/{fip}/actions/unassign"), json!({}))
+        .await;
+    assert_eq!(r.body["action"]["command"], "unassign_floating_ip");
+    assert_eq!(fake.floating_ips()[0].server, None);
+    // Deleting a server unassigns what it held.
+    api.post(
+        &format!("/floating_ips/{fip}/actions/assign"),
+        json!({"server": a}),
+    )
+    .await;
+    api.delete(&format!("/servers/{a}")).await;
+    assert_eq!(fake.floating_ips()[0].server, None);
+    let r = api
+        .post("/floating_ips/1/actions/assign", json!({"server": b}))
+        .await;
+    assert_eq!(r.error_code(), "not_found");
+    let r = api.post("/floating_ips", json!({"type": "ipv4"})).await;
+    assert_eq!(r.error_code(), "invalid_input");
+}
+
+#[tokio::test]
+async fn load_balancer_targets_are_added_once_and_removed() {
+    let (fake, api) = start(HetznerFakeOptions {
+        boot_delay_polls: 0,
+        ..HetznerFakeOptions::default()
+    })
+    .await;
+    let lb = fake.add_load_balancer("front", "fsn1").unwrap();
+    let s = api.create("s", json!({})).await.body["server"]["id"].clone();
+    let target = json!({"type": "server", "server": {"id": s}, "use_private_ip": false});
+    let path = format!("/load_balancers/{lb}/actions/add_target");
+    let r = api.post(&path, target.clone()).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(r.body["action"]["command"], "add_target");
+    let r = api.post(&path, target.clone()).await;
+    assert_eq!(
+        (r.status, r.error_code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "target_already_defined")
+    );
+    let got = api.get(&format!("/load_balancers/{lb}")).await;
+    let t = &got.body["load_balancer"]["targets"][0];
+    assert_eq!(t["server"]["id"], s);
+    assert_eq!(t["health_status"][0]["status"], "healthy");
+    assert_eq!(fake.load_balancers()[0].targets, [s.as_u64().unwrap()]);
+    let server = api.get(&format!("/servers/{s}")).await;
+    assert_eq!(server.body["server"]["load_balancers"], json!([lb]));
+
+    let remove = format!("/load_balancers/{lb}/actions/remove_target");
+    let r = api.post(&remove, target.clone()).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let r = api.post(&remove, target).await;
+    assert_eq!(r.error_code(), "not_found");
+    assert!(fake.load_balancers()[0].targets.is_empty());
+}

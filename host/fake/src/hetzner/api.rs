@@ -20,6 +20,7 @@ use http::{HeaderMap, Method, StatusCode};
 use serde_json::{Map, Value, json};
 
 use super::catalog::{self, Image, LOCATIONS, Location, SERVER_TYPES, ServerType};
+use super::network::{FloatingIp, LoadBalancer, Network, Networking, Subnet};
 use super::selector::LabelSelector;
 use super::{FakeServer, Fault, HetznerFakeOptions};
 use crate::wire::{self, Query, authorized, rfc3339_now, unix_now};
@@ -299,6 +300,16 @@ fn fingerprint(public_key: &str) -> Option<String> {
 }
 
 impl Server {
+    /// The server's IPv6 network, a /64 of the documentation prefix
+    /// (`2001:db8:<id>::/64`); the server's own address is its first host.
+    fn ipv6_net(&self) -> String {
+        format!(
+            "2001:db8:{:x}:{:x}::/64",
+            (self.id >> 16) & 0xffff,
+            self.id & 0xffff
+        )
+    }
+
     fn status(&self, boot_delay_polls: u32) -> &'static str {
         if self.polls < boot_delay_polls {
             "initializing"
@@ -320,7 +331,7 @@ impl Server {
             "created": self.created,
             "public_net": {
                 "ipv4": { "id": self.id + 40_000_000, "ip": ip, "blocked": false, "dns_ptr": format!("static.{ip}.clients.your-server.de") },
-                "ipv6": null,
+                "ipv6": { "id": self.id + 50_000_000, "ip": self.ipv6_net(), "blocked": false, "dns_ptr": [] },
                 "floating_ips": [],
                 "firewalls": [],
             },
@@ -350,7 +361,8 @@ impl Server {
 struct Action {
     id: u64,
     command: &'static str,
-    server_id: u64,
+    /// What it acted on: (id, type), such as (42, "server").
+    resources: Vec<(u64, &'static str)>,
     started: String,
 }
 
@@ -363,7 +375,7 @@ impl Action {
             "progress": if finished { 100 } else { 0 },
             "started": self.started,
             "finished": if finished { Value::String(self.started.clone()) } else { Value::Null },
-            "resources": [{ "id": self.server_id, "type": "server" }],
+            "resources": self.resources.iter().map(|(id, kind)| json!({ "id": id, "type": kind })).collect::<Vec<_>>(),
             "error": null,
         })
     }
@@ -376,7 +388,11 @@ pub(crate) struct FakeState {
     servers: BTreeMap<u64, Server>,
     actions: BTreeMap<u64, Action>,
     ssh_keys: BTreeMap<u64, SshKey>,
+    /// Networks, floating IPs, load balancers and what is attached to them.
+    pub(crate) net: Networking,
     next_ssh_key_id: u64,
+    /// Ids of networks, floating IPs and load balancers.
+    next_resource_id: u64,
     next_server_id: u64,
     next_action_id: u64,
     next_ip_index: u32,
@@ -397,7 +413,18 @@ enum Route<'a> {
     ListServers,
     CreateServer,
     GetServer(&'a str),
+    UpdateServer(&'a str),
     DeleteServer(&'a str),
+    ListFloatingIps,
+    CreateFloatingIp,
+    GetFloatingIp(&'a str),
+    DeleteFloatingIp(&'a str),
+    FloatingIpAction(&'a str, &'a str),
+    ListLoadBalancers,
+    GetLoadBalancer(&'a str),
+    LoadBalancerAction(&'a str, &'a str),
+    ListNetworks,
+    GetNetwork(&'a str),
     Action(&'a str),
     ListSshKeys,
     CreateSshKey,
@@ -418,7 +445,22 @@ fn route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         (&Method::GET, ["servers"]) => Route::ListServers,
         (&Method::POST, ["servers"]) => Route::CreateServer,
         (&Method::GET, ["servers", id]) => Route::GetServer(id),
+        (&Method::PUT, ["servers", id]) => Route::UpdateServer(id),
         (&Method::DELETE, ["servers", id]) => Route::DeleteServer(id),
+        (&Method::GET, ["floating_ips"]) => Route::ListFloatingIps,
+        (&Method::POST, ["floating_ips"]) => Route::CreateFloatingIp,
+        (&Method::GET, ["floating_ips", id]) => Route::GetFloatingIp(id),
+        (&Method::DELETE, ["floating_ips", id]) => Route::DeleteFloatingIp(id),
+        (&Method::POST, ["floating_ips", id, "actions", action]) => {
+            Route::FloatingIpAction(id, action)
+        }
+        (&Method::GET, ["load_balancers"]) => Route::ListLoadBalancers,
+        (&Method::GET, ["load_balancers", id]) => Route::GetLoadBalancer(id),
+        (&Method::POST, ["load_balancers", id, "actions", action]) => {
+            Route::LoadBalancerAction(id, action)
+        }
+        (&Method::GET, ["networks"]) => Route::ListNetworks,
+        (&Method::GET, ["networks", id]) => Route::GetNetwork(id),
         (&Method::GET, ["actions", id]) => Route::Action(id),
         (&Method::GET, ["ssh_keys"]) => Route::ListSshKeys,
         (&Method::POST, ["ssh_keys"]) => Route::CreateSshKey,
@@ -485,7 +527,9 @@ impl FakeState {
             servers: BTreeMap::new(),
             actions: BTreeMap::new(),
             ssh_keys: BTreeMap::new(),
+            net: Networking::default(),
             next_ssh_key_id: 7_000_001,
+            next_resource_id: 3_000_001,
             next_server_id: 1_000_001,
             next_action_id: 5_000_001,
             next_ip_index: 0,
@@ -511,6 +555,18 @@ impl FakeState {
                 location: s.location.name.to_string(),
                 labels: s.labels.clone(),
                 ipv4: s.ipv4.to_string(),
+                ipv6: s.ipv6_net(),
+                private_net: self
+                    .net
+                    .attachments
+                    .get(&s.id)
+                    .into_iter()
+                    .flatten()
+                    .map(|a| super::FakePrivateNet {
+                        network: a.network,
+                        ip: a.ip.to_string(),
+                    })
+                    .collect(),
                 user_data: s.user_data.clone(),
                 ssh_keys: s
                     .ssh_keys
@@ -518,6 +574,63 @@ impl FakeState {
                     .filter_map(|id| self.ssh_keys.get(id))
                     .map(|k| k.public_key.clone())
                     .collect(),
+            })
+            .collect()
+    }
+
+    /// Public view of the networks, with each subnet's free addresses.
+    pub(crate) fn networks(&self) -> Vec<super::FakeNetwork> {
+        self.net
+            .networks
+            .values()
+            .map(|n| super::FakeNetwork {
+                id: n.id,
+                name: n.name.clone(),
+                ip_range: n.ip_range.to_string(),
+                subnets: n
+                    .subnets
+                    .iter()
+                    .map(|s| super::FakeSubnet {
+                        ip_range: s.ip_range.to_string(),
+                        network_zone: s.network_zone.to_string(),
+                        total: s.usable().count() as u64,
+                        free: self.net.free_in(s).len() as u64,
+                    })
+                    .collect(),
+                servers: self
+                    .net
+                    .attachments
+                    .iter()
+                    .filter(|(_, atts)| atts.iter().any(|a| a.network == n.id))
+                    .map(|(id, _)| *id)
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Public view of the load balancers.
+    pub(crate) fn load_balancers(&self) -> Vec<super::FakeLoadBalancer> {
+        self.net
+            .load_balancers
+            .values()
+            .map(|lb| super::FakeLoadBalancer {
+                id: lb.id,
+                name: lb.name.clone(),
+                targets: lb.targets.clone(),
+            })
+            .collect()
+    }
+
+    /// Public view of the floating IPs.
+    pub(crate) fn floating_ips(&self) -> Vec<super::FakeFloatingIp> {
+        self.net
+            .floating_ips
+            .values()
+            .map(|f| super::FakeFloatingIp {
+                id: f.id,
+                ip: f.ip.to_string(),
+                server: f.server,
+                labels: f.labels.clone(),
             })
             .collect()
     }
@@ -578,22 +691,86 @@ impl FakeState {
             }
             Route::GetServer(id) => {
                 let id = parse_id(id, "server")?;
-                let boot = self.opts.boot_delay_polls;
-                let server = self
-                    .servers
-                    .get_mut(&id)
-                    .ok_or_else(|| ApiError::not_found("server"))?;
-                let body = json!({ "server": server.to_json(boot) });
-                server.polls = server.polls.saturating_add(1);
+                let body = json!({ "server": self.poll_server(id)? });
                 Ok(Reply::ok(body))
+            }
+            Route::UpdateServer(id) => {
+                let body = body.map_err(|e| ApiError::invalid(format!("unreadable body: {e}")))?;
+                self.update_server(parse_id(id, "server")?, &body)
             }
             Route::DeleteServer(id) => {
                 let id = parse_id(id, "server")?;
                 self.servers
                     .remove(&id)
                     .ok_or_else(|| ApiError::not_found("server"))?;
+                self.net.server_deleted(id);
                 let action = self.new_action("delete_server", id);
                 Ok(Reply::ok(json!({ "action": action })))
+            }
+            Route::ListFloatingIps => self.list_floating_ips(&query),
+            Route::CreateFloatingIp => {
+                let body = body.map_err(|e| ApiError::invalid(format!("unreadable body: {e}")))?;
+                self.create_floating_ip(&body)
+            }
+            Route::GetFloatingIp(id) => {
+                let id = parse_id(id, "floating IP")?;
+                self.net
+                    .floating_ips
+                    .get(&id)
+                    .map(|f| Reply::ok(json!({ "floating_ip": f.to_json() })))
+                    .ok_or_else(|| ApiError::not_found("floating IP"))
+            }
+            Route::DeleteFloatingIp(id) => {
+                let id = parse_id(id, "floating IP")?;
+                self.net
+                    .floating_ips
+                    .remove(&id)
+                    .ok_or_else(|| ApiError::not_found("floating IP"))?;
+                Ok(Reply::with_status(StatusCode::NO_CONTENT, Value::Null))
+            }
+            Route::FloatingIpAction(id, action) => {
+                let body = body.map_err(|e| ApiError::invalid(format!("unreadable body: {e}")))?;
+                self.floating_ip_action(parse_id(id, "floating IP")?, action, &body)
+            }
+            Route::ListLoadBalancers => {
+                let items: Vec<Value> = self
+                    .net
+                    .load_balancers
+                    .values()
+                    .filter(|lb| query.get("name").is_none_or(|n| n == lb.name))
+                    .map(|lb| self.load_balancer_json(lb))
+                    .collect();
+                self.page_of("load_balancers", items, &query)
+            }
+            Route::GetLoadBalancer(id) => {
+                let id = parse_id(id, "load balancer")?;
+                self.net
+                    .load_balancers
+                    .get(&id)
+                    .map(|lb| Reply::ok(json!({ "load_balancer": self.load_balancer_json(lb) })))
+                    .ok_or_else(|| ApiError::not_found("load balancer"))
+            }
+            Route::LoadBalancerAction(id, action) => {
+                let body = body.map_err(|e| ApiError::invalid(format!("unreadable body: {e}")))?;
+                self.load_balancer_action(parse_id(id, "load balancer")?, action, &body)
+            }
+            Route::ListNetworks => {
+                let items: Vec<Value> = self
+                    .net
+                    .networks
+                    .values()
+                    .filter(|n| query.get("name").is_none_or(|name| name == n.name))
+                    .map(|n| self.net.network_json(n))
+                    .collect();
+                self.page_of("networks", items, &query)
+            }
+            Route::GetNetwork(id) => {
+                let id = parse_id(id, "network")?;
+                self.net
+                    .networks
+                    .get(&id)
+                    .map(|n| Reply::ok(json!({ "network": self.net.network_json(n) })))
+                    .ok_or_else(|| ApiError::not_found("network"))
             }
             Route::Action(id) => {
                 let id = parse_id(id, "action")?;
@@ -685,17 +862,379 @@ impl FakeState {
     }
 
     fn new_action(&mut self, command: &'static str, server_id: u64) -> Value {
+        self.action_on(command, vec![(server_id, "server")])
+    }
+
+    /// A finished action on these resources, as the API returns it.
+    fn action_on(&mut self, command: &'static str, resources: Vec<(u64, &'static str)>) -> Value {
         let id = self.next_action_id;
         self.next_action_id += 1;
         let action = Action {
             id,
             command,
-            server_id,
+            resources,
             started: rfc3339_now(),
         };
         let json = action.to_json(false);
         self.actions.insert(id, action);
         json
+    }
+
+    /// A server as the API shows it, with its networks, floating IPs and
+    /// load balancers; not counted as a poll.
+    fn server_json(&self, id: u64) -> Option<Value> {
+        let server = self.servers.get(&id)?;
+        let mut json = server.to_json(self.opts.boot_delay_polls);
+        json["private_net"] = self.net.private_net_json(id);
+        json["public_net"]["floating_ips"] = json!(self.net.floating_ips_of(id));
+        json["load_balancers"] = json!(self.net.load_balancers_of(id));
+        Some(json)
+    }
+
+    /// A server as a read shows it, counting the read as a poll.
+    fn poll_server(&mut self, id: u64) -> Result<Value, ApiError> {
+        let json = self
+            .server_json(id)
+            .ok_or_else(|| ApiError::not_found("server"))?;
+        if let Some(server) = self.servers.get_mut(&id) {
+            server.polls = server.polls.saturating_add(1);
+        }
+        Ok(json)
+    }
+
+    /// `PUT /servers/{id}`: a new name and/or labels (the labels given
+    /// replace all of the server's labels).
+    fn update_server(&mut self, id: u64, body: &[u8]) -> Result<Reply, ApiError> {
+        let obj = json_object(body)?;
+        if !self.servers.contains_key(&id) {
+            return Err(ApiError::not_found("server"));
+        }
+        let labels = match obj.get("labels") {
+            None => None,
+            some => Some(parse_labels(some)?),
+        };
+        let name = match opt_string(&obj, "name")? {
+            Some(n) if !is_valid_hostname(&n) => {
+                return Err(ApiError::invalid_field(
+                    "name",
+                    "name must be a valid hostname",
+                ));
+            }
+            Some(n) if self.servers.values().any(|s| s.name == n && s.id != id) => {
+                let mut err = ApiError::new(
+                    StatusCode::CONFLICT,
+                    "uniqueness_error",
+                    "server name is already used",
+                );
+                err.details = json!({ "fields": [{ "name": "name" }] });
+                return Err(err);
+            }
+            other => other,
+        };
+        if let Some(server) = self.servers.get_mut(&id) {
+            if let Some(labels) = labels {
+                server.labels = labels;
+            }
+            if let Some(name) = name {
+                server.name = name;
+            }
+        }
+        Ok(Reply::ok(json!({ "server": self.poll_server(id)? })))
+    }
+
+    /// One page of a list, under `key`, with Hetzner's `meta`.
+    fn page_of(&self, key: &str, items: Vec<Value>, q: &Query) -> Result<Reply, ApiError> {
+        let page = Page::from_query(q, self.opts.page_size_max)?;
+        let meta = page.meta(items.len());
+        let items = items[page.range(items.len())].to_vec();
+        Ok(Reply::ok(json!({ key: items, "meta": meta })))
+    }
+
+    fn list_floating_ips(&self, q: &Query) -> Result<Reply, ApiError> {
+        let selector = match q.get("label_selector") {
+            Some(raw) => LabelSelector::parse(raw).map_err(ApiError::invalid)?,
+            None => LabelSelector::default(),
+        };
+        let items: Vec<Value> = self
+            .net
+            .floating_ips
+            .values()
+            .filter(|f| q.get("name").is_none_or(|n| n == f.name))
+            .filter(|f| selector.matches(&f.labels))
+            .map(FloatingIp::to_json)
+            .collect();
+        self.page_of("floating_ips", items, q)
+    }
+
+    /// `POST /floating_ips`: an IPv4 floating IP, assigned to `server` at
+    /// once when it names one, else kept at `home_location`.
+    fn create_floating_ip(&mut self, body: &[u8]) -> Result<Reply, ApiError> {
+        let obj = json_object(body)?;
+        match opt_string(&obj, "type")?.as_deref() {
+            Some("ipv4") => {}
+            Some("ipv6") => {
+                return Err(ApiError::invalid_field(
+                    "type",
+                    "this fake serves IPv4 floating IPs only",
+                ));
+            }
+            Some(other) => {
+                return Err(ApiError::invalid_field(
+                    "type",
+                    format!("'{other}' is not one of ipv4, ipv6"),
+                ));
+            }
+            None => {
+                return Err(ApiError::invalid_field(
+                    "type",
+                    "Missing data for required field.",
+                ));
+            }
+        }
+        let server = match obj.get("server") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .filter(|id| self.servers.contains_key(id))
+                    .ok_or_else(|| {
+                        ApiError::invalid_field("server", format!("server {v} not found"))
+                    })?,
+            ),
+        };
+        let home_location = match (opt_string(&obj, "home_location")?, server) {
+            (Some(l), _) => catalog::location_by_name(&l).ok_or_else(|| {
+                ApiError::invalid_field("home_location", format!("location '{l}' not found"))
+            })?,
+            (None, Some(id)) => self.servers[&id].location,
+            (None, None) => {
+                return Err(ApiError::invalid(
+                    "one of 'server' or 'home_location' is required",
+                ));
+            }
+        };
+        let labels = parse_labels(obj.get("labels"))?;
+        let id = self.next_resource_id;
+        self.next_resource_id += 1;
+        let name = opt_string(&obj, "name")?.unwrap_or_else(|| format!("floating-ip-{id}"));
+        if self.net.floating_ips.values().any(|f| f.name == name) {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "uniqueness_error",
+                "floating IP name is already used",
+            ));
+        }
+        let ip = ip_for_index(self.next_ip_index)
+            .ok_or_else(|| ApiError::unavailable("no public IPv4 addresses left"))?;
+        self.next_ip_index += 1;
+        let fip = FloatingIp {
+            id,
+            name,
+            description: opt_string(&obj, "description")?,
+            ip,
+            home_location,
+            server,
+            labels,
+            created: rfc3339_now(),
+        };
+        let json = fip.to_json();
+        self.net.floating_ips.insert(id, fip);
+        let action = match server {
+            Some(s) => self.action_on(
+                "assign_floating_ip",
+                vec![(id, "floating_ip"), (s, "server")],
+            ),
+            None => Value::Null,
+        };
+        Ok(Reply::with_status(
+            StatusCode::CREATED,
+            json!({ "floating_ip": json, "action": action }),
+        ))
+    }
+
+    /// `POST /floating_ips/{id}/actions/assign` (`{"server": id}`, moving
+    /// it from any other server) and `.../unassign`.
+    fn floating_ip_action(
+        &mut self,
+        id: u64,
+        action: &str,
+        body: &[u8],
+    ) -> Result<Reply, ApiError> {
+        if !self.net.floating_ips.contains_key(&id) {
+            return Err(ApiError::not_found("floating IP"));
+        }
+        let (command, server) = match action {
+            "assign" => {
+                let obj = json_object(body)?;
+                let server = obj.get("server").and_then(Value::as_u64).ok_or_else(|| {
+                    ApiError::invalid_field("server", "Missing data for required field.")
+                })?;
+                if !self.servers.contains_key(&server) {
+                    return Err(ApiError::invalid_field(
+                        "server",
+                        format!("server {server} not found"),
+                    ));
+                }
+                ("assign_floating_ip", Some(server))
+            }
+            "unassign" => ("unassign_floating_ip", None),
+            _ => return Err(ApiError::not_found("resource")),
+        };
+        let before = self
+            .net
+            .floating_ips
+            .get_mut(&id)
+            .and_then(|f| std::mem::replace(&mut f.server, server));
+        let mut resources = vec![(id, "floating_ip")];
+        resources.extend(server.or(before).map(|s| (s, "server")));
+        let action = self.action_on(command, resources);
+        Ok(Reply::with_status(
+            StatusCode::CREATED,
+            json!({ "action": action }),
+        ))
+    }
+
+    fn load_balancer_json(&self, lb: &LoadBalancer) -> Value {
+        let boot = self.opts.boot_delay_polls;
+        lb.to_json(&|id| {
+            self.servers
+                .get(&id)
+                .is_some_and(|s| s.status(boot) == "running")
+        })
+    }
+
+    /// `POST /load_balancers/{id}/actions/add_target` and `remove_target`,
+    /// for targets of type `server`.
+    fn load_balancer_action(
+        &mut self,
+        id: u64,
+        action: &str,
+        body: &[u8],
+    ) -> Result<Reply, ApiError> {
+        if !self.net.load_balancers.contains_key(&id) {
+            return Err(ApiError::not_found("load balancer"));
+        }
+        let obj = json_object(body)?;
+        match opt_string(&obj, "type")?.as_deref() {
+            Some("server") => {}
+            Some(other) => {
+                return Err(ApiError::invalid_field(
+                    "type",
+                    format!("this fake serves targets of type server only, not '{other}'"),
+                ));
+            }
+            None => {
+                return Err(ApiError::invalid_field(
+                    "type",
+                    "Missing data for required field.",
+                ));
+            }
+        }
+        let server = obj
+            .get("server")
+            .and_then(|s| s.get("id"))
+            .and_then(Value::as_u64)
+            .ok_or_else(|| ApiError::invalid_field("server", "Missing data for required field."))?;
+        let lb = self
+            .net
+            .load_balancers
+            .get_mut(&id)
+            .ok_or_else(|| ApiError::not_found("load balancer"))?;
+        let command = match action {
+            "add_target" => {
+                if lb.targets.contains(&server) {
+                    return Err(ApiError::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "target_already_defined",
+                        "the load balancer target you are trying to define is already defined",
+                    ));
+                }
+                if !self.servers.contains_key(&server) {
+                    return Err(ApiError::invalid_field(
+                        "server",
+                        format!("server {server} not found"),
+                    ));
+                }
+                lb.targets.push(server);
+                "add_target"
+            }
+            "remove_target" => {
+                let before = lb.targets.len();
+                lb.targets.retain(|t| *t != server);
+                if lb.targets.len() == before {
+                    return Err(ApiError::new(
+                        StatusCode::NOT_FOUND,
+                        "not_found",
+                        "load balancer target not found",
+                    ));
+                }
+                "remove_target"
+            }
+            _ => return Err(ApiError::not_found("resource")),
+        };
+        let action = self.action_on(command, vec![(id, "load_balancer"), (server, "server")]);
+        Ok(Reply::with_status(
+            StatusCode::CREATED,
+            json!({ "action": action }),
+        ))
+    }
+
+    /// Makes a network with these subnets (seeding, not an API call).
+    pub(crate) fn add_network(
+        &mut self,
+        name: &str,
+        ip_range: &str,
+        subnets: &[&str],
+    ) -> Result<u64, String> {
+        let parse = |r: &str| r.parse::<ipnet::Ipv4Net>().map_err(|e| format!("{r}: {e}"));
+        let range = parse(ip_range)?;
+        let mut list = Vec::new();
+        for s in subnets {
+            let net = parse(s)?;
+            if !range.contains(&net) {
+                return Err(format!("subnet {s} is not inside {ip_range}"));
+            }
+            list.push(Subnet {
+                ip_range: net,
+                network_zone: "eu-central",
+            });
+        }
+        let id = self.next_resource_id;
+        self.next_resource_id += 1;
+        self.net.networks.insert(
+            id,
+            Network {
+                id,
+                name: name.to_string(),
+                ip_range: range,
+                subnets: list,
+                labels: BTreeMap::new(),
+                created: rfc3339_now(),
+            },
+        );
+        Ok(id)
+    }
+
+    /// Makes a load balancer without targets (seeding, not an API call).
+    pub(crate) fn add_load_balancer(&mut self, name: &str, location: &str) -> Result<u64, String> {
+        let location =
+            catalog::location_by_name(location).ok_or_else(|| format!("no location {location}"))?;
+        let ipv4 = ip_for_index(self.next_ip_index).ok_or("no public IPv4 addresses left")?;
+        self.next_ip_index += 1;
+        let id = self.next_resource_id;
+        self.next_resource_id += 1;
+        self.net.load_balancers.insert(
+            id,
+            LoadBalancer {
+                id,
+                name: name.to_string(),
+                location,
+                ipv4,
+                targets: Vec::new(),
+                labels: BTreeMap::new(),
+                created: rfc3339_now(),
+            },
+        );
+        Ok(id)
     }
 
     fn list_locations(&self, q: &Query) -> Result<Reply, ApiError> {
@@ -770,10 +1309,7 @@ impl FakeState {
         let meta = page.meta(ids.len());
         let mut items = Vec::new();
         for id in &ids[page.range(ids.len())] {
-            if let Some(server) = self.servers.get_mut(id) {
-                items.push(server.to_json(boot));
-                server.polls = server.polls.saturating_add(1);
-            }
+            items.push(self.poll_server(*id)?);
         }
         Ok(Reply::ok(json!({ "servers": items, "meta": meta })))
     }
@@ -891,6 +1427,36 @@ impl FakeState {
             }
         };
 
+        let networks = match obj.get("networks") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(ids)) => ids
+                .iter()
+                .map(|v| {
+                    v.as_u64()
+                        .filter(|id| self.net.networks.contains_key(id))
+                        .ok_or_else(|| {
+                            ApiError::invalid_field("networks", format!("network {v} not found"))
+                        })
+                })
+                .collect::<Result<Vec<u64>, ApiError>>()?,
+            Some(_) => {
+                return Err(ApiError::invalid_field(
+                    "networks",
+                    "must be a list of network ids",
+                ));
+            }
+        };
+        for network in &networks {
+            let net = &self.net.networks[network];
+            if !net.subnets.iter().any(|s| !self.net.free_in(s).is_empty()) {
+                return Err(ApiError::new(
+                    StatusCode::PRECONDITION_FAILED,
+                    "no_subnet_available",
+                    format!("no subnet or IP is available in network {network}"),
+                ));
+            }
+        }
+
         if self.servers.values().any(|s| s.name == name) {
             let mut err = ApiError::new(
                 StatusCode::CONFLICT,
@@ -926,10 +1492,13 @@ impl FakeState {
             created: rfc3339_now(),
             polls: 0,
         };
-        // A fresh server is always reported `initializing`, whatever the delay.
-        let mut server_json = server.to_json(self.opts.boot_delay_polls);
-        server_json["status"] = json!("initializing");
         self.servers.insert(id, server);
+        for network in networks {
+            self.net.attach(id, network);
+        }
+        // A fresh server is always reported `initializing`, whatever the delay.
+        let mut server_json = self.server_json(id).unwrap_or(Value::Null);
+        server_json["status"] = json!("initializing");
         let action = self.new_action("create_server", id);
         Ok(Reply::with_status(
             StatusCode::CREATED,
@@ -940,6 +1509,16 @@ impl FakeState {
                 "root_password": null,
             }),
         ))
+    }
+}
+
+/// A request body that must be a JSON object.
+fn json_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::json_error(format!("invalid JSON in request body: {e}")))?;
+    match value {
+        Value::Object(obj) => Ok(obj),
+        _ => Err(ApiError::invalid("request body must be a JSON object")),
     }
 }
 

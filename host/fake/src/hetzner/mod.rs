@@ -13,6 +13,12 @@
 //! | `GET /servers/{id}` | one server |
 //! | `DELETE /servers/{id}` | delete a server |
 //! | `GET /actions/{id}` | the action a create/delete returned (always `success` by then) |
+//! | `PUT /servers/{id}` | rename a server or replace its labels |
+//! | `GET /networks`, `GET /networks/{id}` | private networks with their `cloud` subnets and attached servers (made with [`HetznerFake::add_network`]) |
+//! | `GET /floating_ips`, `POST /floating_ips`, `GET`/`DELETE /floating_ips/{id}` | IPv4 floating IPs: `label_selector`, `name`; a create names a `server` or a `home_location` |
+//! | `POST /floating_ips/{id}/actions/assign`, `.../unassign` | move a floating IP to a server (from any other), or take it off |
+//! | `GET /load_balancers`, `GET /load_balancers/{id}` | load balancers (made with [`HetznerFake::add_load_balancer`]) with server targets and their health |
+//! | `POST /load_balancers/{id}/actions/add_target`, `.../remove_target` | server targets (`target_already_defined` 422 for one already there, `not_found` 404 for one that is not) |
 //! | `GET /ssh_keys`, `POST /ssh_keys` | the project's SSH keys: `?name=`, `?fingerprint=` (MD5, as the API shows it); names and keys unique (`uniqueness_error`); servers are created with their ids or names |
 //!
 //! Anything else answers 404 `not_found`. Errors use the Hetzner envelope
@@ -38,12 +44,23 @@
 //!   bucket refilling one per second, but the limit is never enforced; use
 //!   [`Fault::RateLimited`] to get a 429.
 //! - `per_page` above `page_size_max` is clamped to it, as the real API does.
+//! - Networking: `POST /servers` with `networks: [id]` attaches the server
+//!   at the lowest free address of the network's first subnet with room
+//!   (a subnet never hands out its network address, its first host, which
+//!   is its gateway, or its broadcast address); an unknown network is
+//!   `invalid_input` on `networks`, a full one 412 `no_subnet_available`.
+//!   Every server has an IPv6 /64 (`2001:db8:<id>::/64`, its address the
+//!   first host). Deleting a server frees its addresses, unassigns its
+//!   floating IPs and takes it out of every load balancer. A load
+//!   balancer has one TCP service on port 80; a target is `healthy` once
+//!   its server is `running`, `unknown` before.
 //! - Public IPv4 addresses come from the documentation ranges (203.0.113.0/24
 //!   first, then 198.51.100.0/24, 192.0.2.0/24, 198.18.0.0/15) and are not
 //!   reused.
 
 mod api;
 mod catalog;
+mod network;
 mod selector;
 
 use std::collections::BTreeMap;
@@ -104,10 +121,76 @@ pub struct FakeServer {
     pub labels: BTreeMap<String, String>,
     /// Public IPv4 address.
     pub ipv4: String,
+    /// Public IPv6 network, a /64 (`2001:db8:…::/64`).
+    pub ipv6: String,
+    /// The private networks it is attached to, with its address in each.
+    pub private_net: Vec<FakePrivateNet>,
     /// The cloud-init user data passed at creation, if any.
     pub user_data: Option<String>,
     /// The public keys of the SSH keys it was created with.
     pub ssh_keys: Vec<String>,
+}
+
+/// A server's place in a private network.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct FakePrivateNet {
+    /// The network's id.
+    pub network: u64,
+    /// The server's address in it.
+    pub ip: String,
+}
+
+/// A snapshot of a private network.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct FakeNetwork {
+    /// Network id, as in `/networks/{id}` and a create's `networks`.
+    pub id: u64,
+    /// Its name.
+    pub name: String,
+    /// Its IPv4 range, such as `10.0.0.0/16`.
+    pub ip_range: String,
+    /// Its subnets.
+    pub subnets: Vec<FakeSubnet>,
+    /// The servers attached to it.
+    pub servers: Vec<u64>,
+}
+
+/// A snapshot of a subnet, with the addresses the fake still has for servers.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct FakeSubnet {
+    /// Its range, such as `10.0.1.0/24`.
+    pub ip_range: String,
+    /// Its network zone, such as `eu-central`.
+    pub network_zone: String,
+    /// Addresses servers may have in it (all but its network address,
+    /// gateway and broadcast address).
+    pub total: u64,
+    /// Of those, the ones no server holds.
+    pub free: u64,
+}
+
+/// A snapshot of a load balancer.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct FakeLoadBalancer {
+    /// Load balancer id.
+    pub id: u64,
+    /// Its name.
+    pub name: String,
+    /// The ids of its server targets.
+    pub targets: Vec<u64>,
+}
+
+/// A snapshot of a floating IP.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct FakeFloatingIp {
+    /// Floating IP id.
+    pub id: u64,
+    /// The address.
+    pub ip: String,
+    /// The server it is assigned to.
+    pub server: Option<u64>,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
 }
 
 /// A one-shot failure to inject, to exercise a client's error handling.
@@ -210,6 +293,43 @@ impl HetznerFake {
             .find(|s| s.name == name)
             .map(|s| s.id)
             .context("fake hetzner: planted server missing")
+    }
+
+    /// Makes a private network with `cloud` subnets in `eu-central`, as
+    /// the project's owner would (not counted as a request); returns its id.
+    ///
+    /// # Errors
+    /// A range that is not IPv4 CIDR, or a subnet outside the network.
+    pub fn add_network(&self, name: &str, ip_range: &str, subnets: &[&str]) -> anyhow::Result<u64> {
+        api::lock(&self.state)
+            .add_network(name, ip_range, subnets)
+            .map_err(|e| anyhow::anyhow!("fake hetzner: network {name}: {e}"))
+    }
+
+    /// Makes a load balancer without targets in `location` (not counted
+    /// as a request); returns its id.
+    ///
+    /// # Errors
+    /// An unknown location.
+    pub fn add_load_balancer(&self, name: &str, location: &str) -> anyhow::Result<u64> {
+        api::lock(&self.state)
+            .add_load_balancer(name, location)
+            .map_err(|e| anyhow::anyhow!("fake hetzner: load balancer {name}: {e}"))
+    }
+
+    /// Snapshot of the networks, with their subnets' free addresses.
+    pub fn networks(&self) -> Vec<FakeNetwork> {
+        api::lock(&self.state).networks()
+    }
+
+    /// Snapshot of the load balancers and their targets.
+    pub fn load_balancers(&self) -> Vec<FakeLoadBalancer> {
+        api::lock(&self.state).load_balancers()
+    }
+
+    /// Snapshot of the floating IPs and where they are.
+    pub fn floating_ips(&self) -> Vec<FakeFloatingIp> {
+        api::lock(&self.state).floating_ips()
     }
 
     /// Total HTTP requests served so far, including rejected ones.

@@ -35,6 +35,50 @@ pub struct Instance {
     pub lifecycle: Option<String>,
     /// `tagSet`, in the order sent.
     pub tags: Vec<(String, String)>,
+    /// `privateDnsName`: the host name EC2 gave it.
+    pub private_dns_name: Option<String>,
+    /// `ipv6Address`: the instance's primary IPv6 address, when EC2 names
+    /// one (else its primary interface's first, [`Instance::ipv6`]).
+    pub ipv6_address: Option<String>,
+    /// `subnetId`.
+    pub subnet_id: Option<String>,
+    /// `networkInterfaceSet`: its network interfaces.
+    pub interfaces: Vec<Interface>,
+}
+
+/// A network interface of an instance, as `DescribeInstances` shows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Interface {
+    /// `networkInterfaceId`, e.g. `eni-0abc…`.
+    pub id: String,
+    /// `attachment/deviceIndex`: 0 is the primary interface.
+    pub device_index: Option<u32>,
+    /// `attachment/instanceId`: the instance it is attached to (only
+    /// `DescribeNetworkInterfaces` says; within an instance it is that one).
+    pub instance_id: Option<String>,
+    /// `privateIpAddressesSet`: each private IPv4 address and whether it is
+    /// the interface's primary one.
+    pub private_ips: Vec<(String, bool)>,
+    /// `ipv6AddressesSet`, the primary IPv6 address (`isPrimaryIpv6`) first.
+    pub ipv6: Vec<String>,
+}
+
+impl Interface {
+    /// Whether `ip` is one of its secondary (movable) private addresses.
+    #[must_use]
+    pub fn has_secondary(&self, ip: &str) -> bool {
+        self.private_ips
+            .iter()
+            .any(|(a, primary)| a == ip && !primary)
+    }
+
+    /// Whether `ip` is its primary private address.
+    #[must_use]
+    pub fn has_primary(&self, ip: &str) -> bool {
+        self.private_ips
+            .iter()
+            .any(|(a, primary)| a == ip && *primary)
+    }
 }
 
 /// EC2 instance state → join state.
@@ -82,6 +126,26 @@ impl Instance {
         self.state == "terminated"
     }
 
+    /// Its primary network interface (device index 0), where stable private
+    /// addresses go.
+    #[must_use]
+    pub fn primary_interface(&self) -> Option<&Interface> {
+        self.interfaces
+            .iter()
+            .find(|i| i.device_index == Some(0))
+            .or_else(|| self.interfaces.first())
+    }
+
+    /// Its IPv6 address: `ipv6Address`, else the first of its primary
+    /// interface's.
+    #[must_use]
+    pub fn ipv6(&self) -> Option<String> {
+        self.ipv6_address.clone().or_else(|| {
+            self.primary_interface()
+                .and_then(|i| i.ipv6.first().cloned())
+        })
+    }
+
     /// The instance's tags as labels, without AWS's reserved `aws:` tags.
     #[must_use]
     pub fn labels(&self) -> Labels {
@@ -123,6 +187,8 @@ impl Instance {
             },
             instance_type: self.instance_type.clone(),
             labels: self.labels(),
+            ipv6_address: self.ipv6(),
+            hostname: self.private_dns_name.clone(),
             ..NodeHandle::default()
         };
         STATES.apply(&self.state, &mut node);
@@ -167,13 +233,7 @@ fn expect_root<'a, 'i>(doc: &'a Document<'i>, name: &str) -> Result<Node<'a, 'i>
 fn instance(item: Node<'_, '_>) -> Result<Instance> {
     let id = text(item, "instanceId")
         .ok_or_else(|| Error::Transport("EC2 sent an instance without instanceId".into()))?;
-    let tags = child(item, "tagSet")
-        .map(|set| {
-            children(set, "item")
-                .filter_map(|t| Some((text(t, "key")?, text(t, "value").unwrap_or_default())))
-                .collect()
-        })
-        .unwrap_or_default();
+    let tags = tag_set(item);
     Ok(Instance {
         id,
         state: child(item, "instanceState")
@@ -187,6 +247,46 @@ fn instance(item: Node<'_, '_>) -> Result<Instance> {
         architecture: text(item, "architecture"),
         lifecycle: text(item, "instanceLifecycle"),
         tags,
+        private_dns_name: text(item, "privateDnsName"),
+        ipv6_address: text(item, "ipv6Address"),
+        subnet_id: text(item, "subnetId"),
+        interfaces: child(item, "networkInterfaceSet")
+            .into_iter()
+            .flat_map(|set| children(set, "item"))
+            .filter_map(interface)
+            .collect(),
+    })
+}
+
+fn interface(item: Node<'_, '_>) -> Option<Interface> {
+    let mut ipv6: Vec<(String, bool)> = child(item, "ipv6AddressesSet")
+        .into_iter()
+        .flat_map(|set| children(set, "item"))
+        .filter_map(|a| {
+            Some((
+                text(a, "ipv6Address")?,
+                text(a, "isPrimaryIpv6").as_deref() == Some("true"),
+            ))
+        })
+        .collect();
+    ipv6.sort_by_key(|(_, primary)| !primary);
+    Some(Interface {
+        id: text(item, "networkInterfaceId")?,
+        device_index: child(item, "attachment")
+            .and_then(|a| text(a, "deviceIndex"))
+            .and_then(|d| d.parse().ok()),
+        instance_id: child(item, "attachment").and_then(|a| text(a, "instanceId")),
+        private_ips: child(item, "privateIpAddressesSet")
+            .into_iter()
+            .flat_map(|set| children(set, "item"))
+            .filter_map(|a| {
+                Some((
+                    text(a, "privateIpAddress")?,
+                    text(a, "primary").as_deref() == Some("true"),
+                ))
+            })
+            .collect(),
+        ipv6: ipv6.into_iter().map(|(a, _)| a).collect(),
     })
 }
 
@@ -417,7 +517,24 @@ pub struct Subnet {
     pub zone: String,
     /// `availableIpAddressCount`.
     pub free: u64,
+    /// `cidrBlock`, e.g. `10.0.1.0/24`.
+    pub cidr: Option<String>,
 }
+
+impl Subnet {
+    /// The addresses its IPv4 block has for nodes: every address of the
+    /// block but the five AWS reserves in each subnet (network, router,
+    /// DNS, future use, broadcast); `None` without a readable block.
+    #[must_use]
+    pub fn total_addresses(&self) -> Option<u64> {
+        let prefix: u32 = self.cidr.as_deref()?.split_once('/')?.1.parse().ok()?;
+        let size = 1u64.checked_shl(32u32.checked_sub(prefix)?)?;
+        Some(size.saturating_sub(RESERVED_PER_SUBNET))
+    }
+}
+
+/// Addresses AWS reserves in every subnet: the first four and the last.
+pub const RESERVED_PER_SUBNET: u64 = 5;
 
 /// One page of `DescribeSubnets`, and its `nextToken`.
 ///
@@ -436,10 +553,152 @@ pub fn parse_subnets(xml: &str) -> Result<(Vec<Subnet>, Option<String>)> {
                 free: text(i, "availableIpAddressCount")
                     .and_then(|n| n.parse().ok())
                     .unwrap_or(0),
+                cidr: text(i, "cidrBlock"),
             })
         })
         .collect();
     Ok((subnets, text(root, "nextToken")))
+}
+
+/// The network interfaces of a `DescribeNetworkInterfaces` page, and its
+/// `nextToken`.
+///
+/// # Errors
+/// [`Error::Transport`] when the body is not a `DescribeNetworkInterfacesResponse`.
+pub fn parse_network_interfaces(xml: &str) -> Result<(Vec<Interface>, Option<String>)> {
+    let doc = parse(xml)?;
+    let root = expect_root(&doc, "DescribeNetworkInterfacesResponse")?;
+    let interfaces = child(root, "networkInterfaceSet")
+        .into_iter()
+        .flat_map(|set| children(set, "item"))
+        .filter_map(interface)
+        .collect();
+    Ok((interfaces, text(root, "nextToken")))
+}
+
+/// An Elastic IP as `DescribeAddresses` describes it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ElasticIp {
+    /// `publicIp`.
+    pub public_ip: String,
+    /// `allocationId`, e.g. `eipalloc-0abc…`.
+    pub allocation_id: Option<String>,
+    /// `associationId`, while it is associated.
+    pub association_id: Option<String>,
+    /// `instanceId` it is associated with.
+    pub instance_id: Option<String>,
+    /// `networkInterfaceId` it is associated with.
+    pub interface_id: Option<String>,
+    /// `tagSet`.
+    pub tags: Vec<(String, String)>,
+}
+
+/// The Elastic IPs of a `DescribeAddresses` answer (it is not paged).
+///
+/// # Errors
+/// [`Error::Transport`] when the body is not a `DescribeAddressesResponse`.
+pub fn parse_addresses(xml: &str) -> Result<Vec<ElasticIp>> {
+    let doc = parse(xml)?;
+    let root = expect_root(&doc, "DescribeAddressesResponse")?;
+    Ok(child(root, "addressesSet")
+        .into_iter()
+        .flat_map(|set| children(set, "item"))
+        .filter_map(|i| {
+            Some(ElasticIp {
+                public_ip: text(i, "publicIp")?,
+                allocation_id: text(i, "allocationId"),
+                association_id: text(i, "associationId"),
+                instance_id: text(i, "instanceId"),
+                interface_id: text(i, "networkInterfaceId"),
+                tags: tag_set(i),
+            })
+        })
+        .collect())
+}
+
+/// The address and allocation id `AllocateAddress` answered.
+///
+/// # Errors
+/// [`Error::Transport`] when the body is not an `AllocateAddressResponse`
+/// with both.
+pub fn parse_allocate_address(xml: &str) -> Result<(String, String)> {
+    let doc = parse(xml)?;
+    let root = expect_root(&doc, "AllocateAddressResponse")?;
+    match (text(root, "publicIp"), text(root, "allocationId")) {
+        (Some(ip), Some(id)) => Ok((ip, id)),
+        _ => Err(Error::Transport(
+            "EC2 AllocateAddress answered without publicIp or allocationId".into(),
+        )),
+    }
+}
+
+/// The private addresses an `AssignPrivateIpAddresses` answer lists.
+///
+/// # Errors
+/// [`Error::Transport`] when the body is not an
+/// `AssignPrivateIpAddressesResponse`.
+pub fn parse_assigned_private_ips(xml: &str) -> Result<Vec<String>> {
+    let doc = parse(xml)?;
+    let root = expect_root(&doc, "AssignPrivateIpAddressesResponse")?;
+    Ok(child(root, "assignedPrivateIpAddressesSet")
+        .into_iter()
+        .flat_map(|set| children(set, "item"))
+        .filter_map(|i| text(i, "privateIpAddress"))
+        .collect())
+}
+
+/// One target of an ELBv2 target group, as `DescribeTargetHealth` says.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TargetHealth {
+    /// `Target/Id`: an instance id (or an IP, for IP target groups).
+    pub id: String,
+    /// `Target/Port`.
+    pub port: Option<u16>,
+    /// `TargetHealth/State`: `initial`, `healthy`, `unhealthy`, `unused`,
+    /// `draining`, `unavailable`.
+    pub state: Option<String>,
+}
+
+/// The targets of an ELBv2 `DescribeTargetHealth` answer (not paged).
+///
+/// # Errors
+/// [`Error::Transport`] when the body is not a `DescribeTargetHealthResponse`.
+pub fn parse_target_health(xml: &str) -> Result<Vec<TargetHealth>> {
+    let doc = parse(xml)?;
+    let root = expect_root(&doc, "DescribeTargetHealthResponse")?;
+    Ok(child(root, "DescribeTargetHealthResult")
+        .and_then(|r| child(r, "TargetHealthDescriptions"))
+        .into_iter()
+        .flat_map(|set| children(set, "member"))
+        .filter_map(|m| {
+            let target = child(m, "Target")?;
+            Some(TargetHealth {
+                id: text(target, "Id")?,
+                port: text(target, "Port").and_then(|p| p.parse().ok()),
+                state: child(m, "TargetHealth").and_then(|h| text(h, "State")),
+            })
+        })
+        .collect())
+}
+
+/// Whether a 2xx answer is the `<{action}Response>` expected (ELBv2's
+/// `RegisterTargets`, `DeregisterTargets`; EC2's tag and address calls).
+///
+/// # Errors
+/// [`Error::Transport`] when it is anything else.
+pub fn expect_response(xml: &str, action: &str) -> Result<()> {
+    let doc = parse(xml)?;
+    expect_root(&doc, &format!("{action}Response")).map(|_| ())
+}
+
+fn tag_set(item: Node<'_, '_>) -> Vec<(String, String)> {
+    child(item, "tagSet")
+        .map(|set| {
+            children(set, "item")
+                .filter_map(|t| Some((text(t, "key")?, text(t, "value").unwrap_or_default())))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// One page of `DescribeSecurityGroups`: the group ids, and `nextToken`.
@@ -668,9 +927,11 @@ impl ApiFailure {
                 scope: CapacityScope::Group,
                 message,
             },
-            "MaxSpotInstanceCountExceeded" | "InstanceLimitExceeded" | "VcpuLimitExceeded" => {
-                Error::Quota(message)
-            }
+            "MaxSpotInstanceCountExceeded"
+            | "InstanceLimitExceeded"
+            | "VcpuLimitExceeded"
+            | "AddressLimitExceeded"
+            | "PrivateIpAddressLimitExceeded" => Error::Quota(message),
             "RequestLimitExceeded"
             | "Throttling"
             | "ThrottlingException"
@@ -683,9 +944,13 @@ impl ApiFailure {
             // already holds this token.
             "IdempotentParameterMismatch" => Error::Conflict(message),
             c if AUTH_CODES.contains(&c) => Error::Auth(message),
-            "InvalidInstanceID.NotFound" | "InvalidInstanceID.Malformed" => {
-                Error::NotFound(message)
-            }
+            "InvalidInstanceID.NotFound"
+            | "InvalidInstanceID.Malformed"
+            | "InvalidAddress.NotFound"
+            | "InvalidAllocationID.NotFound"
+            | "InvalidAssociationID.NotFound"
+            | "InvalidNetworkInterfaceID.NotFound"
+            | "TargetGroupNotFound" => Error::NotFound(message),
             c if c.starts_with("InvalidAMIID.")
                 || c.starts_with("InvalidSubnetID.")
                 || CONFIG_CODES.contains(&c) =>
@@ -1143,6 +1408,113 @@ mod tests {
         assert_eq!(scope("InsufficientHostCapacity", true), CapacityScope::Zone);
         assert_eq!(scope("SpotMaxPriceTooLow", true), CapacityScope::Group);
         assert_eq!(scope("Unsupported", true), CapacityScope::Zone);
+    }
+
+    /// An instance with two interfaces, a secondary private IP and IPv6,
+    /// as moto and EC2 describe it (abridged).
+    const NETWORKED: &str = r#"<DescribeInstancesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15"><reservationSet><item><instancesSet><item>
+      <instanceId>i-6cb73c0214ffee780</instanceId><instanceState><name>running</name></instanceState>
+      <privateDnsName>ip-172-31-0-4.ec2.internal</privateDnsName><subnetId>subnet-ff67</subnetId>
+      <privateIpAddress>172.31.0.4</privateIpAddress>
+      <networkInterfaceSet>
+        <item><attachment><deviceIndex>1</deviceIndex></attachment><networkInterfaceId>eni-second</networkInterfaceId>
+          <privateIpAddressesSet><item><primary>true</primary><privateIpAddress>172.31.9.9</privateIpAddress></item></privateIpAddressesSet></item>
+        <item><attachment><deviceIndex>0</deviceIndex></attachment><networkInterfaceId>eni-first</networkInterfaceId>
+          <ipv6AddressesSet><item><ipv6Address>2600:1f18::2</ipv6Address></item><item><ipv6Address>2600:1f18::1</ipv6Address><isPrimaryIpv6>true</isPrimaryIpv6></item></ipv6AddressesSet>
+          <privateIpAddressesSet><item><primary>true</primary><privateIpAddress>172.31.0.4</privateIpAddress></item>
+            <item><primary>false</primary><privateIpAddress>172.31.0.99</privateIpAddress></item></privateIpAddressesSet></item>
+      </networkInterfaceSet>
+    </item></instancesSet></item></reservationSet></DescribeInstancesResponse>"#;
+
+    #[test]
+    fn interfaces_ipv6_and_host_names() {
+        let (instances, _) = parse_describe_instances(NETWORKED).unwrap();
+        let i = &instances[0];
+        let eni = i.primary_interface().unwrap();
+        assert_eq!(eni.id, "eni-first");
+        assert!(eni.has_secondary("172.31.0.99") && !eni.has_secondary("172.31.0.4"));
+        assert!(eni.has_primary("172.31.0.4") && !eni.has_primary("172.31.0.99"));
+        assert_eq!(i.subnet_id.as_deref(), Some("subnet-ff67"));
+        let h = i.to_handle();
+        assert_eq!(h.ipv6_address.as_deref(), Some("2600:1f18::1"));
+        assert_eq!(h.hostname.as_deref(), Some("ip-172-31-0-4.ec2.internal"));
+        // EC2's own instance-level ipv6Address wins.
+        let top = NETWORKED.replace(
+            "<subnetId>",
+            "<ipv6Address>2600:1f18::7</ipv6Address><subnetId>",
+        );
+        let (instances, _) = parse_describe_instances(&top).unwrap();
+        assert_eq!(instances[0].ipv6().as_deref(), Some("2600:1f18::7"));
+        assert_eq!(Instance::default().to_handle().ipv6_address, None);
+    }
+
+    #[test]
+    fn addresses_target_health_and_subnets() {
+        let eips = parse_addresses(r#"<DescribeAddressesResponse><addressesSet><item><allocationId>eipalloc-1</allocationId><associationId>eipassoc-1</associationId><networkInterfaceId>eni-first</networkInterfaceId><tagSet><item><key>wasmprov-owner</key><value>o1</value></item></tagSet><instanceId>i-1</instanceId><publicIp>127.216.189.213</publicIp></item><item><publicIp>198.51.100.1</publicIp></item></addressesSet></DescribeAddressesResponse>"#).unwrap();
+        assert_eq!(eips.len(), 2);
+        assert_eq!(eips[0].allocation_id.as_deref(), Some("eipalloc-1"));
+        assert_eq!(eips[0].association_id.as_deref(), Some("eipassoc-1"));
+        assert_eq!(eips[0].instance_id.as_deref(), Some("i-1"));
+        assert_eq!(eips[0].tags, [("wasmprov-owner".into(), "o1".into())]);
+        assert_eq!(eips[1].instance_id, None);
+        assert_eq!(
+            parse_allocate_address("<AllocateAddressResponse><allocationId>eipalloc-2</allocationId><publicIp>198.51.100.2</publicIp></AllocateAddressResponse>").unwrap(),
+            ("198.51.100.2".to_string(), "eipalloc-2".to_string())
+        );
+        assert!(parse_allocate_address("<AllocateAddressResponse/>").is_err());
+        assert_eq!(
+            parse_assigned_private_ips("<AssignPrivateIpAddressesResponse><assignedPrivateIpAddressesSet><item><privateIpAddress>10.0.0.7</privateIpAddress></item></assignedPrivateIpAddressesSet></AssignPrivateIpAddressesResponse>").unwrap(),
+            ["10.0.0.7"]
+        );
+        let targets = parse_target_health(r#"<DescribeTargetHealthResponse xmlns="http://elasticloadbalancing.amazonaws.com/doc/2015-12-01/"><DescribeTargetHealthResult><TargetHealthDescriptions><member><Target><Id>i-1</Id><Port>6443</Port></Target><TargetHealth><State>healthy</State></TargetHealth></member><member><Target><Id>i-2</Id></Target><TargetHealth><State>draining</State></TargetHealth></member></TargetHealthDescriptions></DescribeTargetHealthResult></DescribeTargetHealthResponse>"#).unwrap();
+        assert_eq!(
+            targets,
+            [
+                TargetHealth {
+                    id: "i-1".into(),
+                    port: Some(6443),
+                    state: Some("healthy".into())
+                },
+                TargetHealth {
+                    id: "i-2".into(),
+                    port: None,
+                    state: Some("draining".into())
+                },
+            ]
+        );
+        assert!(expect_response("<RegisterTargetsResponse/>", "RegisterTargets").is_ok());
+        assert!(expect_response("<Other/>", "RegisterTargets").is_err());
+        let (subnets, _) = parse_subnets("<DescribeSubnetsResponse><subnetSet><item><subnetId>subnet-1</subnetId><availabilityZone>us-east-1a</availabilityZone><availableIpAddressCount>4091</availableIpAddressCount><cidrBlock>172.31.0.0/20</cidrBlock></item></subnetSet></DescribeSubnetsResponse>").unwrap();
+        assert_eq!(subnets[0].free, 4091);
+        assert_eq!(subnets[0].total_addresses(), Some(4096 - 5));
+        let total = |cidr: &str| {
+            Subnet {
+                cidr: Some(cidr.into()),
+                ..Subnet::default()
+            }
+            .total_addresses()
+        };
+        assert_eq!(total("10.0.0.0/28"), Some(11));
+        assert_eq!(total("10.0.0.0/16"), Some(65_531));
+        assert_eq!(total("10.0.0.0/33"), None);
+        assert_eq!(total("10.0.0.0"), None);
+    }
+
+    #[test]
+    fn address_and_target_group_errors() {
+        for (code, kind) in [
+            ("InvalidAddress.NotFound", "not_found"),
+            ("InvalidAllocationID.NotFound", "not_found"),
+            ("TargetGroupNotFound", "not_found"),
+            ("AddressLimitExceeded", "quota"),
+        ] {
+            let f = ApiFailure::from_response(&response(400, &[], &ec2_error(code)));
+            assert_eq!(f.into_error(false).kind(), kind, "{code}");
+        }
+        let elb = r#"<ErrorResponse xmlns="http://elasticloadbalancing.amazonaws.com/doc/2015-12-01/"><Error><Type>Sender</Type><Code>TargetGroupNotFound</Code><Message>One or more target groups not found</Message></Error></ErrorResponse>"#;
+        let f = ApiFailure::from_response(&response(400, &[], elb));
+        assert_eq!(f.code, "TargetGroupNotFound");
+        assert_eq!(f.into_error(false).kind(), "not_found");
     }
 
     #[test]

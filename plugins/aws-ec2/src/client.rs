@@ -44,6 +44,29 @@ const NO_SUCH_INSTANCE: &[&str] = &["InvalidInstanceID.NotFound", "InvalidInstan
 /// One page of a listing and the token of the next.
 type Page<P> = (Vec<P>, Option<String>);
 
+/// The Query APIs the plugin calls: each has its endpoint, version and
+/// signing name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QueryApi {
+    /// EC2 (`Version=2016-11-15`, signed for `ec2`).
+    #[default]
+    Ec2,
+    /// Elastic Load Balancing v2, for target groups (`Version=2015-12-01`,
+    /// signed for `elasticloadbalancing`, at `elb_endpoint`).
+    Elb,
+}
+
+impl QueryApi {
+    /// The `Version` every call of the API names.
+    #[must_use]
+    pub fn version(self) -> &'static str {
+        match self {
+            Self::Ec2 => API_VERSION,
+            Self::Elb => crate::sign::ELB_API_VERSION,
+        }
+    }
+}
+
 /// One Query API call: the action and its parameters, not yet encoded.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ApiRequest {
@@ -51,15 +74,27 @@ pub struct ApiRequest {
     pub action: &'static str,
     /// Parameters other than `Action` and `Version`, in order.
     pub params: Vec<(String, String)>,
+    /// Which API: EC2 unless made with [`ApiRequest::elb`].
+    pub api: QueryApi,
 }
 
 impl ApiRequest {
-    /// A call of `action` with no parameters.
+    /// An EC2 call of `action` with no parameters.
     #[must_use]
     pub fn new(action: &'static str) -> Self {
         Self {
             action,
             params: Vec::new(),
+            api: QueryApi::Ec2,
+        }
+    }
+
+    /// An Elastic Load Balancing v2 call of `action` with no parameters.
+    #[must_use]
+    pub fn elb(action: &'static str) -> Self {
+        Self {
+            api: QueryApi::Elb,
+            ..Self::new(action)
         }
     }
 
@@ -97,7 +132,7 @@ impl ApiRequest {
     pub fn form(&self) -> Vec<(String, String)> {
         let mut out = vec![
             ("Action".to_string(), self.action.to_string()),
-            ("Version".to_string(), API_VERSION.to_string()),
+            ("Version".to_string(), self.api.version().to_string()),
         ];
         out.extend(self.params.iter().cloned());
         out
@@ -311,7 +346,10 @@ impl<'a, T: Transport> Client<'a, T> {
 
     /// Sends `req`; an error status is the API's failure, not yet a
     /// contract error.
-    fn try_call(&self, req: &ApiRequest) -> Result<std::result::Result<Response, ApiFailure>> {
+    pub(crate) fn try_call(
+        &self,
+        req: &ApiRequest,
+    ) -> Result<std::result::Result<Response, ApiFailure>> {
         let resp = self.with_retries(req.action, || self.transport.send(req))?;
         Ok(if resp.is_success() {
             Ok(resp)
@@ -353,14 +391,14 @@ impl<'a, T: Transport> Client<'a, T> {
     }
 
     /// Sends `req`; an error status becomes the contract error.
-    fn call(&self, req: &ApiRequest, zone_asked: bool) -> Result<Response> {
+    pub(crate) fn call(&self, req: &ApiRequest, zone_asked: bool) -> Result<Response> {
         self.try_call(req)?
             .map_err(|failure| failure.into_error(zone_asked))
     }
 
     /// Every item of a listing that starts with `req`, following
     /// `nextToken`; a failure of any page is the API's.
-    fn pages<P>(
+    pub(crate) fn pages<P>(
         &self,
         req: &ApiRequest,
         parse: fn(&str) -> Result<Page<P>>,
@@ -399,7 +437,10 @@ impl<'a, T: Transport> Client<'a, T> {
     }
 
     /// Every instance matching `filters`, following `nextToken`.
-    fn describe_filtered(&self, filters: &[(String, Vec<String>)]) -> Result<Vec<Instance>> {
+    pub(crate) fn describe_filtered(
+        &self,
+        filters: &[(String, Vec<String>)],
+    ) -> Result<Vec<Instance>> {
         let req = ApiRequest::new("DescribeInstances")
             .filters(filters)
             .param("MaxResults", self.settings.page_size.to_string());
@@ -409,7 +450,7 @@ impl<'a, T: Transport> Client<'a, T> {
 
     /// The instance `id`, whatever its owner or state; `None` when EC2 does
     /// not know it.
-    fn lookup(&self, id: &str) -> Result<Option<Instance>> {
+    pub(crate) fn lookup(&self, id: &str) -> Result<Option<Instance>> {
         let req = ApiRequest::new("DescribeInstances").param("InstanceId.1", id);
         match self.try_call(&req)? {
             Ok(resp) => Ok(api::parse_describe_instances(&resp.text())?
@@ -807,7 +848,10 @@ impl<'a, T: Transport> Client<'a, T> {
             Some(disk) => Some(self.root_volume(image, disk)?),
             None => None,
         };
-        let subnet = self.select_subnet(zone)?;
+        let subnet = match &request.subnet {
+            Some(id) => Some(self.request_subnet(id, zone)?),
+            None => self.select_subnet(zone)?,
+        };
         let groups = self.select_security_groups()?;
         if spot {
             self.log_spot_price(&choice.instance_type, zone, choice.on_demand_usd);
@@ -1078,6 +1122,49 @@ impl<'a, T: Transport> Client<'a, T> {
             .ok_or_else(|| Error::Transport(format!("SSM sent no value for {name:?}")))
     }
 
+    /// The subnet a request names, once `DescribeSubnets` shows it exists
+    /// (in `zone`, when one is asked for).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] naming the subnet when EC2 does not know it or
+    /// it is in another zone: the node is never placed elsewhere.
+    fn request_subnet(&self, id: &str, zone: Option<&str>) -> Result<String> {
+        let unknown = |why: &str| {
+            Error::Unsupported(format!(
+                "the request's subnet {id:?} cannot take the node: {why}"
+            ))
+        };
+        let subnet = self
+            .subnet(id)?
+            .ok_or_else(|| unknown("EC2 does not know it"))?;
+        if let Some(z) = zone
+            && subnet.zone != z
+        {
+            return Err(unknown(&format!(
+                "it is in zone {}, the shape asks for {z}",
+                subnet.zone
+            )));
+        }
+        Ok(subnet.id)
+    }
+
+    /// The subnet `id` as `DescribeSubnets` describes it; `None` when EC2
+    /// does not know it (`InvalidSubnetID.NotFound`, `.Malformed`).
+    ///
+    /// # Errors
+    /// The API's other errors.
+    pub(crate) fn subnet(&self, id: &str) -> Result<Option<api::Subnet>> {
+        let req = ApiRequest::new("DescribeSubnets").param("SubnetId.1", id);
+        match self.try_call(&req)? {
+            Ok(resp) => Ok(api::parse_subnets(&resp.text())?
+                .0
+                .into_iter()
+                .find(|s| s.id == id)),
+            Err(f) if f.code.starts_with("InvalidSubnetID.") => Ok(None),
+            Err(f) => Err(f.into_error(false)),
+        }
+    }
+
     /// The subnet to launch into: `subnet_id`, else the subnet
     /// `subnet_selector_terms` select (in `zone`, when one is asked for)
     /// with the most free addresses; `None` leaves it to EC2.
@@ -1223,6 +1310,24 @@ impl<'a, T: Transport> Client<'a, T> {
     /// that does not exist, is already terminated, or is not tagged with
     /// this owner (it is never terminated); the API's other errors.
     pub fn terminate(&self, owner_id: &str, provider_id: &str) -> Result<()> {
+        self.owned_instance(owner_id, provider_id)?;
+        let req = ApiRequest::new("TerminateInstances").param("InstanceId.1", provider_id);
+        self.call(&req, false)?;
+        self.transport.info(
+            "instance terminated",
+            &[("instance_id", provider_id), ("owner", &id_tag(owner_id))],
+        );
+        Ok(())
+    }
+
+    /// The live instance `provider_id`, checked to carry this owner's tag:
+    /// what every call that changes a node acts on.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an id that is not an instance id (nothing is
+    /// sent), an instance that does not exist, is terminated, or is not
+    /// tagged with this owner; the API's other errors.
+    pub fn owned_instance(&self, owner_id: &str, provider_id: &str) -> Result<Instance> {
         if !tagging::is_instance_id(provider_id) {
             return Err(Error::NotFound(format!(
                 "{provider_id:?} is not an EC2 instance id"
@@ -1242,13 +1347,63 @@ impl<'a, T: Transport> Client<'a, T> {
                 "instance {provider_id} is already terminated"
             )));
         }
-        let req = ApiRequest::new("TerminateInstances").param("InstanceId.1", provider_id);
-        self.call(&req, false)?;
+        Ok(instance)
+    }
+
+    /// Replaces the labels of an instance of this owner: `DeleteTags` for
+    /// the tags that go, then `CreateTags` for those that come or change
+    /// ([`tagging::relabel`]: the ownership, request and provenance tags,
+    /// and AWS's own, are never touched), then answers the instance as
+    /// `DescribeInstances` now shows it. Labels already as asked send
+    /// nothing.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] as [`Client::owned_instance`]; [`Error::Unsupported`]
+    /// for labels EC2 would refuse (nothing is changed); the API's errors.
+    pub fn set_labels(
+        &self,
+        owner_id: &str,
+        provider_id: &str,
+        labels: &wasmprov_guest::Labels,
+    ) -> Result<NodeHandle> {
+        let instance = self.owned_instance(owner_id, provider_id)?;
+        let change = tagging::relabel(&instance, labels, &self.settings.launch.tags)?;
+        if change.is_empty() {
+            return Ok(instance.to_handle());
+        }
+        if !change.delete.is_empty() {
+            let mut req = ApiRequest::new("DeleteTags").param("ResourceId.1", provider_id);
+            for (n, k) in change.delete.iter().enumerate() {
+                req = req.param(format!("Tag.{}.Key", n + 1), k.clone());
+            }
+            self.call(&req, false)?;
+        }
+        if !change.create.is_empty() {
+            let mut req = ApiRequest::new("CreateTags").param("ResourceId.1", provider_id);
+            for (n, (k, v)) in change.create.iter().enumerate() {
+                req = req
+                    .param(format!("Tag.{}.Key", n + 1), k.clone())
+                    .param(format!("Tag.{}.Value", n + 1), v.clone());
+            }
+            self.call(&req, false)?;
+        }
         self.transport.info(
-            "instance terminated",
-            &[("instance_id", provider_id), ("owner", &id_tag(owner_id))],
+            "labels set",
+            &[
+                ("instance_id", provider_id),
+                ("deleted", &change.delete.len().to_string()),
+                ("written", &change.create.len().to_string()),
+            ],
         );
-        Ok(())
+        self.lookup(provider_id)?
+            .filter(|i| tagging::is_owned(i, owner_id))
+            .map(|i| i.to_handle())
+            .ok_or_else(|| Error::NotFound(format!("instance {provider_id} is gone")))
+    }
+
+    /// Emits one `info` log record.
+    pub(crate) fn info(&self, message: &str, fields: &[(&str, &str)]) {
+        self.transport.info(message, fields);
     }
 
     /// The instance `provider_id` when it carries this owner's tag, in

@@ -23,6 +23,7 @@ pub mod api;
 pub mod catalogue;
 pub mod client;
 pub mod launch;
+pub mod network;
 pub mod prices;
 pub mod pricing;
 pub mod settings;
@@ -35,7 +36,7 @@ use wasmprov_guest::{
     ProvisionRequest, Result, config, log,
 };
 
-use crate::client::{ApiRequest, Client, JsonApi, JsonCall, Transport};
+use crate::client::{ApiRequest, Client, JsonApi, JsonCall, QueryApi, Transport};
 use crate::settings::{Credentials, Settings};
 
 /// The AWS EC2 provider.
@@ -78,6 +79,7 @@ impl Ec2 {
                 endpoint: self.settings.endpoint.clone(),
                 region: self.settings.region.clone(),
                 ssm_endpoint: self.settings.ssm_endpoint.clone(),
+                elb_endpoint: self.settings.elb_endpoint.clone(),
                 price_list_endpoint: self.settings.price_list_endpoint.clone(),
                 creds,
                 started: std::time::Instant::now(),
@@ -140,6 +142,7 @@ struct Wasi {
     endpoint: String,
     region: String,
     ssm_endpoint: String,
+    elb_endpoint: String,
     price_list_endpoint: Option<String>,
     /// Its `Debug` shows the key id only.
     creds: Credentials,
@@ -166,7 +169,11 @@ fn now() -> std::time::SystemTime {
 impl Transport for Wasi {
     fn send(&self, req: &ApiRequest) -> Result<Response> {
         let body = sign::form_encode(&req.form());
-        let signed = sign::sign_post(&self.endpoint, &self.region, &self.creds, body, now())?;
+        let (endpoint, service) = match req.api {
+            QueryApi::Ec2 => (&self.endpoint, sign::SERVICE),
+            QueryApi::Elb => (&self.elb_endpoint, sign::ELB_SERVICE),
+        };
+        let signed = sign::sign_form(endpoint, &self.region, service, &self.creds, body, now())?;
         send_signed(signed)
     }
 
@@ -275,6 +282,7 @@ mod tests {
             endpoint: "https://ec2.us-east-1.amazonaws.com".into(),
             region: "us-east-1".into(),
             ssm_endpoint: "https://ssm.us-east-1.amazonaws.com".into(),
+            elb_endpoint: "https://elasticloadbalancing.us-east-1.amazonaws.com".into(),
             price_list_endpoint: None,
             creds: Credentials {
                 access_key_id: "AKIDEXAMPLE".into(),
@@ -318,16 +326,23 @@ mod iam_policy {
         // Every Query API action and JSON target the sources name.
         let sources = [
             include_str!("client.rs"),
+            include_str!("network.rs"),
             include_str!("pricing.rs"),
             include_str!("lib.rs"),
         ]
         .concat();
-        let mut called: Vec<String> = sources
-            .split("ApiRequest::new(\"")
-            .skip(1)
-            .filter_map(|rest| rest.split('"').next())
-            .map(|a| format!("ec2:{a}"))
-            .collect();
+        let actions = |constructor: &str, service: &str| -> Vec<String> {
+            sources
+                .split(constructor)
+                .skip(1)
+                .filter_map(|rest| rest.split('"').next())
+                .map(|a| format!("{service}:{a}"))
+                .collect()
+        };
+        let mut called = actions("ApiRequest::new(\"", "ec2");
+        let elb = actions("ApiRequest::elb(\"", "elasticloadbalancing");
+        assert_eq!(elb.len(), 3, "{elb:?}");
+        called.extend(elb);
         called.push("pricing:GetProducts".into());
         called.push("ec2:CreateTags".into());
         called.sort();

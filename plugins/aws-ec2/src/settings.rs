@@ -68,6 +68,8 @@ pub struct Settings {
     pub price_list_endpoint: Option<String>,
     /// Systems Manager, for AMI selector terms by SSM parameter or alias.
     pub ssm_endpoint: String,
+    /// Elastic Load Balancing v2, for target group membership.
+    pub elb_endpoint: String,
     /// Attempts of one API call (1 = no retries).
     pub max_attempts: u32,
     /// How long a call may run before it stops retrying, in milliseconds.
@@ -94,6 +96,7 @@ impl Settings {
             page_size: DEFAULT_PAGE_SIZE,
             price_list_endpoint: None,
             ssm_endpoint: default_ssm_endpoint(region),
+            elb_endpoint: default_elb_endpoint(region),
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             retry_budget_ms: DEFAULT_RETRY_BUDGET_MS,
             launch: crate::launch::Launch::default(),
@@ -135,6 +138,9 @@ impl Settings {
         }
         if let Some(v) = get("ssm_endpoint")? {
             s.ssm_endpoint = endpoint("ssm_endpoint", &v)?;
+        }
+        if let Some(v) = get("elb_endpoint")? {
+            s.elb_endpoint = endpoint("elb_endpoint", &v)?;
         }
         if let Some(v) = get("max_attempts")? {
             match v.parse::<u32>() {
@@ -256,6 +262,13 @@ pub fn default_endpoint(region: &str) -> String {
 #[must_use]
 pub fn default_ssm_endpoint(region: &str) -> String {
     default_endpoint(region).replacen("https://ec2.", "https://ssm.", 1)
+}
+
+/// `https://elasticloadbalancing.<region>.amazonaws.com` (`.amazonaws.com.cn`
+/// in China).
+#[must_use]
+pub fn default_elb_endpoint(region: &str) -> String {
+    default_endpoint(region).replacen("https://ec2.", "https://elasticloadbalancing.", 1)
 }
 
 /// An endpoint as configured under `key`: `http(s)://`, no query or
@@ -383,6 +396,19 @@ mod tests {
             load(&[("region", "cn-north-1")]).unwrap().endpoint,
             "https://ec2.cn-north-1.amazonaws.com.cn"
         );
+        assert_eq!(
+            s.elb_endpoint,
+            "https://elasticloadbalancing.eu-west-1.amazonaws.com"
+        );
+        assert_eq!(
+            load(&[
+                ("region", "cn-north-1"),
+                ("elb_endpoint", "http://127.0.0.1:9/")
+            ])
+            .unwrap()
+            .elb_endpoint,
+            "http://127.0.0.1:9"
+        );
         for ok in [
             "us-east-1",
             "us-gov-west-1",
@@ -457,6 +483,10 @@ mod tests {
             ("page_size", "many"),
             ("price_list_endpoint", "pricing.example"),
             ("ssm_endpoint", "https://x/#f"),
+            (
+                "elb_endpoint",
+                "elasticloadbalancing.us-east-1.amazonaws.com",
+            ),
             ("max_attempts", "0"),
             ("max_attempts", "11"),
             ("retry_budget_ms", "-1"),

@@ -20,6 +20,10 @@ use crate::settings::Credentials;
 pub const API_VERSION: &str = "2016-11-15";
 /// The signing name of EC2.
 pub const SERVICE: &str = "ec2";
+/// The Elastic Load Balancing v2 API version every target group call names.
+pub const ELB_API_VERSION: &str = "2015-12-01";
+/// The signing name of Elastic Load Balancing (v1 and v2).
+pub const ELB_SERVICE: &str = "elasticloadbalancing";
 /// The content type of every request body.
 pub const CONTENT_TYPE: &str = "application/x-www-form-urlencoded; charset=utf-8";
 
@@ -95,10 +99,26 @@ pub fn sign_post(
     body: String,
     time: SystemTime,
 ) -> Result<SignedRequest> {
+    sign_form(endpoint, region, SERVICE, creds, body, time)
+}
+
+/// Signs a form-encoded Query API `POST <endpoint>/` for `service` (its
+/// signing name: [`SERVICE`], [`ELB_SERVICE`]) in `region` at `time`.
+///
+/// # Errors
+/// As [`sign_post`].
+pub fn sign_form(
+    endpoint: &str,
+    region: &str,
+    service: &str,
+    creds: &Credentials,
+    body: String,
+    time: SystemTime,
+) -> Result<SignedRequest> {
     sign_with(
         endpoint,
         region,
-        SERVICE,
+        service,
         &[("content-type", CONTENT_TYPE)],
         creds,
         body,

@@ -38,16 +38,7 @@ pub fn instance_tags(
         if k == OWNER || k == REQUEST {
             continue;
         }
-        if k.is_empty() || k.to_ascii_lowercase().starts_with("aws:") {
-            return Err(Error::Unsupported(format!(
-                "label {k:?} cannot be an EC2 tag: keys must be non-empty and not start with \"aws:\""
-            )));
-        }
-        if k.chars().count() > MAX_KEY || v.chars().count() > MAX_VALUE {
-            return Err(Error::Unsupported(format!(
-                "label {k:?} cannot be an EC2 tag: keys are at most {MAX_KEY} and values at most {MAX_VALUE} characters"
-            )));
-        }
+        check_label(k, v)?;
         tags.push((k.clone(), v.clone()));
     }
     if !shape_labels.contains_key("Name") {
@@ -65,6 +56,108 @@ pub fn instance_tags(
         )));
     }
     Ok(tags)
+}
+
+/// Refuses a label EC2 would refuse as a tag.
+fn check_label(k: &str, v: &str) -> Result<()> {
+    if k.is_empty() || is_aws_tag(k) {
+        return Err(Error::Unsupported(format!(
+            "label {k:?} cannot be an EC2 tag: keys must be non-empty and not start with \"aws:\""
+        )));
+    }
+    if k.chars().count() > MAX_KEY || v.chars().count() > MAX_VALUE {
+        return Err(Error::Unsupported(format!(
+            "label {k:?} cannot be an EC2 tag: keys are at most {MAX_KEY} and values at most {MAX_VALUE} characters"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `key` is one of AWS's own tags (`aws:…`), which no caller may
+/// write or delete.
+#[must_use]
+pub fn is_aws_tag(key: &str) -> bool {
+    key.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("aws:"))
+}
+
+/// Whether tag `key` stays as it is whatever labels a node is given: the
+/// ownership, request and provenance tags the host and plugins set
+/// (`wasmprov_api::provenance::is_reserved_label`), and AWS's own.
+#[must_use]
+pub fn is_kept(key: &str) -> bool {
+    wasmprov_api::provenance::is_reserved_label(key) || is_aws_tag(key)
+}
+
+/// What `set-labels` changes on an instance: the tags to delete (by key)
+/// and the tags to create or overwrite.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Relabel {
+    /// Keys to remove (`DeleteTags`).
+    pub delete: Vec<String>,
+    /// Tags to write (`CreateTags` overwrites a key's value).
+    pub create: Vec<(String, String)>,
+}
+
+impl Relabel {
+    /// Whether nothing changes.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.delete.is_empty() && self.create.is_empty()
+    }
+}
+
+/// The tag changes that make `instance`'s tags its kept ones ([`is_kept`])
+/// plus `labels`: a label that names a reserved tag is left out (the host
+/// refuses such labels before the plugin sees them), one named `aws:…`
+/// refused; `Name` becomes
+/// `wasmprov-<request id>` when `labels` has none, as at launch; the
+/// operator's `tags` (config) stay unless a label names them.
+///
+/// # Errors
+/// [`Error::Unsupported`] for a label EC2 would refuse, or more than 50
+/// tags in all, before anything is changed.
+pub fn relabel(
+    instance: &Instance,
+    labels: &Labels,
+    operator: &std::collections::BTreeMap<String, String>,
+) -> Result<Relabel> {
+    let mut want: Vec<(String, String)> = Vec::new();
+    for (k, v) in labels {
+        if wasmprov_api::provenance::is_reserved_label(k) {
+            continue;
+        }
+        check_label(k, v)?;
+        want.push((k.clone(), v.clone()));
+    }
+    if !labels.contains_key("Name")
+        && let Some(request) = instance.tag(REQUEST)
+    {
+        want.push(("Name".into(), format!("{NAME_PREFIX}{request}")));
+    }
+    for (k, v) in operator {
+        if !is_kept(k) && !want.iter().any(|(w, _)| w == k) {
+            want.push((k.clone(), v.clone()));
+        }
+    }
+    let kept = instance.tags.iter().filter(|(k, _)| is_kept(k)).count();
+    if kept + want.len() > MAX_TAGS {
+        return Err(Error::Unsupported(format!(
+            "{} tags asked for besides the {kept} the node keeps; EC2 allows at most {MAX_TAGS} on an instance",
+            want.len()
+        )));
+    }
+    let delete = instance
+        .tags
+        .iter()
+        .map(|(k, _)| k)
+        .filter(|k| !is_kept(k) && !want.iter().any(|(w, _)| w == *k))
+        .cloned()
+        .collect();
+    let create = want
+        .into_iter()
+        .filter(|(k, v)| instance.tag(k) != Some(v.as_str()))
+        .collect();
+    Ok(Relabel { delete, create })
 }
 
 /// The `ClientToken` of `RunInstances` for this owner and request: at most
@@ -148,6 +241,103 @@ mod tests {
             instance_tags("o", "r", &too_many),
             Err(Error::Unsupported(_))
         ));
+    }
+
+    fn tagged(tags: &[(&str, &str)]) -> Instance {
+        Instance {
+            id: "i-0123abcd".into(),
+            tags: tags
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+            ..Instance::default()
+        }
+    }
+
+    #[test]
+    fn relabel_replaces_user_tags_and_keeps_the_reserved_ones() {
+        let node = tagged(&[
+            (OWNER, "host-a"),
+            (REQUEST, "r1"),
+            ("wasmprov-journal", "k7m2q4x6b3c5d-1"),
+            ("wasmprov-request-digest", "00aa"),
+            ("wasmprov-group", "gpu"),
+            ("aws:ec2spot:fleet-request-id", "sfr-1"),
+            ("Name", "wasmprov-r1"),
+            ("pool", "blue"),
+            ("stale", "x"),
+            ("team", "platform"),
+        ]);
+        let labels = Labels::from([
+            ("pool".to_string(), "green".to_string()),
+            ("fresh".to_string(), String::new()),
+            (OWNER.to_string(), "forged".to_string()),
+            ("wasmprov-group".to_string(), "forged".to_string()),
+        ]);
+        let operator = std::collections::BTreeMap::from([
+            ("team".to_string(), "platform".to_string()),
+            ("cost".to_string(), "c1".to_string()),
+        ]);
+        let change = relabel(&node, &labels, &operator).unwrap();
+        assert_eq!(change.delete, ["stale"]);
+        assert_eq!(
+            change.create,
+            [
+                ("fresh".to_string(), String::new()),
+                ("pool".into(), "green".into()),
+                ("cost".into(), "c1".into()),
+            ]
+        );
+        for (k, _) in change.create.iter().chain(node.tags.iter().take(6)) {
+            assert!(!change.delete.contains(k), "{k}");
+        }
+        // Asked again of the node as it now is: nothing to do.
+        let mut now = node.clone();
+        now.tags.retain(|(k, _)| k != "stale");
+        now.tags.push(("fresh".into(), String::new()));
+        now.tags.push(("cost".into(), "c1".into()));
+        now.tags
+            .iter_mut()
+            .filter(|(k, _)| k == "pool")
+            .for_each(|(_, v)| *v = "green".into());
+        assert!(relabel(&now, &labels, &operator).unwrap().is_empty());
+
+        // A Name label wins; without a request tag there is no default Name.
+        let named = Labels::from([("Name".to_string(), "db-1".to_string())]);
+        let change = relabel(&node, &named, &Default::default()).unwrap();
+        assert_eq!(change.create, [("Name".to_string(), "db-1".to_string())]);
+        let change = relabel(
+            &tagged(&[(OWNER, "o"), ("Name", "x")]),
+            &Labels::new(),
+            &Default::default(),
+        )
+        .unwrap();
+        assert_eq!(change.delete, ["Name"]);
+    }
+
+    #[test]
+    fn relabel_refuses_what_ec2_would_refuse_before_changing_anything() {
+        let node = tagged(&[(OWNER, "o"), (REQUEST, "r")]);
+        let bad = Labels::from([("aws:x".to_string(), "1".to_string())]);
+        assert!(matches!(
+            relabel(&node, &bad, &Default::default()),
+            Err(Error::Unsupported(_))
+        ));
+        // 2 kept + Name + 47 labels = 50: allowed; one more is not.
+        let fits: Labels = (0..47).map(|i| (format!("k{i}"), String::new())).collect();
+        assert_eq!(
+            relabel(&node, &fits, &Default::default())
+                .unwrap()
+                .create
+                .len(),
+            48
+        );
+        let over: Labels = (0..48).map(|i| (format!("k{i}"), String::new())).collect();
+        assert!(matches!(
+            relabel(&node, &over, &Default::default()),
+            Err(Error::Unsupported(m)) if m.contains("50")
+        ));
+        assert!(is_kept("AWS:cloudformation:stack-id") && is_kept(OWNER) && !is_kept("Name"));
     }
 
     #[test]

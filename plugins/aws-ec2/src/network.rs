@@ -1,0 +1,527 @@
+//! Contract 0.3's networking calls on EC2: stable addresses (a secondary
+//! private IP on an instance's primary network interface, or an Elastic
+//! IP), ELBv2 target group membership, and subnet capacity.
+//!
+//! Every call that names a node acts only on an instance carrying this
+//! owner's tag ([`Client::owned_instance`]), and never takes an address
+//! away from an instance that does not.
+
+use std::net::Ipv4Addr;
+
+use wasmprov_api::{AddressKind, AddressRequest, StableAddress, SubnetCapacity, Target};
+use wasmprov_guest::tags::{OWNER, id_tag};
+use wasmprov_guest::{Error, Result};
+
+use crate::api::{self, ElasticIp, Instance, Interface, TargetHealth};
+use crate::client::{ApiRequest, Client, Transport};
+use crate::tagging;
+
+/// The `TargetHealth/State` of a target on its way out: it is no longer
+/// in the group as far as the contract is concerned.
+const DRAINING: &str = "draining";
+
+impl<T: Transport> Client<'_, T> {
+    /// Puts a stable address on an instance of this owner and answers where
+    /// it is. Private: a secondary private IP of its primary network
+    /// interface, the one asked for (taken off any other instance of this
+    /// owner first) or a new one (`AssignPrivateIpAddresses`). Public: an
+    /// Elastic IP, the one asked for (allocation id or IP) or a new one
+    /// allocated and tagged with the owner (`AllocateAddress`), associated
+    /// with `AllowReassociation` (`AssociateAddress`). An address already
+    /// on the instance sends nothing.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an instance that is not this owner's, gone,
+    /// or an Elastic IP EC2 does not have; [`Error::Unsupported`] for an
+    /// address held by an instance or interface that is not this owner's
+    /// (it is never taken), a primary address, or one that is not an IPv4
+    /// address; the API's errors.
+    pub fn assign_address(
+        &self,
+        owner_id: &str,
+        provider_id: &str,
+        request: &AddressRequest,
+    ) -> Result<StableAddress> {
+        let instance = self.owned_instance(owner_id, provider_id)?;
+        let address = request.address.as_deref().map(str::trim);
+        match request.kind {
+            AddressKind::Private => self.assign_private(owner_id, &instance, address),
+            AddressKind::Public => self.assign_public(owner_id, &instance, address),
+        }
+    }
+
+    fn assign_private(
+        &self,
+        owner_id: &str,
+        instance: &Instance,
+        address: Option<&str>,
+    ) -> Result<StableAddress> {
+        let eni = instance.primary_interface().ok_or_else(|| {
+            Error::Unsupported(format!(
+                "instance {} has no network interface to put an address on",
+                instance.id
+            ))
+        })?;
+        let stable = |ip: String| StableAddress {
+            address: ip,
+            kind: AddressKind::Private,
+            resource_id: Some(eni.id.clone()),
+            provider_id: Some(instance.id.clone()),
+        };
+        let req = ApiRequest::new("AssignPrivateIpAddresses").param("NetworkInterfaceId", &eni.id);
+        let Some(ip) = address else {
+            let resp = self.call(&req.param("SecondaryPrivateIpAddressCount", "1"), false)?;
+            // EC2 lists the new address; an emulator may list them all.
+            let new = api::parse_assigned_private_ips(&resp.text())?
+                .into_iter()
+                .find(|a| !eni.private_ips.iter().any(|(had, _)| had == a))
+                .ok_or_else(|| {
+                    Error::Transport("EC2 AssignPrivateIpAddresses named no new address".into())
+                })?;
+            self.info(
+                "address assigned",
+                &[("instance_id", &instance.id), ("address", &new)],
+            );
+            return Ok(stable(new));
+        };
+        ipv4(ip)?;
+        if eni.has_secondary(ip) {
+            return Ok(stable(ip.to_string()));
+        }
+        if eni.has_primary(ip) {
+            return Err(Error::Unsupported(format!(
+                "{ip} is the primary address of instance {}, not a movable one",
+                instance.id
+            )));
+        }
+        self.take_private_ip(owner_id, ip, instance)?;
+        self.call(
+            &req.param("PrivateIpAddress.1", ip)
+                .param("AllowReassignment", "true"),
+            false,
+        )?;
+        self.info(
+            "address assigned",
+            &[("instance_id", &instance.id), ("address", ip)],
+        );
+        Ok(stable(ip.to_string()))
+    }
+
+    /// Takes private address `ip` off every other instance of this owner
+    /// that has it as a secondary address (`UnassignPrivateIpAddresses`),
+    /// after checking no interface of anyone else holds it.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] when an interface that is not this owner's
+    /// instance's holds it, or it is an instance's primary address;
+    /// nothing is changed then.
+    fn take_private_ip(&self, owner_id: &str, ip: &str, to: &Instance) -> Result<()> {
+        let own = self.describe_filtered(&[
+            (format!("tag:{OWNER}"), vec![id_tag(owner_id)]),
+            (
+                "instance-state-name".into(),
+                tagging::LIVE_STATES
+                    .iter()
+                    .map(|s| (*s).to_string())
+                    .collect(),
+            ),
+        ])?;
+        let own: Vec<&Instance> = own
+            .iter()
+            .filter(|i| tagging::is_owned(i, owner_id) && i.id != to.id)
+            .collect();
+        let own_eni = |id: &str| {
+            to.interfaces.iter().any(|e| e.id == id)
+                || own.iter().any(|i| i.interfaces.iter().any(|e| e.id == id))
+        };
+        let req = ApiRequest::new("DescribeNetworkInterfaces")
+            .filters(&[("addresses.private-ip-address".into(), vec![ip.into()])]);
+        let holders: Vec<Interface> = self
+            .pages(&req, api::parse_network_interfaces)?
+            .map_err(|failure| failure.into_error(false))?;
+        for h in &holders {
+            let on_it = h.private_ips.iter().any(|(a, _)| a == ip);
+            if on_it && !own_eni(&h.id) {
+                return Err(Error::Unsupported(format!(
+                    "{ip} is on network interface {}{}, which is not this owner's: it is never taken from there",
+                    h.id,
+                    h.instance_id
+                        .as_deref()
+                        .map(|i| format!(" (instance {i})"))
+                        .unwrap_or_default()
+                )));
+            }
+        }
+        for i in &own {
+            for eni in &i.interfaces {
+                if eni.has_primary(ip) {
+                    return Err(Error::Unsupported(format!(
+                        "{ip} is the primary address of instance {}, not a movable one",
+                        i.id
+                    )));
+                }
+                if eni.has_secondary(ip) {
+                    let req = ApiRequest::new("UnassignPrivateIpAddresses")
+                        .param("NetworkInterfaceId", &eni.id)
+                        .param("PrivateIpAddress.1", ip);
+                    self.call(&req, false)?;
+                    self.info(
+                        "address taken off",
+                        &[("instance_id", &i.id), ("address", ip)],
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn assign_public(
+        &self,
+        owner_id: &str,
+        instance: &Instance,
+        address: Option<&str>,
+    ) -> Result<StableAddress> {
+        let eip = match address {
+            Some(a) => self
+                .elastic_ip(a)?
+                .ok_or_else(|| Error::NotFound(format!("EC2 has no Elastic IP {a:?}")))?,
+            None => self.allocate_address(owner_id)?,
+        };
+        let allocation = eip.allocation_id.clone().ok_or_else(|| {
+            Error::Unsupported(format!(
+                "Elastic IP {} has no allocation id (EC2-Classic): it cannot be moved",
+                eip.public_ip
+            ))
+        })?;
+        let stable = StableAddress {
+            address: eip.public_ip.clone(),
+            kind: AddressKind::Public,
+            resource_id: Some(allocation.clone()),
+            provider_id: Some(instance.id.clone()),
+        };
+        if eip.instance_id.as_deref() == Some(instance.id.as_str()) {
+            return Ok(stable);
+        }
+        match (&eip.instance_id, &eip.interface_id) {
+            (Some(other), _) => {
+                let theirs = self
+                    .lookup(other)?
+                    .is_none_or(|i| !tagging::is_owned(&i, owner_id));
+                if theirs {
+                    return Err(Error::Unsupported(format!(
+                        "Elastic IP {} is on instance {other}, which is not this owner's: it is never taken from there",
+                        eip.public_ip
+                    )));
+                }
+            }
+            (None, Some(eni)) => {
+                return Err(Error::Unsupported(format!(
+                    "Elastic IP {} is on network interface {eni}, which is no instance of this owner's: it is never taken from there",
+                    eip.public_ip
+                )));
+            }
+            (None, None) => {}
+        }
+        let req = ApiRequest::new("AssociateAddress")
+            .param("AllocationId", allocation)
+            .param("InstanceId", &instance.id)
+            .param("AllowReassociation", "true");
+        self.call(&req, false)?;
+        self.info(
+            "address assigned",
+            &[
+                ("instance_id", &instance.id),
+                ("address", &eip.public_ip),
+                ("from", eip.instance_id.as_deref().unwrap_or("")),
+            ],
+        );
+        Ok(stable)
+    }
+
+    /// A new Elastic IP for the VPC, tagged with this owner.
+    fn allocate_address(&self, owner_id: &str) -> Result<ElasticIp> {
+        let req = ApiRequest::new("AllocateAddress")
+            .param("Domain", "vpc")
+            .param("TagSpecification.1.ResourceType", "elastic-ip")
+            .param("TagSpecification.1.Tag.1.Key", OWNER)
+            .param("TagSpecification.1.Tag.1.Value", id_tag(owner_id));
+        let resp = self.call(&req, false)?;
+        let (ip, allocation) = api::parse_allocate_address(&resp.text())?;
+        self.info(
+            "address allocated",
+            &[("address", &ip), ("allocation_id", &allocation)],
+        );
+        Ok(ElasticIp {
+            public_ip: ip,
+            allocation_id: Some(allocation),
+            tags: vec![(OWNER.into(), id_tag(owner_id))],
+            ..ElasticIp::default()
+        })
+    }
+
+    /// The Elastic IP `a` (an allocation id or an IPv4 address) as
+    /// `DescribeAddresses` describes it; `None` when EC2 has no such one.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for something that is neither; the API's errors.
+    fn elastic_ip(&self, a: &str) -> Result<Option<ElasticIp>> {
+        let req = if a.starts_with("eipalloc-") {
+            ApiRequest::new("DescribeAddresses").param("AllocationId.1", a)
+        } else {
+            ipv4(a).map_err(|_| {
+                Error::NotFound(format!(
+                    "{a:?} is neither an IPv4 address nor an Elastic IP allocation id"
+                ))
+            })?;
+            ApiRequest::new("DescribeAddresses").param("PublicIp.1", a)
+        };
+        match self.try_call(&req)? {
+            Ok(resp) => Ok(api::parse_addresses(&resp.text())?
+                .into_iter()
+                .find(|e| e.public_ip == a || e.allocation_id.as_deref() == Some(a))),
+            Err(f)
+                if matches!(
+                    f.code.as_str(),
+                    "InvalidAddress.NotFound"
+                        | "InvalidAllocationID.NotFound"
+                        | "InvalidAllocationID.Malformed"
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(f) => Err(f.into_error(false)),
+        }
+    }
+
+    /// Takes `address` off an instance of this owner: a secondary private
+    /// IP of one of its interfaces (`UnassignPrivateIpAddresses`), or an
+    /// Elastic IP associated with it, by IP or allocation id
+    /// (`DisassociateAddress`; the allocation stays the account's).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an instance that is not this owner's, or an
+    /// address that is not on it; [`Error::Unsupported`] for its primary
+    /// private address; the API's errors.
+    pub fn release_address(&self, owner_id: &str, provider_id: &str, address: &str) -> Result<()> {
+        let instance = self.owned_instance(owner_id, provider_id)?;
+        let address = address.trim();
+        if let Some(eni) = instance
+            .interfaces
+            .iter()
+            .find(|e| e.has_secondary(address))
+        {
+            let req = ApiRequest::new("UnassignPrivateIpAddresses")
+                .param("NetworkInterfaceId", &eni.id)
+                .param("PrivateIpAddress.1", address);
+            self.call(&req, false)?;
+            self.info(
+                "address released",
+                &[("instance_id", provider_id), ("address", address)],
+            );
+            return Ok(());
+        }
+        if instance.interfaces.iter().any(|e| e.has_primary(address)) {
+            return Err(Error::Unsupported(format!(
+                "{address} is the primary address of instance {provider_id}: it cannot be released"
+            )));
+        }
+        let not_on_it = || Error::NotFound(format!("{address} is not on instance {provider_id}"));
+        if !(address.starts_with("eipalloc-") || ipv4(address).is_ok()) {
+            return Err(not_on_it());
+        }
+        let eip = self
+            .elastic_ip(address)?
+            .filter(|e| e.instance_id.as_deref() == Some(provider_id))
+            .ok_or_else(not_on_it)?;
+        let association = eip.association_id.ok_or_else(not_on_it)?;
+        let req = ApiRequest::new("DisassociateAddress").param("AssociationId", association);
+        self.call(&req, false)?;
+        self.info(
+            "address released",
+            &[("instance_id", provider_id), ("address", &eip.public_ip)],
+        );
+        Ok(())
+    }
+
+    /// Adds an instance of this owner to an ELBv2 target group
+    /// (`RegisterTargets`, with the port when given); adding it again is no
+    /// change.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an instance that is not this owner's, or a
+    /// group that is not a target group ARN or does not exist;
+    /// [`Error::Unsupported`] when ELBv2 refuses the instance as a target
+    /// (`InvalidTarget`: another VPC, or a group of IP targets); the API's
+    /// errors.
+    pub fn register_target(&self, owner_id: &str, target: &Target) -> Result<()> {
+        let group = target_group(&target.group)?;
+        let instance = self.owned_instance(owner_id, &target.provider_id)?;
+        let mut req = ApiRequest::elb("RegisterTargets")
+            .param("TargetGroupArn", group)
+            .param("Targets.member.1.Id", &instance.id);
+        if let Some(port) = target.port {
+            req = req.param("Targets.member.1.Port", port.to_string());
+        }
+        match self.try_call(&req)? {
+            Ok(resp) => api::expect_response(&resp.text(), "RegisterTargets")?,
+            Err(f) if f.code == "InvalidTarget" => {
+                return Err(Error::Unsupported(format!(
+                    "target group {group} refuses instance {}: {}",
+                    instance.id, f.message
+                )));
+            }
+            Err(f) => return Err(f.into_error(false)),
+        }
+        self.info(
+            "target registered",
+            &[("instance_id", &instance.id), ("group", group)],
+        );
+        Ok(())
+    }
+
+    /// Takes an instance of this owner (terminated ones too) out of an
+    /// ELBv2 target group (`DeregisterTargets`): on the port given, else on
+    /// every port it is registered on.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an instance EC2 does not know or that is not
+    /// this owner's, a group that is not a target group or does not exist,
+    /// and an instance not in the group (a draining one is no longer in
+    /// it); the API's errors.
+    pub fn deregister_target(&self, owner_id: &str, target: &Target) -> Result<()> {
+        let group = target_group(&target.group)?;
+        let id = target.provider_id.as_str();
+        if !tagging::is_instance_id(id)
+            || !self
+                .lookup(id)?
+                .is_some_and(|i| tagging::is_owned(&i, owner_id))
+        {
+            return Err(Error::NotFound(format!(
+                "instance {id} does not exist or is not owned by this host"
+            )));
+        }
+        let registered: Vec<TargetHealth> = self
+            .target_health(group)?
+            .into_iter()
+            .filter(|t| {
+                t.id == id
+                    && target.port.is_none_or(|p| t.port == Some(p))
+                    && t.state.as_deref() != Some(DRAINING)
+            })
+            .collect();
+        if registered.is_empty() {
+            return Err(Error::NotFound(format!(
+                "instance {id} is not in target group {group}"
+            )));
+        }
+        let mut req = ApiRequest::elb("DeregisterTargets").param("TargetGroupArn", group);
+        for (n, t) in registered.iter().enumerate() {
+            req = req.param(format!("Targets.member.{}.Id", n + 1), id);
+            if let Some(port) = t.port {
+                req = req.param(format!("Targets.member.{}.Port", n + 1), port.to_string());
+            }
+        }
+        let resp = self.call(&req, false)?;
+        api::expect_response(&resp.text(), "DeregisterTargets")?;
+        self.info(
+            "target deregistered",
+            &[("instance_id", id), ("group", group)],
+        );
+        Ok(())
+    }
+
+    /// Every target of an ELBv2 target group, whoever's
+    /// (`DescribeTargetHealth`), with its port and health state.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a group that is not a target group ARN or
+    /// does not exist; the API's errors.
+    pub fn list_targets(&self, group: &str) -> Result<Vec<Target>> {
+        let group = target_group(group)?;
+        Ok(self
+            .target_health(group)?
+            .into_iter()
+            .map(|t| Target {
+                group: group.to_string(),
+                provider_id: t.id,
+                port: t.port,
+                health: t.state,
+            })
+            .collect())
+    }
+
+    fn target_health(&self, group: &str) -> Result<Vec<TargetHealth>> {
+        let req = ApiRequest::elb("DescribeTargetHealth").param("TargetGroupArn", group);
+        let resp = self.call(&req, false)?;
+        api::parse_target_health(&resp.text())
+    }
+
+    /// How many addresses a subnet has free (`DescribeSubnets`:
+    /// `availableIpAddressCount`), of how many its IPv4 block has for
+    /// nodes (all but the five AWS reserves).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] naming a subnet EC2 does not know; the API's
+    /// errors.
+    pub fn subnet_capacity(&self, subnet: &str) -> Result<SubnetCapacity> {
+        let s = self
+            .subnet(subnet)?
+            .ok_or_else(|| Error::NotFound(format!("subnet {subnet:?} does not exist")))?;
+        Ok(SubnetCapacity {
+            total_addresses: s.total_addresses(),
+            subnet: s.id,
+            available_addresses: s.free,
+            zone: Some(s.zone).filter(|z| !z.is_empty()),
+        })
+    }
+}
+
+/// `group` when it is an ELBv2 target group ARN
+/// (`arn:<partition>:elasticloadbalancing:<region>:<account>:targetgroup/<name>/<id>`).
+///
+/// # Errors
+/// [`Error::NotFound`] otherwise: it names no target group.
+pub fn target_group(group: &str) -> Result<&str> {
+    let parts: Vec<&str> = group.splitn(6, ':').collect();
+    let ok = parts.len() == 6
+        && parts[0] == "arn"
+        && parts[2] == "elasticloadbalancing"
+        && parts[5].starts_with("targetgroup/")
+        && !group.contains(char::is_whitespace);
+    if ok {
+        Ok(group)
+    } else {
+        Err(Error::NotFound(format!(
+            "{group:?} is not an ELBv2 target group ARN (arn:aws:elasticloadbalancing:REGION:ACCOUNT:targetgroup/NAME/ID)"
+        )))
+    }
+}
+
+/// Refuses what is not an IPv4 address.
+fn ipv4(ip: &str) -> Result<Ipv4Addr> {
+    ip.parse()
+        .map_err(|_| Error::Unsupported(format!("{ip:?} is not an IPv4 address")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_groups_are_arns() {
+        let arn = "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/leaders/55cd945abaf6ea50";
+        assert_eq!(target_group(arn).unwrap(), arn);
+        for bad in [
+            "",
+            "leaders",
+            "arn:aws:ec2:us-east-1:123456789012:targetgroup/x/1",
+            "arn:aws:elasticloadbalancing:us-east-1:123456789012:loadbalancer/net/x/1",
+            "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/x /1",
+        ] {
+            assert!(
+                matches!(target_group(bad), Err(Error::NotFound(_))),
+                "{bad}"
+            );
+        }
+    }
+}

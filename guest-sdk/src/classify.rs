@@ -105,29 +105,64 @@ pub fn default_kind(status: u16) -> Kind {
     }
 }
 
-/// The message of an error body: the first string found at `message`,
-/// `error.message`, `error_description`, `error` or `errors[0].message`
-/// (with a `code` or `id` beside it, in front), else the body's text, cut to
-/// 300 characters.
+/// Where a cloud's error bodies keep the message and the code (or field)
+/// that goes in front of it: JSON pointers, the first that holds a string
+/// wins.
+///
+/// ```
+/// use wasmprov_guest::classify::{error_message_at, ErrorAt};
+/// const LINODE: ErrorAt = ErrorAt::new(&["/errors/0/reason"], &["/errors/0/field"]);
+/// let body = br#"{"errors":[{"reason":"A valid plan type by that ID was not found","field":"type"}]}"#;
+/// assert_eq!(error_message_at(body, &LINODE), "type: A valid plan type by that ID was not found");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ErrorAt {
+    /// Pointers to the message.
+    pub message: &'static [&'static str],
+    /// Pointers to a code, id or field named in front of the message.
+    pub code: &'static [&'static str],
+}
+
+impl ErrorAt {
+    /// Where most clouds put them: the message at `message`,
+    /// `error.message`, `error_description`, `error` or `errors[0].message`;
+    /// the code at `error.code`, `code`, `id` or `errors[0].code`.
+    pub const DEFAULT: ErrorAt = ErrorAt {
+        message: &[
+            "/message",
+            "/error/message",
+            "/error_description",
+            "/error",
+            "/errors/0/message",
+        ],
+        code: &["/error/code", "/code", "/id", "/errors/0/code"],
+    };
+
+    /// Pointers of a cloud's own.
+    #[must_use]
+    pub const fn new(message: &'static [&'static str], code: &'static [&'static str]) -> Self {
+        Self { message, code }
+    }
+}
+
+/// The message of an error body, where [`ErrorAt::DEFAULT`] looks.
 #[must_use]
 pub fn error_message(body: &[u8]) -> String {
+    error_message_at(body, &ErrorAt::DEFAULT)
+}
+
+/// The message of an error body: the first string at one of `at`'s message
+/// pointers (with the first code found in front, `code: message`), else the
+/// body's text; cut to 300 characters.
+#[must_use]
+pub fn error_message_at(body: &[u8], at: &ErrorAt) -> String {
     let text = String::from_utf8_lossy(body);
     let Ok(json) = serde_json::from_slice::<serde_json::Value>(body) else {
         return cut(text.trim());
     };
     let string = |p: &str| json.pointer(p).and_then(|v| v.as_str()).map(str::to_string);
-    let message = [
-        "/message",
-        "/error/message",
-        "/error_description",
-        "/error",
-        "/errors/0/message",
-    ]
-    .iter()
-    .find_map(|p| string(p));
-    let code = ["/error/code", "/code", "/id", "/errors/0/code"]
-        .iter()
-        .find_map(|p| string(p));
+    let message = at.message.iter().find_map(|p| string(p));
+    let code = at.code.iter().find_map(|p| string(p));
     cut(&match (code, message) {
         (Some(c), Some(m)) => format!("{c}: {m}"),
         (None, Some(m)) => m,
@@ -150,7 +185,13 @@ fn cut(s: &str) -> String {
 /// names `what`, the status and the cloud's message.
 #[must_use]
 pub fn classify(resp: &Response, what: &str, rules: &[Rule]) -> Error {
-    let message = error_message(&resp.body);
+    classify_at(resp, what, rules, &ErrorAt::DEFAULT)
+}
+
+/// [`classify`] with the message read where `at` says.
+#[must_use]
+pub fn classify_at(resp: &Response, what: &str, rules: &[Rule], at: &ErrorAt) -> Error {
+    let message = error_message_at(&resp.body, at);
     let kind = rules
         .iter()
         .find(|r| r.matches(resp.status, &message))
@@ -256,6 +297,26 @@ mod tests {
             "E1: bad"
         );
         assert_eq!(error_message(b"<html>oops</html>"), "<html>oops</html>");
+        // A cloud's own pointers: its message, not its raw JSON, and rules
+        // match on it.
+        const LINODE: ErrorAt = ErrorAt::new(&["/errors/0/reason"], &["/errors/0/field"]);
+        let body = r#"{"errors":[{"reason":"Linode limit reached for this account"}]}"#;
+        let err = classify_at(
+            &resp(400, &[], body),
+            "POST /v4/linode/instances",
+            &[Rule::new(Some(400), "limit", Kind::Quota)],
+            &LINODE,
+        );
+        assert_eq!(err.kind(), "quota");
+        assert!(
+            err.to_string()
+                .ends_with("(HTTP 400): Linode limit reached for this account"),
+            "{err}"
+        );
+        assert!(
+            error_message(body.as_bytes()).contains("errors"),
+            "the default reads raw JSON"
+        );
         assert_eq!(error_message(&[b'x'; 400]).chars().count(), 301);
     }
 }

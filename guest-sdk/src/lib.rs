@@ -59,6 +59,7 @@
 
 extern crate self as wasmprov_guest;
 
+pub mod boot;
 pub mod classify;
 #[cfg(feature = "cloud-config")]
 pub mod cloud_config;
@@ -67,6 +68,7 @@ pub mod exec;
 pub mod http;
 pub mod log;
 pub mod pages;
+pub mod random;
 pub mod rest;
 pub mod shape;
 pub mod state;
@@ -77,15 +79,16 @@ mod convert;
 
 /// What most providers use: `use wasmprov_guest::prelude::*;`.
 pub mod prelude {
-    pub use crate::classify::{Kind, Rule};
+    pub use crate::classify::{ErrorAt, Kind, Rule};
     pub use crate::config::{self, Secret};
     pub use crate::http::{Request, Response};
     pub use crate::pages::Paging;
-    pub use crate::rest::{self, RestCloud, Wasi};
-    pub use crate::shape::{self, CatalogueEntry, Criteria};
+    pub use crate::rest::{self, Fields, Listing, RestCloud, Settings, Wasi};
+    pub use crate::shape::{self, CatalogueEntry, Criteria, Entry};
     pub use crate::state::StateTable;
     pub use crate::tags::{self, FlatTags, TagCodec};
-    pub use crate::time;
+    pub use crate::{boot, random, time};
+    pub use serde_json::{Value, json};
     pub use crate::{
         Arch, BootData, BootSupport, CapacityScope, CapacityType, Error, JoinState, Labels,
         NodeHandle, NodeShape, NodeStatus, Offering, PriceHint, Provider, ProvisionRequest, Result,

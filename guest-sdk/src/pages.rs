@@ -1,5 +1,6 @@
 //! Walking the pages of a list call, whichever way the cloud pages:
-//! page numbers, a next-page URL in the body, a `Link: <…>; rel="next"`
+//! page numbers (with the next page's number, the count of pages, or a
+//! short last page), a next-page URL in the body, a `Link: <…>; rel="next"`
 //! header, or an opaque token. Every walk is bounded ([`MAX_PAGES`]) and
 //! stops with an error when the cloud names a page it already gave, so a
 //! cloud (or a fault) that pages forever cannot hold a call.
@@ -50,6 +51,15 @@ pub enum Paging {
         /// Pointer to the array of items, to count a short page.
         items: &'static str,
     },
+    /// `?<page>=N`, from page 1, with the number of pages in every answer
+    /// at JSON pointer `pages` (Linode's `{"page": 1, "pages": 3, "data":
+    /// [...]}`): exactly as many pages are asked as exist, never one more.
+    Pages {
+        /// The page parameter (`page`).
+        page: &'static str,
+        /// Pointer to the number of pages (`/pages`).
+        pages: &'static str,
+    },
     /// The body names the next page's URL at this JSON pointer
     /// (`/links/pages/next`); `null`, empty or absent on the last page.
     NextUrl {
@@ -74,6 +84,47 @@ impl Paging {
     pub const fn next_url(pointer: &'static str) -> Self {
         Self::NextUrl { pointer }
     }
+
+    /// [`Paging::Pages`]: page numbers in `page`, the count of pages at
+    /// pointer `pages`.
+    #[must_use]
+    pub const fn pages(page: &'static str, pages: &'static str) -> Self {
+        Self::Pages { page, pages }
+    }
+
+    /// [`Paging::Numbers`] with the next page's number at pointer `next`.
+    #[must_use]
+    pub const fn next_page(page: &'static str, next: &'static str) -> Self {
+        Self::Numbers {
+            page,
+            size: 0,
+            next: Some(next),
+            items: "",
+        }
+    }
+
+    /// [`Paging::Token`]: an opaque cursor or next token at pointer
+    /// `pointer`, sent back as query parameter `param`.
+    #[must_use]
+    pub const fn cursor(param: &'static str, pointer: &'static str) -> Self {
+        Self::Token { param, pointer }
+    }
+}
+
+/// `base` with query parameter `page` set to `n` (other parameters kept).
+fn numbered(base: &Request, page: &str, n: u64) -> Request {
+    let url = base
+        .url()
+        .split_once('?')
+        .map_or(base.url(), |(path, _)| path)
+        .to_string();
+    let mut req = base.clone().with_url(url);
+    for (k, v) in base.query_pairs() {
+        if k != *page {
+            req = req.query(&k, &v);
+        }
+    }
+    req.query(page, &n.to_string())
 }
 
 /// Sends `first` and every following page with `send`, handing each
@@ -91,7 +142,7 @@ pub fn walk(
     mut each: impl FnMut(&serde_json::Value) -> Result<()>,
 ) -> Result<()> {
     let mut request = match paging {
-        Paging::Numbers { page, .. } => first.query(page, "1"),
+        Paging::Numbers { page, .. } | Paging::Pages { page, .. } => first.query(page, "1"),
         _ => first,
     };
     let base = request.clone();
@@ -126,20 +177,19 @@ pub fn walk(
                         (count >= *size as usize).then_some(number as u64 + 1)
                     }
                 };
-                following.map(|n| {
-                    let url = base
-                        .url()
-                        .split_once('?')
-                        .map_or(base.url(), |(path, _)| path)
-                        .to_string();
-                    let mut req = base.clone().with_url(url);
-                    for (k, v) in base.query_pairs() {
-                        if k != *page {
-                            req = req.query(&k, &v);
-                        }
-                    }
-                    req.query(page, &n.to_string())
-                })
+                following.map(|n| numbered(&base, page, n))
+            }
+            Paging::Pages { page, pages } => {
+                let total = match body.pointer(pages) {
+                    None | Some(serde_json::Value::Null) => 1,
+                    Some(v) => v.as_u64().ok_or_else(|| {
+                        Error::Transport(format!(
+                            "{}: the number of pages at {pages} is {v}, not a number",
+                            resp.url
+                        ))
+                    })?,
+                };
+                ((number as u64) < total).then(|| numbered(&base, page, number as u64 + 1))
             }
             Paging::NextUrl { pointer } => body
                 .pointer(pointer)
@@ -272,6 +322,36 @@ mod tests {
         });
         r.unwrap();
         assert_eq!(asked.len(), 2);
+    }
+
+    #[test]
+    fn a_count_of_pages_asks_exactly_that_many() {
+        // 1000 items at 500 a page: two pages, never a third (a short-page
+        // rule asks a third, empty one).
+        for (items, want) in [(1000_u64, 2_usize), (1001, 3), (0, 1), (499, 1)] {
+            let pages = items.div_ceil(500).max(1);
+            let (r, asked) = run(
+                Paging::pages("page", "/pages"),
+                Request::get("https://x/linode/instances?page_size=500"),
+                |req| {
+                    let page: u64 = req.query_value("page").unwrap().parse().unwrap();
+                    let n = items.saturating_sub((page - 1) * 500).min(500);
+                    answer(
+                        req.url(),
+                        serde_json::json!({"data": vec![0; n as usize], "page": page, "pages": pages}),
+                        &[],
+                    )
+                },
+            );
+            r.unwrap();
+            assert_eq!(asked.len(), want, "{items}: {asked:?}");
+        }
+        let (r, _) = run(
+            Paging::pages("page", "/pages"),
+            Request::get("https://x/l"),
+            |req| answer(req.url(), serde_json::json!({"pages": "many"}), &[]),
+        );
+        assert!(matches!(r, Err(Error::Transport(m)) if m.contains("not a number")));
     }
 
     #[test]

@@ -27,11 +27,14 @@ use std::collections::BTreeSet;
 
 use serde::de::DeserializeOwned;
 
-use crate::classify::{self, Rule};
+use crate::classify::{self, ErrorAt, Rule};
+use crate::config::Secret;
 use crate::http::{Request, Response};
 use crate::pages::{self, Paging};
-use crate::tags::{self, OWNER, REQUEST};
-use crate::{Error, Labels, NodeHandle, ProvisionRequest, Result};
+use crate::shape::{CatalogueEntry, Criteria};
+use crate::state::StateTable;
+use crate::tags::{self, OWNER, Preset, REQUEST};
+use crate::{Error, Labels, NodeHandle, NodeShape, ProvisionRequest, Result};
 
 /// Sends requests: [`Wasi`] in a plugin, a script in its unit tests.
 pub trait Transport {
@@ -69,6 +72,9 @@ pub trait RestCloud {
     const ONE_ITEM: &'static str;
     /// Error rules checked before the status defaults.
     const ERRORS: &'static [Rule] = &[];
+    /// Where the cloud's error bodies keep the message (default: where
+    /// most clouds do).
+    const ERROR_AT: ErrorAt = ErrorAt::DEFAULT;
 
     /// The nodes of `owner_id` (made for `request_id`, when given): a list
     /// request filtered as narrowly as the API allows (by both labels, by
@@ -101,11 +107,272 @@ pub trait RestCloud {
     fn handle(&self, node: &Self::Node) -> NodeHandle;
 
     /// The contract error for an error answer to `what`: [`RestCloud::ERRORS`]
-    /// and the status defaults ([`classify::classify`]). Override it for a
-    /// cloud whose errors say more than status and message.
+    /// and the status defaults, the message read at [`RestCloud::ERROR_AT`]
+    /// ([`classify::classify_at`]). Override it for a cloud whose errors say
+    /// more than status and message.
     fn error(&self, resp: &Response, what: &str) -> Error {
-        classify::classify(resp, what, Self::ERRORS)
+        classify::classify_at(resp, what, Self::ERRORS, &Self::ERROR_AT)
     }
+}
+
+/// What most REST plugins configure, read once in `new`: the API's base
+/// URL (`endpoint`), its bearer token (secret `token`), the region of new
+/// nodes when a shape names none (`region`) and the image they boot when a
+/// request names none (`image`).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Base URL of the API, without a trailing `/`.
+    pub endpoint: String,
+    /// The bearer token.
+    pub token: Secret,
+    /// Region (zone, location) of new nodes when the shape names none.
+    pub region: String,
+    /// Image of new nodes when the request names none.
+    pub image: String,
+}
+
+impl Settings {
+    /// Reads `endpoint`, `region` and `image` (with these defaults) and the
+    /// secret `token` from the plugin's configuration.
+    ///
+    /// # Errors
+    /// `invalid_config` for a missing token or a bad value.
+    pub fn read(endpoint: &str, region: &str, image: &str) -> Result<Self> {
+        Ok(Self {
+            endpoint: crate::config::url_or("endpoint", endpoint)?,
+            token: crate::config::secret("token")?,
+            region: crate::config::parse_or("region", region.to_string())?,
+            image: crate::config::parse_or("image", image.to_string())?,
+        })
+    }
+
+    /// `path` (starting with `/`) on the API.
+    #[must_use]
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.endpoint.trim_end_matches('/'))
+    }
+
+    /// The region a node of `shape` goes to: its zone, else the configured one.
+    #[must_use]
+    pub fn zone<'a>(&'a self, shape: &'a NodeShape) -> &'a str {
+        shape.zone.as_deref().unwrap_or(&self.region)
+    }
+
+    /// The image a node boots: the request's, else the configured one.
+    #[must_use]
+    pub fn image<'a>(&'a self, boot: &'a crate::BootData) -> &'a str {
+        boot.image.as_deref().unwrap_or(&self.image)
+    }
+
+    /// The cheapest type of `catalogue` for `shape`, in its zone or the
+    /// configured region ([`crate::shape::pick_for`]).
+    ///
+    /// # Errors
+    /// As [`crate::shape::pick_for`].
+    pub fn pick<'c, T: CatalogueEntry + 'c>(
+        &self,
+        shape: &NodeShape,
+        catalogue: &'c [T],
+    ) -> Result<crate::shape::Choice<'c, T>> {
+        crate::shape::pick_for(&Criteria::of(shape).or_zone(&self.region), catalogue)
+    }
+
+    /// The on-demand price hint of [`Settings::pick`]'s choice.
+    ///
+    /// # Errors
+    /// As [`crate::shape::pick_for`].
+    pub fn price_hint<T: CatalogueEntry>(
+        &self,
+        shape: &NodeShape,
+        catalogue: &[T],
+    ) -> Result<Option<crate::PriceHint>> {
+        let choice = self.pick(shape, catalogue)?;
+        Ok(Some(choice.price_hint(crate::CapacityType::OnDemand)))
+    }
+
+    /// `req` with the token as its bearer.
+    ///
+    /// # Errors
+    /// `invalid_config` when the token is not configured.
+    pub fn authorize(&self, req: Request) -> Result<Request> {
+        Ok(req.bearer(self.token.expose()?))
+    }
+}
+
+/// Where a node's fields are in the cloud's JSON (pointers), how its tags
+/// and states read: [`handle_of`] turns a node into a handle with it.
+#[derive(Clone, Copy, Debug)]
+pub struct Fields {
+    /// The cloud's tags.
+    pub tags: Preset,
+    /// The cloud's state names.
+    pub states: StateTable,
+    /// The node's id (a string or a number).
+    pub id: &'static str,
+    /// Its flat tags (an array of strings).
+    pub tag_list: &'static str,
+    /// Its region or zone (a string).
+    pub zone: &'static str,
+    /// Its instance type (a string).
+    pub instance_type: &'static str,
+    /// When it was created: any form [`crate::time::any_ms`] reads.
+    pub created: &'static str,
+    /// Its state name.
+    pub status: &'static str,
+    /// Where its IPv4 addresses are: every string under it that is one
+    /// counts, the first private one as the private address, the first
+    /// other as the public one.
+    pub addresses: &'static str,
+    /// Its architecture, when every node of the cloud has the same.
+    pub arch: Option<crate::Arch>,
+}
+
+impl Fields {
+    /// Where most REST clouds put a node's parts: `/id`, `/tags`,
+    /// `/region`, `/type`, `/created`, `/status`, addresses under `/ipv4`;
+    /// DigitalOcean's tags, [`StateTable::COMMON`], no architecture. A
+    /// plugin sets what differs: `Fields { zone: "/region/slug",
+    /// ..Fields::COMMON }`.
+    pub const COMMON: Fields = Fields {
+        tags: Preset::DIGITALOCEAN,
+        states: StateTable::COMMON,
+        id: "/id",
+        tag_list: "/tags",
+        zone: "/region",
+        instance_type: "/type",
+        created: "/created",
+        status: "/status",
+        addresses: "/ipv4",
+        arch: None,
+    };
+}
+
+/// The handle of `node` as `fields` say where its parts are. The address
+/// is the private one, else the public one.
+#[must_use]
+pub fn handle_of(node: &serde_json::Value, fields: &Fields) -> NodeHandle {
+    let text = |p: &str| node.pointer(p).and_then(|v| v.as_str()).map(str::to_string);
+    let mut ips = Vec::new();
+    if let Some(v) = node.pointer(fields.addresses) {
+        ipv4_in(v, &mut ips);
+    }
+    let ip = |private: bool| {
+        ips.iter()
+            .find(|ip| ip.is_private() == private)
+            .map(ToString::to_string)
+    };
+    let tags: Vec<String> = node
+        .pointer(fields.tag_list)
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    let mut handle = NodeHandle {
+        provider_id: match node.pointer(fields.id) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(v) => v.to_string(),
+            None => String::new(),
+        },
+        labels: fields.tags.decode_all(&tags),
+        zone: text(fields.zone),
+        instance_type: text(fields.instance_type),
+        address: ip(true).or_else(|| ip(false)),
+        private_address: ip(true),
+        public_address: ip(false),
+        created_at_ms: text(fields.created).and_then(|t| crate::time::any_ms(&t)),
+        arch: fields.arch,
+        ..NodeHandle::default()
+    };
+    fields
+        .states
+        .apply(&text(fields.status).unwrap_or_default(), &mut handle);
+    handle
+}
+
+fn ipv4_in(v: &serde_json::Value, out: &mut Vec<std::net::Ipv4Addr>) {
+    match v {
+        serde_json::Value::String(s) => out.extend(s.parse::<std::net::Ipv4Addr>()),
+        serde_json::Value::Array(a) => a.iter().for_each(|v| ipv4_in(v, out)),
+        serde_json::Value::Object(o) => o.values().for_each(|v| ipv4_in(v, out)),
+        _ => {}
+    }
+}
+
+/// Where a cloud's list of instance types (sizes, plans) keeps what
+/// [`offerings`] needs, as pointers into each item.
+#[derive(Clone, Copy, Debug)]
+pub struct Listing {
+    /// The array of types in a page of the list.
+    pub items: &'static str,
+    /// A type's name, as the catalogue names it.
+    pub name: &'static str,
+    /// Its price per hour.
+    pub hourly_usd: &'static str,
+    /// The zones it is sold in (an array of strings).
+    pub zones: &'static str,
+    /// Whether it can be bought now (a boolean); `None`: every listed one.
+    pub available: Option<&'static str>,
+}
+
+impl Listing {
+    /// A listing: the array of types at `items`, in each its `name`, price
+    /// per hour (`hourly_usd`) and `zones`; every listed type sold.
+    #[must_use]
+    pub const fn new(
+        items: &'static str,
+        name: &'static str,
+        hourly_usd: &'static str,
+        zones: &'static str,
+    ) -> Self {
+        Self {
+            items,
+            name,
+            hourly_usd,
+            zones,
+            available: None,
+        }
+    }
+
+    /// Only the types whose boolean at `pointer` is true are sold.
+    #[must_use]
+    pub const fn available(mut self, pointer: &'static str) -> Self {
+        self.available = Some(pointer);
+        self
+    }
+}
+
+/// The catalogue's types that the cloud's list (from `first`, every page)
+/// sells now, each with the list's price and zones.
+///
+/// # Errors
+/// The classified error of a failed page; `transport` for a malformed one.
+pub fn offerings<C: RestCloud + ?Sized, T: CatalogueEntry>(
+    cloud: &C,
+    transport: &impl Transport,
+    first: Request,
+    listing: &Listing,
+    catalogue: &[T],
+) -> Result<Vec<crate::Offering>> {
+    let sold: Vec<serde_json::Value> = collect(cloud, transport, first, listing.items)?;
+    let offering = |entry: &T| {
+        let api = sold.iter().find(|s| {
+            s.pointer(listing.name).and_then(|v| v.as_str()) == Some(entry.name())
+                && listing
+                    .available
+                    .is_none_or(|p| s.pointer(p) == Some(&serde_json::Value::Bool(true)))
+        })?;
+        let zones = api
+            .pointer(listing.zones)
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default();
+        let on_demand_usd = api
+            .pointer(listing.hourly_usd)
+            .and_then(serde_json::Value::as_f64);
+        Some(crate::Offering {
+            on_demand_usd,
+            zones,
+            ..entry.offering()
+        })
+    };
+    Ok(catalogue.iter().filter_map(offering).collect())
 }
 
 /// The node calls of a [`Provider`](crate::Provider) whose type is a
@@ -518,6 +785,113 @@ mod tests {
             .filter(|a| a.contains("tag=wasmprov-owner%3Ao1"))
             .count();
         assert_eq!(pages, 3, "{:?}", cloud.asked.borrow());
+    }
+
+    #[test]
+    fn handles_are_read_where_the_fields_say() {
+        const DROPLET: Fields = Fields {
+            zone: "/region/slug",
+            created: "/created_at",
+            addresses: "/networks/v4",
+            ..Fields::COMMON
+        };
+        let tags = FlatTags::DIGITALOCEAN
+            .encode_all(&Labels::from([(OWNER.to_string(), "o".to_string())]))
+            .unwrap();
+        let droplet = serde_json::json!({
+            "id": 7, "status": "active", "region": {"slug": "nyc3"}, "type": "s-1",
+            "created_at": "2020-01-01T00:00:00Z", "tags": tags,
+            "networks": {"v4": [{"ip_address": "203.0.113.1", "type": "public"},
+                                {"ip_address": "10.0.0.2", "type": "private"}]},
+        });
+        let h = handle_of(&droplet, &DROPLET);
+        assert_eq!(h.provider_id, "7");
+        assert_eq!(h.labels.get(OWNER).map(String::as_str), Some("o"));
+        assert_eq!(h.zone.as_deref(), Some("nyc3"));
+        assert_eq!(h.instance_type.as_deref(), Some("s-1"));
+        assert_eq!(h.created_at_ms, Some(1_577_836_800_000));
+        assert_eq!(h.status, NodeStatus::Running);
+        assert_eq!(
+            (
+                h.private_address.as_deref(),
+                h.public_address.as_deref(),
+                h.address.as_deref()
+            ),
+            (Some("10.0.0.2"), Some("203.0.113.1"), Some("10.0.0.2"))
+        );
+        // Linode's names are the common ones; its time is naive UTC.
+        let linode = serde_json::json!({"id": "9", "status": "provisioning", "region": "us-east",
+            "created": "2020-01-01T00:00:00", "ipv4": ["192.168.1.2"]});
+        let h = handle_of(&linode, &Fields::COMMON);
+        assert_eq!(
+            (h.provider_id.as_str(), h.status),
+            ("9", NodeStatus::Pending)
+        );
+        assert_eq!(h.created_at_ms, Some(1_577_836_800_000));
+        assert_eq!(
+            (h.public_address, h.private_address.as_deref()),
+            (None, Some("192.168.1.2"))
+        );
+    }
+
+    #[test]
+    fn offerings_are_the_catalogue_as_the_cloud_sells_it() {
+        struct Sizes;
+        impl Transport for Sizes {
+            fn send(&self, req: Request) -> Result<Response> {
+                Ok(answer(
+                    200,
+                    serde_json::json!({"sizes": [
+                    {"slug": "a", "price_hourly": 0.5, "regions": ["r1"], "available": true},
+                    {"slug": "b", "price_hourly": 0.7, "regions": ["r1"], "available": false},
+                ], "url": req.url()}),
+                ))
+            }
+        }
+        const TYPES: &[crate::shape::Entry] = &[
+            crate::shape::Entry::new("a", 1, 1024, 10, 0.4),
+            crate::shape::Entry::new("b", 1, 1024, 10, 0.6),
+            crate::shape::Entry::new("c", 1, 1024, 10, 0.6),
+        ];
+        struct Sold;
+        impl RestCloud for Sold {
+            type Node = serde_json::Value;
+            const CLOUD: &'static str = "Sold";
+            const PAGING: Paging = Paging::Single;
+            const LIST_ITEMS: &'static str = "/sizes";
+            const ONE_ITEM: &'static str = "";
+            fn list(&self, _: &str, _: Option<&str>) -> Result<Request> {
+                unreachable!()
+            }
+            fn node_url(&self, _: &str) -> Option<String> {
+                None
+            }
+            fn create(&self, _: &ProvisionRequest, _: &Labels) -> Result<Request> {
+                unreachable!()
+            }
+            fn authorize(&self, req: Request) -> Result<Request> {
+                Ok(req.bearer("t"))
+            }
+            fn handle(&self, node: &serde_json::Value) -> NodeHandle {
+                handle_of(node, &Fields::COMMON)
+            }
+        }
+        let listing =
+            Listing::new("/sizes", "/slug", "/price_hourly", "/regions").available("/available");
+        let got = offerings(
+            &Sold,
+            &Sizes,
+            Request::get("https://x/sizes"),
+            &listing,
+            TYPES,
+        )
+        .unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            (got[0].instance_type.as_str(), got[0].on_demand_usd),
+            ("a", Some(0.5))
+        );
+        assert_eq!(got[0].zones, ["r1"]);
     }
 
     #[test]

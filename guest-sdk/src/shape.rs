@@ -103,6 +103,147 @@ pub trait CatalogueEntry {
     }
 }
 
+/// One instance type of a catalogue written as a `const` table: no struct
+/// or trait impl per plugin. Rows are [`Entry::new`] with what most types
+/// have; GPUs, architecture, zones and a spot price are added with the
+/// `const` builders.
+///
+/// ```
+/// use wasmprov_guest::shape::{self, Entry};
+/// use wasmprov_guest::{Arch, NodeShape};
+///
+/// const TYPES: &[Entry] = &[
+///     Entry::new("small", 1, 1024, 25, 0.0075).arch(Arch::X86_64),
+///     Entry::new("gpu", 8, 65536, 640, 1.5)
+///         .gpus(1, "nvidia", "nvidia-a100")
+///         .zones(&["us-east"]),
+/// ];
+/// let pick = shape::pick(&NodeShape::new(1.0, 1 << 30), TYPES).unwrap();
+/// assert_eq!(pick.instance_type.name, "small");
+/// assert_eq!(shape::offerings(TYPES)[1].zones, ["us-east"]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Entry {
+    /// The cloud's name of the type.
+    pub name: &'static str,
+    /// vCPUs.
+    pub cpu: u32,
+    /// Memory in MiB.
+    pub memory_mib: u64,
+    /// Disk that comes with the type, in GiB (0: none).
+    pub disk_gib: u64,
+    /// USD per hour.
+    pub hourly_usd: f64,
+    /// GPUs.
+    pub gpu: u32,
+    /// GPU vendor (`nvidia`), when it has GPUs.
+    pub gpu_vendor: Option<&'static str>,
+    /// GPU model (`nvidia-h100`), when known.
+    pub gpu_model: Option<&'static str>,
+    /// CPU architecture, when known.
+    pub arch: Option<Arch>,
+    /// Zones it is sold in; empty is every zone.
+    pub zones: &'static [&'static str],
+    /// Spot price per hour, when offered.
+    pub spot_usd: Option<f64>,
+}
+
+impl Entry {
+    /// A type with `cpu` vCPUs, `memory_mib` of memory, a `disk_gib` disk
+    /// and an hourly price, sold in every zone.
+    #[must_use]
+    pub const fn new(
+        name: &'static str,
+        cpu: u32,
+        memory_mib: u64,
+        disk_gib: u64,
+        hourly_usd: f64,
+    ) -> Self {
+        Self {
+            name,
+            cpu,
+            memory_mib,
+            disk_gib,
+            hourly_usd,
+            gpu: 0,
+            gpu_vendor: None,
+            gpu_model: None,
+            arch: None,
+            zones: &[],
+            spot_usd: None,
+        }
+    }
+
+    /// With `count` GPUs of `vendor` and `model`.
+    #[must_use]
+    pub const fn gpus(mut self, count: u32, vendor: &'static str, model: &'static str) -> Self {
+        self.gpu = count;
+        self.gpu_vendor = Some(vendor);
+        self.gpu_model = Some(model);
+        self
+    }
+
+    /// With its architecture.
+    #[must_use]
+    pub const fn arch(mut self, arch: Arch) -> Self {
+        self.arch = Some(arch);
+        self
+    }
+
+    /// Sold only in `zones`.
+    #[must_use]
+    pub const fn zones(mut self, zones: &'static [&'static str]) -> Self {
+        self.zones = zones;
+        self
+    }
+
+    /// With a spot price.
+    #[must_use]
+    pub const fn spot(mut self, usd: f64) -> Self {
+        self.spot_usd = Some(usd);
+        self
+    }
+}
+
+impl CatalogueEntry for Entry {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn cpu(&self) -> f64 {
+        f64::from(self.cpu)
+    }
+    fn memory_bytes(&self) -> u64 {
+        self.memory_mib << 20
+    }
+    fn gpu(&self) -> u32 {
+        self.gpu
+    }
+    fn gpu_vendor(&self) -> Option<&str> {
+        self.gpu_vendor
+    }
+    fn gpu_model(&self) -> Option<&str> {
+        self.gpu_model
+    }
+    fn arch(&self) -> Option<Arch> {
+        self.arch
+    }
+    fn disk_bytes(&self) -> Option<u64> {
+        (self.disk_gib > 0).then_some(self.disk_gib << 30)
+    }
+    fn price_in(&self, zone: Option<&str>) -> Option<f64> {
+        match zone {
+            Some(z) if !self.zones.is_empty() && !self.zones.contains(&z) => None,
+            _ => Some(self.hourly_usd),
+        }
+    }
+    fn spot_price(&self) -> Option<f64> {
+        self.spot_usd
+    }
+    fn zones(&self) -> Vec<String> {
+        self.zones.iter().map(|z| (*z).to_string()).collect()
+    }
+}
+
 /// The contract's `offerings` answer for a catalogue: one offering per
 /// entry, in catalogue order.
 pub fn offerings<'a, T: CatalogueEntry + 'a>(

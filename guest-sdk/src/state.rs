@@ -37,6 +37,42 @@ pub struct StateTable {
 }
 
 impl StateTable {
+    /// The state names most REST clouds use (DigitalOcean's, Linode's,
+    /// Vultr's, Hetzner's): `new`, `pending`, `provisioning`, `creating`,
+    /// `initializing`, `migrating`, `rebuilding` are pending and
+    /// provisioning; `booting`, `starting`, `rebooting` pending and
+    /// booting; `active` and `running` running and joining; `off`,
+    /// `offline`, `stopped` stopped, `stopping` and `shutting_down` stopping,
+    /// `deleting` deleting, `archive`, `deleted`, `terminated` deleted (all
+    /// failed as nodes);
+    /// anything else unknown and provisioning.
+    pub const COMMON: StateTable = StateTable::new(
+        &[
+            ("new", NodeStatus::Pending, JoinState::Provisioning),
+            ("pending", NodeStatus::Pending, JoinState::Provisioning),
+            ("provisioning", NodeStatus::Pending, JoinState::Provisioning),
+            ("creating", NodeStatus::Pending, JoinState::Provisioning),
+            ("initializing", NodeStatus::Pending, JoinState::Provisioning),
+            ("migrating", NodeStatus::Pending, JoinState::Provisioning),
+            ("rebuilding", NodeStatus::Pending, JoinState::Provisioning),
+            ("booting", NodeStatus::Pending, JoinState::Booting),
+            ("starting", NodeStatus::Pending, JoinState::Booting),
+            ("rebooting", NodeStatus::Pending, JoinState::Booting),
+            ("active", NodeStatus::Running, JoinState::Joining),
+            ("running", NodeStatus::Running, JoinState::Joining),
+            ("off", NodeStatus::Stopped, JoinState::Failed),
+            ("offline", NodeStatus::Stopped, JoinState::Failed),
+            ("stopped", NodeStatus::Stopped, JoinState::Failed),
+            ("stopping", NodeStatus::Stopping, JoinState::Failed),
+            ("shutting_down", NodeStatus::Stopping, JoinState::Failed),
+            ("archive", NodeStatus::Deleted, JoinState::Failed),
+            ("deleting", NodeStatus::Deleting, JoinState::Failed),
+            ("deleted", NodeStatus::Deleted, JoinState::Failed),
+            ("terminated", NodeStatus::Deleted, JoinState::Failed),
+        ],
+        (NodeStatus::Unknown, JoinState::Provisioning),
+    );
+
     /// A table; `otherwise` is what names not in it mean.
     #[must_use]
     pub const fn new(

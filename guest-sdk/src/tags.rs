@@ -19,6 +19,252 @@
 
 pub use wasmprov_api::tags::{FlatTags, TagCodec, TooLong};
 
+/// Label values of Hetzner Cloud (`[A-Za-z0-9_.-]`, at most 63): ids fit
+/// unchanged, so no long form is needed.
+pub const HETZNER: TagCodec = TagCodec::LABEL_VALUE;
+
+/// A cloud's flat tags with its length limits: [`FlatTags`] and a *long
+/// form* for labels whose tag would be too long (or too short) for the
+/// cloud, such as a 63-character request id under Linode's 50-character
+/// tags. This is the one codec of labels into flat tags: a plugin writes
+/// tags with it, reads them back with it, and its fake decodes them with
+/// it.
+///
+/// A label `KEY=VALUE` whose tag `KEY:VALUE` fits is that tag, unchanged
+/// (ids stay readable in the cloud's console). Otherwise it is stored as
+///
+/// - a **hash tag** `KEY::<16 hex digits>` (SHA-256 of key and value): the
+///   stable short form [`Preset::selector`] gives, to filter a list by;
+/// - **piece tags** `KEY:1:…`, `KEY:2:…`: the encoded value cut to fit,
+///   so the label reads back whole.
+///
+/// Neither can be mistaken for a plain tag (a second `:` is never in a
+/// plain one) and [`Preset::decode_all`] accepts the pieces only when they
+/// hash to the hash tag, so a foreign or partial set is never misread.
+///
+/// ```
+/// use wasmprov_guest::tags::{Preset, REQUEST};
+/// use std::collections::BTreeMap;
+/// let id = "r".repeat(63);
+/// let labels = BTreeMap::from([(REQUEST.to_string(), id.clone())]);
+/// let tags = Preset::LINODE.encode_all(&labels).unwrap();
+/// assert!(tags.iter().all(|t| (3..=50).contains(&t.len())));
+/// assert!(tags.contains(&Preset::LINODE.selector(REQUEST, &id).unwrap()));
+/// assert_eq!(Preset::LINODE.decode_all(&tags), labels);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preset {
+    /// Keys and values, separator and `max_len` (of one tag).
+    pub flat: FlatTags,
+    /// Shortest tag the cloud stores.
+    pub min_len: usize,
+}
+
+/// `[A-Za-z0-9_-]` and `:`: DigitalOcean's tag alphabet, stored by every
+/// flat-tag cloud.
+const FLAT_ALPHABET: &str = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
+
+/// Hex digits of a long form's hash tag.
+const HASH_LEN: usize = 16;
+
+impl Preset {
+    /// DigitalOcean's tags: `[A-Za-z0-9:_-]`, 1 to 255 characters.
+    pub const DIGITALOCEAN: Preset = Preset {
+        flat: FlatTags::DIGITALOCEAN,
+        min_len: 1,
+    };
+    /// Linode's tags: 3 to 50 characters (written in DigitalOcean's
+    /// alphabet, which Linode stores as it is).
+    pub const LINODE: Preset = Preset {
+        flat: FlatTags {
+            codec: TagCodec {
+                name: "Linode tags (3 to 50 characters)",
+                alphabet: FLAT_ALPHABET,
+                escape: b'X',
+                max_len: 50,
+            },
+            separator: b':',
+        },
+        min_len: 3,
+    };
+    /// Vultr's tags: at most 255 characters.
+    pub const VULTR: Preset = Preset {
+        flat: FlatTags {
+            codec: TagCodec {
+                name: "Vultr tags (at most 255 characters)",
+                alphabet: FLAT_ALPHABET,
+                escape: b'X',
+                max_len: 255,
+            },
+            separator: b':',
+        },
+        min_len: 1,
+    };
+
+    fn sep(&self) -> char {
+        char::from(self.flat.separator)
+    }
+
+    fn fits(&self, tag: &str) -> bool {
+        (self.min_len..=self.flat.codec.max_len).contains(&tag.len())
+    }
+
+    fn too_long(&self, text: &str) -> TooLong {
+        TooLong {
+            what: "tag",
+            text: text.chars().take(80).collect(),
+            len: text.len(),
+            max: self.flat.codec.max_len,
+            codec: self.flat.codec.name,
+        }
+    }
+
+    fn hash_tag(&self, key: &str, encoded_key: &str, value: &str) -> Result<String, TooLong> {
+        use sha2::Digest as _;
+        let mut h = sha2::Sha256::new();
+        h.update(key.as_bytes());
+        h.update([0]);
+        h.update(value.as_bytes());
+        let digest = hex_lower(&h.finalize());
+        let sep = self.sep();
+        let tag = format!("{encoded_key}{sep}{sep}{}", &digest[..HASH_LEN]);
+        if tag.len() > self.flat.codec.max_len {
+            return Err(self.too_long(&tag));
+        }
+        Ok(tag)
+    }
+
+    /// The tags of label `key` = `value`: one plain tag, or the long form.
+    ///
+    /// # Errors
+    /// When even the long form does not fit (a key too long for a tag).
+    pub fn encode(&self, key: &str, value: &str) -> Result<Vec<String>, TooLong> {
+        let plain = FlatTags {
+            codec: TagCodec {
+                max_len: usize::MAX,
+                ..self.flat.codec
+            },
+            ..self.flat
+        }
+        .encode(key, value)?;
+        if self.fits(&plain) {
+            return Ok(vec![plain]);
+        }
+        let sep = self.sep();
+        let (encoded_key, encoded_value) = plain.split_once(sep).unwrap_or((&plain, ""));
+        let mut tags = vec![self.hash_tag(key, encoded_key, value)?];
+        let mut rest = encoded_value;
+        while !rest.is_empty() {
+            let head = format!("{encoded_key}{sep}{}{sep}", tags.len());
+            let room = self
+                .flat
+                .codec
+                .max_len
+                .saturating_sub(head.len())
+                .min(rest.len());
+            if room == 0 {
+                return Err(self.too_long(&plain));
+            }
+            tags.push(format!("{head}{}", &rest[..room]));
+            rest = &rest[room..];
+        }
+        Ok(tags)
+    }
+
+    /// Every label as tags, in key order.
+    ///
+    /// # Errors
+    /// The first label that cannot be stored.
+    pub fn encode_all(&self, labels: &crate::Labels) -> Result<Vec<String>, TooLong> {
+        let mut tags = Vec::new();
+        for (k, v) in labels {
+            tags.extend(self.encode(k, v)?);
+        }
+        Ok(tags)
+    }
+
+    /// The one tag that selects nodes labelled `key` = `value` in a list
+    /// call: the plain tag, or the long form's hash tag.
+    ///
+    /// # Errors
+    /// As [`Preset::encode`].
+    pub fn selector(&self, key: &str, value: &str) -> Result<String, TooLong> {
+        self.encode(key, value).map(|mut tags| tags.swap_remove(0))
+    }
+
+    /// The tag a list of `owner_id`'s nodes filters by: the request's tag
+    /// when `request_id` is given (the narrower), else the owner's
+    /// ([`Preset::selector`]).
+    ///
+    /// # Errors
+    /// As [`Preset::encode`].
+    pub fn list_selector(
+        &self,
+        owner_id: &str,
+        request_id: Option<&str>,
+    ) -> Result<String, TooLong> {
+        match request_id {
+            Some(r) => self.selector(REQUEST, r),
+            None => self.selector(OWNER, owner_id),
+        }
+    }
+
+    /// The labels `tags` stand for: plain tags, and long forms whose pieces
+    /// are all there and hash to their hash tag. Other tags are left out.
+    #[must_use]
+    pub fn decode_all<S: AsRef<str>>(&self, tags: &[S]) -> crate::Labels {
+        use std::collections::BTreeMap;
+        let sep = self.sep();
+        let mut labels = self.flat.decode_all(tags);
+        let mut hashes: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut pieces: BTreeMap<&str, BTreeMap<usize, &str>> = BTreeMap::new();
+        for tag in tags.iter().map(AsRef::as_ref) {
+            let Some((key, rest)) = tag.split_once(sep) else {
+                continue;
+            };
+            if let Some(hash) = rest.strip_prefix(sep) {
+                hashes.insert(key, hash);
+            } else if let Some((digits, piece)) = rest.split_once(sep)
+                && let Ok(n) = digits.parse::<usize>()
+                && digits == n.to_string()
+            {
+                pieces.entry(key).or_default().insert(n, piece);
+            }
+        }
+        for (encoded_key, hash) in hashes {
+            let parts = pieces.remove(encoded_key).unwrap_or_default();
+            // The pieces 1, 2, ... in a row; a stray piece past them (a tag
+            // someone else added) does not hide the label.
+            let run = (1..=parts.len())
+                .take_while(|n| parts.contains_key(n))
+                .count();
+            let joined: String = (1..=run).filter_map(|n| parts.get(&n).copied()).collect();
+            let (Some(key), Some(value)) = (
+                self.flat.codec.decode(encoded_key),
+                self.flat.codec.decode(&joined),
+            ) else {
+                continue;
+            };
+            // Only the long form `encode` writes for that label, whole.
+            let Ok(expected) = self.encode(&key, &value) else {
+                continue;
+            };
+            let given = std::iter::once(format!("{encoded_key}{sep}{sep}{hash}"))
+                .chain((1..=run).map(|n| format!("{encoded_key}{sep}{n}{sep}{}", parts[&n])));
+            if given.eq(expected) {
+                labels.insert(key, value);
+            }
+        }
+        labels
+    }
+
+    /// Whether `tags` carry label `key` = `value`.
+    #[must_use]
+    pub fn matches<S: AsRef<str>>(&self, tags: &[S], key: &str, value: &str) -> bool {
+        self.decode_all(tags).get(key).map(String::as_str) == Some(value)
+    }
+}
+
 /// Label carrying the owner id of the host that created the node.
 pub const OWNER: &str = wasmprov_api::provenance::OWNER_LABEL;
 /// Label carrying the request id that created the node.
@@ -181,14 +427,16 @@ pub fn is_hostname_label(name: &str) -> bool {
 }
 
 /// `<prefix>-<text>` as one valid host name label (most clouds name
-/// machines that way). When `text` is not host-name-safe or too long, the
-/// offending characters become `-`, it is cut to fit, and `-<hash of key>` is
-/// appended, so distinct keys keep distinct names. `prefix` must itself be
-/// host-name-safe and short.
+/// machines that way). When `text` is not host-name-safe, too long, or
+/// holds `--` (which Linode's labels refuse), the offending characters
+/// become `-`, runs of `-` become one, it is cut to fit, and `-<hash of
+/// key>` is appended, so distinct keys keep distinct names. `prefix` must
+/// itself be host-name-safe, short, and free of `--`; the name then never
+/// holds `--`, `_` or `.`.
 #[must_use]
 pub fn hostname(prefix: &str, text: &str, key: &[u8]) -> String {
     let room = MAX_HOSTNAME.saturating_sub(prefix.len() + 1);
-    if is_hostname_label(text) && text.len() <= room {
+    if is_hostname_label(text) && text.len() <= room && !text.contains("--") {
         return format!("{prefix}-{text}");
     }
     hostname_with_hash(prefix, text, key)
@@ -199,14 +447,16 @@ pub fn hostname(prefix: &str, text: &str, key: &[u8]) -> String {
 #[must_use]
 pub fn hostname_with_hash(prefix: &str, text: &str, key: &[u8]) -> String {
     let room = MAX_HOSTNAME.saturating_sub(prefix.len() + 1 + 9);
-    let head: String = text
-        .chars()
-        .map(|c| {
-            let c = c.to_ascii_lowercase();
-            if c.is_ascii_alphanumeric() { c } else { '-' }
-        })
-        .take(room)
-        .collect();
+    let mut head = String::with_capacity(room);
+    for c in text.chars().map(|c| c.to_ascii_lowercase()) {
+        let c = if c.is_ascii_alphanumeric() { c } else { '-' };
+        if head.len() == room {
+            break;
+        }
+        if !(c == '-' && head.ends_with('-')) {
+            head.push(c);
+        }
+    }
     let head = head.trim_matches('-');
     let hash = fnv1a(key);
     if head.is_empty() {
@@ -291,6 +541,90 @@ mod tests {
             hostname_with_hash("wp", "r", b"b")
         );
         assert!(!is_hostname_label("-x") && !is_hostname_label("a_b") && !is_hostname_label(""));
+        // Linode's labels refuse `--`: awkward ids never put one in a name.
+        for id in ["a--b", "a_b__c", "a-_-b", "x--", &"y-".repeat(40)] {
+            for n in [
+                hostname("wasmprov", id, id.as_bytes()),
+                hostname_with_hash("wasmprov", id, id.as_bytes()),
+            ] {
+                assert!(is_hostname_label(&n) && !n.contains("--"), "{id} -> {n}");
+            }
+        }
+        assert_ne!(
+            hostname("wp", "a--b", b"a--b"),
+            hostname("wp", "a-b", b"a-b")
+        );
+    }
+
+    #[test]
+    fn presets_keep_short_labels_plain_and_long_ones_whole() {
+        let p = Preset::LINODE;
+        let long_id = "a".repeat(63);
+        let cases: Vec<(String, String)> = vec![
+            (REQUEST.into(), "req-1".into()),
+            (REQUEST.into(), long_id.clone()),
+            (REQUEST.into(), format!("{}b", "a".repeat(62))),
+            (OWNER.into(), "x".into()),
+            ("k".into(), String::new()),
+            (String::new(), String::new()),
+            ("role".into(), "web server: eu ✓".repeat(5)),
+            (REQUEST_DIGEST.into(), "0123456789abcdef".into()),
+        ];
+        let mut seen = std::collections::BTreeMap::new();
+        for (k, v) in &cases {
+            let tags = p.encode(k, v).unwrap();
+            for t in &tags {
+                assert!((3..=50).contains(&t.len()), "{k}={v} -> {t}");
+                assert!(
+                    t.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"_-:".contains(&b)),
+                    "{t}"
+                );
+            }
+            let labels = crate::Labels::from([(k.clone(), v.clone())]);
+            assert_eq!(p.decode_all(&tags), labels, "{tags:?}");
+            assert!(p.matches(&tags, k, v));
+            let sel = p.selector(k, v).unwrap();
+            assert!(tags.contains(&sel));
+            if let Some(other) = seen.insert(sel.clone(), (k, v)) {
+                panic!("{k}={v} and {other:?} share the selector {sel}");
+            }
+        }
+        // Short ids read the same in the console; long ones take the hash.
+        assert_eq!(
+            p.selector(REQUEST, "req-1").unwrap(),
+            "wasmprov-request:req-1"
+        );
+        let sel = p.selector(REQUEST, &long_id).unwrap();
+        assert!(
+            sel.starts_with("wasmprov-request::") && sel.len() == 18 + 16,
+            "{sel}"
+        );
+        // Every label together, and foreign or partial tags, decode as they should.
+        let all: crate::Labels = cases.iter().cloned().collect();
+        let mut tags = p.encode_all(&all).unwrap();
+        tags.push("production".into());
+        tags.push("wasmprov-request:9:zz".into());
+        assert_eq!(p.decode_all(&tags), all);
+        let whole = p.encode(REQUEST, &long_id).unwrap();
+        let partial: Vec<&String> = whole
+            .iter()
+            .filter(|t| !t.ends_with(":1:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"))
+            .collect();
+        assert!(!p.decode_all(&partial).contains_key(REQUEST), "{partial:?}");
+        let forged = vec![
+            format!("{REQUEST}::0000000000000000"),
+            format!("{REQUEST}:1:abc"),
+        ];
+        assert!(p.decode_all(&forged).is_empty());
+        // DigitalOcean's limit holds every id plainly; a key too long for a
+        // tag is refused, never cut.
+        assert_eq!(
+            Preset::DIGITALOCEAN.encode(REQUEST, &long_id).unwrap(),
+            vec![format!("{REQUEST}:{long_id}")]
+        );
+        assert!(p.encode(&"k".repeat(48), "vvvv").is_err());
+        assert_eq!(HETZNER.encode(&long_id).unwrap(), long_id);
     }
 
     #[test]

@@ -78,6 +78,10 @@ const HOSTILE: &[&str] = &[
     "host-limits",
 ];
 
+/// Guests that also export `networking` (`export_provider!(P, networking)`),
+/// checked against the `networked-provider` world.
+const NETWORKED: &[&str] = &[];
+
 /// Support crates under `guests/`: libraries the guests link, not components.
 const SUPPORT: &[&str] = &["tests/guests/hostile-kit"];
 
@@ -140,10 +144,11 @@ fn main() {
     );
     let wit = root.join("wit");
     for ((_, package, _), b) in guests.iter().zip(&built) {
-        let mut worlds = vec![if package == "wasmprov-test-contract-0-1" {
-            "wasmprov:provisioner/provider@0.1.0"
-        } else {
-            "wasmprov:provisioner/provider@0.2.0"
+        let mut worlds = vec![match package.as_str() {
+            "wasmprov-test-contract-0-1" => "wasmprov:provisioner/provider@0.1.0",
+            "wasmprov-test-contract-0-2" => "wasmprov:provisioner/provider@0.2.0",
+            p if NETWORKED.contains(&p) => wasmprov_guest_build::NETWORKED_WORLD,
+            _ => wasmprov_guest_build::WORLD,
         }];
         if package == "wasmprov-plugin-hetzner" {
             worlds.push("wasmprov:provisioner/provider@0.1.0");

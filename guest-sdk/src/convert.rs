@@ -5,11 +5,13 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use crate::wit::exports::wasmprov::provisioner0_2_0::provisioner::Guest;
-use crate::wit::wasmprov::provisioner0_2_0::types as w;
+use crate::wit::exports::wasmprov::provisioner0_3_0::provisioner::Guest;
+use crate::wit::wasmprov::provisioner0_3_0::types as w;
+use crate::wit_net::exports::wasmprov::provisioner0_3_0::networking as n;
 use crate::{
-    Arch, BootData, CapacityScope, CapacityType, Error, Export, JoinState, NodeHandle, NodeShape,
-    NodeStatus, Offering, PriceHint, Provider, ProvisionRequest,
+    AddressKind, AddressRequest, Arch, BootData, CapacityScope, CapacityType, Error, Export,
+    JoinState, Labels, Networking, NodeHandle, NodeShape, NodeStatus, Offering, PriceHint,
+    Provider, ProvisionRequest, StableAddress, SubnetCapacity, Target,
 };
 
 pub(crate) fn capacity_to_wit(c: CapacityType) -> w::CapacityType {
@@ -89,6 +91,8 @@ fn handle_to_wit(h: NodeHandle) -> w::NodeHandle {
         },
         instance_type: h.instance_type,
         labels: h.labels.into_iter().collect(),
+        ipv6_address: h.ipv6_address,
+        hostname: h.hostname,
     }
 }
 
@@ -223,7 +227,7 @@ impl<T: Provider + 'static> Guest for Export<T> {
                 user_data: request.boot.user_data,
                 ssh_keys: request.boot.ssh_keys,
             },
-            subnet: None,
+            subnet: request.subnet,
         };
         // The ids become tags unchanged (`tags`), so a plugin never sees
         // one outside the syntax, whichever host called it.
@@ -237,6 +241,14 @@ impl<T: Provider + 'static> Guest for Export<T> {
                 "{} cannot honour boot data: {}",
                 T::NAME,
                 refused.join(", ")
+            ))));
+        }
+        if let Some(subnet) = &request.subnet
+            && !T::SUBNET
+        {
+            return Err(error_to_wit(Error::Unsupported(format!(
+                "{} cannot place a node in a subnet ({subnet:?} asked)",
+                T::NAME
             ))));
         }
         let node = with_provider(|p: &T| p.provision(&owner, &request)).map_err(error_to_wit)?;
@@ -279,6 +291,115 @@ impl<T: Provider + 'static> Guest for Export<T> {
     fn offerings() -> Result<Vec<w::Offering>, w::ProvisionError> {
         with_provider(|p: &T| p.offerings())
             .map(|list| list.into_iter().map(offering_to_wit).collect())
+            .map_err(error_to_wit)
+    }
+
+    fn set_labels(
+        owner_id: String,
+        provider_id: String,
+        labels: w::Labels,
+    ) -> Result<w::NodeHandle, w::ProvisionError> {
+        wasmprov_api::ids::check_owner_id(&owner_id).map_err(error_to_wit)?;
+        let labels: Labels = labels.into_iter().collect();
+        // The ownership and request labels are never the caller's to
+        // change, whichever host called.
+        wasmprov_api::provenance::check_new_labels(&labels).map_err(error_to_wit)?;
+        with_provider(|p: &T| p.set_labels(&owner_id, &provider_id, &labels))
+            .map(handle_to_wit)
+            .map_err(error_to_wit)
+    }
+}
+
+fn kind_from_wit(k: n::AddressKind) -> AddressKind {
+    match k {
+        n::AddressKind::Private => AddressKind::Private,
+        n::AddressKind::Public => AddressKind::Public,
+    }
+}
+
+fn kind_to_wit(k: AddressKind) -> n::AddressKind {
+    match k {
+        AddressKind::Private => n::AddressKind::Private,
+        AddressKind::Public => n::AddressKind::Public,
+    }
+}
+
+fn target_from_wit(t: n::Target) -> Target {
+    Target {
+        group: t.group,
+        provider_id: t.provider_id,
+        port: t.port,
+        health: t.health,
+    }
+}
+
+fn target_to_wit(t: Target) -> n::Target {
+    n::Target {
+        group: t.group,
+        provider_id: t.provider_id,
+        port: t.port,
+        health: t.health,
+    }
+}
+
+impl<T: Networking + 'static> n::Guest for Export<T> {
+    fn assign_address(
+        owner_id: String,
+        provider_id: String,
+        request: n::AddressRequest,
+    ) -> Result<n::StableAddress, w::ProvisionError> {
+        wasmprov_api::ids::check_owner_id(&owner_id).map_err(error_to_wit)?;
+        let request = AddressRequest {
+            kind: kind_from_wit(request.kind),
+            address: request.address,
+        };
+        with_provider(|p: &T| p.assign_address(&owner_id, &provider_id, &request))
+            .map(|a: StableAddress| n::StableAddress {
+                address: a.address,
+                kind: kind_to_wit(a.kind),
+                resource_id: a.resource_id,
+                provider_id: a.provider_id,
+            })
+            .map_err(error_to_wit)
+    }
+
+    fn release_address(
+        owner_id: String,
+        provider_id: String,
+        address: String,
+    ) -> Result<(), w::ProvisionError> {
+        wasmprov_api::ids::check_owner_id(&owner_id).map_err(error_to_wit)?;
+        with_provider(|p: &T| p.release_address(&owner_id, &provider_id, &address))
+            .map_err(error_to_wit)
+    }
+
+    fn register_target(owner_id: String, target: n::Target) -> Result<(), w::ProvisionError> {
+        wasmprov_api::ids::check_owner_id(&owner_id).map_err(error_to_wit)?;
+        let target = target_from_wit(target);
+        with_provider(|p: &T| p.register_target(&owner_id, &target)).map_err(error_to_wit)
+    }
+
+    fn deregister_target(owner_id: String, target: n::Target) -> Result<(), w::ProvisionError> {
+        wasmprov_api::ids::check_owner_id(&owner_id).map_err(error_to_wit)?;
+        let target = target_from_wit(target);
+        with_provider(|p: &T| p.deregister_target(&owner_id, &target)).map_err(error_to_wit)
+    }
+
+    fn list_targets(owner_id: String, group: String) -> Result<Vec<n::Target>, w::ProvisionError> {
+        wasmprov_api::ids::check_owner_id(&owner_id).map_err(error_to_wit)?;
+        with_provider(|p: &T| p.list_targets(&owner_id, &group))
+            .map(|list| list.into_iter().map(target_to_wit).collect())
+            .map_err(error_to_wit)
+    }
+
+    fn subnet_capacity(subnet: String) -> Result<n::SubnetAddresses, w::ProvisionError> {
+        with_provider(|p: &T| p.subnet_capacity(&subnet))
+            .map(|c: SubnetCapacity| n::SubnetAddresses {
+                subnet: c.subnet,
+                available_addresses: c.available_addresses,
+                total_addresses: c.total_addresses,
+                zone: c.zone,
+            })
             .map_err(error_to_wit)
     }
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::Error;
-use crate::wit::wasmprov::provisioner0_2_0::exec as wit_exec;
+use crate::wit::wasmprov::provisioner0_3_0::exec as wit_exec;
 
 /// Why a program did not run to completion.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -21,6 +21,14 @@
 //! With the `cloud-config` feature, `cloud_config` joins what a plugin adds
 //! (a join command, SSH keys) into the caller's `#cloud-config` user data.
 //!
+//! A provider that can relabel a live node overrides
+//! [`Provider::set_labels`]; one that also has stable addresses, load
+//! balancer target groups or subnet capacity implements [`Networking`] and
+//! registers with `export_provider!(MyCloud, networking)`, which exports the
+//! contract's optional `networking` interface (the `networked-provider`
+//! world). Without it the component exports no `networking`, and the host
+//! answers those calls `unsupported` without asking it.
+//!
 //! ```no_run
 //! use wasmprov_guest::{
 //!     export_provider, CapacityType, Error, NodeHandle, NodeShape, PriceHint, Provider,
@@ -87,31 +95,33 @@ pub mod prelude {
     pub use crate::shape::{self, CatalogueEntry, Criteria, Entry};
     pub use crate::state::StateTable;
     pub use crate::tags::{self, FlatTags, TagCodec};
-    pub use crate::{boot, random, time};
-    pub use serde_json::{Value, json};
     pub use crate::{
-        Arch, BootData, BootSupport, CapacityScope, CapacityType, Error, JoinState, Labels,
-        NodeHandle, NodeShape, NodeStatus, Offering, PriceHint, Provider, ProvisionRequest, Result,
+        AddressKind, AddressRequest, Arch, BootData, BootSupport, CapacityScope, CapacityType,
+        Error, JoinState, Labels, Networking, NodeHandle, NodeShape, NodeStatus, Offering,
+        PriceHint, Provider, ProvisionRequest, Result, StableAddress, SubnetCapacity, Target,
         export_provider, rest_calls,
     };
+    pub use crate::{boot, random, time};
+    pub use serde_json::{Value, json};
 }
 
 pub use wasmprov_api::{
-    Arch, BootData, CapacityScope, CapacityType, JoinState, Labels, NodeHandle, NodeShape,
-    NodeStatus, Offering, PriceHint, ProvisionRequest, ProvisionerError as Error,
+    AddressKind, AddressRequest, Arch, BootData, CapacityScope, CapacityType, JoinState, Labels,
+    NodeHandle, NodeShape, NodeStatus, Offering, PriceHint, ProvisionRequest,
+    ProvisionerError as Error, StableAddress, SubnetCapacity, Target,
 };
 
 /// Result of provider operations; the error is the contract's error variant.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The contract version this SDK builds plugins for.
-pub const CONTRACT_VERSION: &str = "0.2.0";
+pub const CONTRACT_VERSION: &str = "0.3.0";
 
 /// What [`export_provider!`] writes into the component's `wasmprov-contract`
 /// custom section, so the host can name the version a plugin was built for.
 #[doc(hidden)]
 pub const CONTRACT_SECTION: &[u8] =
-    concat!("wasmprov:provisioner@0.2.0;sdk=", env!("CARGO_PKG_VERSION")).as_bytes();
+    concat!("wasmprov:provisioner@0.3.0;sdk=", env!("CARGO_PKG_VERSION")).as_bytes();
 
 /// Which fields of a request's [`BootData`] a provider honours. The export
 /// glue refuses a request that gives any other field with
@@ -176,6 +186,13 @@ pub trait Provider: Sized {
     /// The boot data fields [`provision`](Provider::provision) honours
     /// (default: none; requests that give any are refused).
     const BOOT: BootSupport = BootSupport::NONE;
+
+    /// Whether [`provision`](Provider::provision) places a node in the
+    /// subnet a request names ([`ProvisionRequest::subnet`]). When false
+    /// (the default) the export glue refuses a request that names one with
+    /// [`Error::Unsupported`] before the provider sees it, so a node is
+    /// never placed elsewhere than asked.
+    const SUBNET: bool = false;
 
     /// The capacity types the backend really offers (default: on-demand only).
     fn capacity_types() -> Vec<CapacityType> {
@@ -242,6 +259,139 @@ pub trait Provider: Sized {
             Self::NAME
         )))
     }
+
+    /// Replaces the labels of node `provider_id`, which must carry
+    /// `owner_id` (another owner's node, or one gone, is
+    /// [`Error::NotFound`]), with `labels`, keeping its ownership and
+    /// request labels ([`tags::OWNER`], [`tags::REQUEST`], ...), and
+    /// answers the node as it is now. `labels` never holds a reserved key
+    /// (the host and the export glue refuse one). The default is
+    /// [`Error::Unsupported`], for clouds that cannot relabel a live node.
+    ///
+    /// # Errors
+    /// Any contract error.
+    fn set_labels(&self, owner_id: &str, provider_id: &str, labels: &Labels) -> Result<NodeHandle> {
+        let _ = (owner_id, provider_id, labels);
+        Err(Error::Unsupported(format!(
+            "{} cannot change the labels of a live node",
+            Self::NAME
+        )))
+    }
+}
+
+/// What a provider with the contract's optional `networking` interface
+/// also does: addresses that outlive a node, load balancer target groups
+/// and subnet capacity. Register it with `export_provider!(MyCloud,
+/// networking)`. Every call that names a node acts only on a node carrying
+/// `owner_id` (another owner's node is [`Error::NotFound`], as in
+/// [`Provider::get`]). Each call defaults to [`Error::Unsupported`], so a
+/// provider implements what its cloud has.
+///
+/// ```no_run
+/// use wasmprov_guest::prelude::*;
+///
+/// struct Tiny;
+///
+/// impl Provider for Tiny {
+///     const NAME: &'static str = "tiny";
+///     fn new() -> Result<Self> {
+///         Ok(Tiny)
+///     }
+///     fn price_hint(&self, _shape: &NodeShape) -> Result<Option<PriceHint>> {
+///         Ok(None)
+///     }
+///     fn provision(&self, _owner: &str, _req: &ProvisionRequest) -> Result<NodeHandle> {
+///         Err(Error::Unsupported("tiny cannot create nodes".into()))
+///     }
+///     fn terminate(&self, _owner: &str, id: &str) -> Result<()> {
+///         Err(Error::NotFound(id.into()))
+///     }
+///     fn describe(&self, _owner: &str) -> Result<Vec<NodeHandle>> {
+///         Ok(Vec::new())
+///     }
+/// }
+///
+/// impl Networking for Tiny {
+///     fn subnet_capacity(&self, subnet: &str) -> Result<SubnetCapacity> {
+///         Ok(SubnetCapacity {
+///             subnet: subnet.to_string(),
+///             available_addresses: 250,
+///             total_addresses: Some(251),
+///             zone: None,
+///         })
+///     }
+/// }
+///
+/// export_provider!(Tiny, networking);
+/// ```
+pub trait Networking: Provider {
+    /// Puts a stable address on node `provider_id` (moving it from any
+    /// other node), and answers where it is now. Doing it again is no
+    /// change.
+    ///
+    /// # Errors
+    /// Any contract error.
+    fn assign_address(
+        &self,
+        owner_id: &str,
+        provider_id: &str,
+        request: &AddressRequest,
+    ) -> Result<StableAddress> {
+        let _ = (owner_id, provider_id, request);
+        Err(lacks::<Self>("stable addresses"))
+    }
+
+    /// Takes `address` (an IP or the cloud's id of it) off node
+    /// `provider_id`; the address stays the account's. An address not on
+    /// the node is [`Error::NotFound`].
+    ///
+    /// # Errors
+    /// Any contract error.
+    fn release_address(&self, owner_id: &str, provider_id: &str, address: &str) -> Result<()> {
+        let _ = (owner_id, provider_id, address);
+        Err(lacks::<Self>("stable addresses"))
+    }
+
+    /// Adds a node to a target group; adding it again is no change.
+    ///
+    /// # Errors
+    /// Any contract error.
+    fn register_target(&self, owner_id: &str, target: &Target) -> Result<()> {
+        let _ = (owner_id, target);
+        Err(lacks::<Self>("target groups"))
+    }
+
+    /// Takes a node out of a target group; a node not in it is
+    /// [`Error::NotFound`].
+    ///
+    /// # Errors
+    /// Any contract error.
+    fn deregister_target(&self, owner_id: &str, target: &Target) -> Result<()> {
+        let _ = (owner_id, target);
+        Err(lacks::<Self>("target groups"))
+    }
+
+    /// Every target of `group`, the owner's nodes and any other.
+    ///
+    /// # Errors
+    /// Any contract error.
+    fn list_targets(&self, owner_id: &str, group: &str) -> Result<Vec<Target>> {
+        let _ = (owner_id, group);
+        Err(lacks::<Self>("target groups"))
+    }
+
+    /// How many addresses `subnet` has free.
+    ///
+    /// # Errors
+    /// Any contract error.
+    fn subnet_capacity(&self, subnet: &str) -> Result<SubnetCapacity> {
+        let _ = subnet;
+        Err(lacks::<Self>("subnet capacity"))
+    }
+}
+
+fn lacks<P: Provider>(what: &str) -> Error {
+    Error::Unsupported(format!("{} has no {what}", P::NAME))
 }
 
 /// Registers a [`Provider`] as the component's export.
@@ -254,25 +404,39 @@ pub trait Provider: Sized {
 /// `wasmprov install` turns into a manifest and `wasmprov inspect` compares
 /// with the grants (format: `wasmprov_policy::requests`).
 ///
+/// With `networking` (first) it exports the contract's optional
+/// `networking` interface too, served by the provider's [`Networking`]
+/// implementation.
+///
 /// ```ignore
 /// wasmprov_guest::export_provider!(MyCloud, capabilities = "capabilities.toml");
+/// wasmprov_guest::export_provider!(MyCloud, networking);
+/// wasmprov_guest::export_provider!(MyCloud, networking, capabilities = "capabilities.toml");
 /// ```
 #[macro_export]
 macro_rules! export_provider {
-    ($provider:ty, capabilities = $file:literal) => {
-        $crate::export_provider!($provider);
-
+    ($provider:ty, networking, capabilities = $file:literal) => {
+        $crate::export_provider!($provider, networking);
+        $crate::__capabilities_section!($file);
+    };
+    ($provider:ty, networking) => {
         #[doc(hidden)]
         #[cfg(target_arch = "wasm32")]
-        #[allow(unsafe_code, reason = "a custom section must be placed by the linker")]
-        #[unsafe(link_section = "wasmprov-capabilities")]
-        #[used]
-        static __WASMPROV_CAPABILITIES: [u8; include_bytes!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/",
-            $file
-        ))
-        .len()] = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/", $file));
+        type __WasmprovExport = $crate::Export<$provider>;
+        #[cfg(target_arch = "wasm32")]
+        $crate::wit::__export_provider_world!(__WasmprovExport with_types_in $crate::wit);
+        #[cfg(target_arch = "wasm32")]
+        $crate::wit_net::__export_networked_provider_world!(__WasmprovExport with_types_in $crate::wit_net);
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: () = {
+            let _ = $crate::__use_provider::<$provider>;
+            let _ = $crate::__use_networking::<$provider>;
+        };
+        $crate::__contract_section!();
+    };
+    ($provider:ty, capabilities = $file:literal) => {
+        $crate::export_provider!($provider);
+        $crate::__capabilities_section!($file);
     };
     ($provider:ty) => {
         // The export glue only links on wasm; native builds (unit tests of a
@@ -287,7 +451,34 @@ macro_rules! export_provider {
         const _: () = {
             let _ = $crate::__use_provider::<$provider>;
         };
+        $crate::__contract_section!();
+    };
+}
 
+/// The `wasmprov-capabilities` section of [`export_provider!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __capabilities_section {
+    ($file:literal) => {
+        #[doc(hidden)]
+        #[cfg(target_arch = "wasm32")]
+        #[allow(unsafe_code, reason = "a custom section must be placed by the linker")]
+        #[unsafe(link_section = "wasmprov-capabilities")]
+        #[used]
+        static __WASMPROV_CAPABILITIES: [u8; include_bytes!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/",
+            $file
+        ))
+        .len()] = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/", $file));
+    };
+}
+
+/// The `wasmprov-contract` section of [`export_provider!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __contract_section {
+    () => {
         #[doc(hidden)]
         #[cfg(target_arch = "wasm32")]
         #[allow(unsafe_code, reason = "a custom section must be placed by the linker")]
@@ -300,7 +491,7 @@ macro_rules! export_provider {
 
 #[doc(hidden)]
 pub fn __use_provider<P: Provider + 'static>() {
-    use wit::exports::wasmprov::provisioner0_2_0::provisioner::Guest;
+    use wit::exports::wasmprov::provisioner0_3_0::provisioner::Guest;
     let _ = <Export<P> as Guest>::name;
     let _ = <Export<P> as Guest>::provision;
     let _ = <Export<P> as Guest>::describe;
@@ -309,6 +500,18 @@ pub fn __use_provider<P: Provider + 'static>() {
     let _ = <Export<P> as Guest>::capacity_types;
     let _ = <Export<P> as Guest>::get;
     let _ = <Export<P> as Guest>::offerings;
+    let _ = <Export<P> as Guest>::set_labels;
+}
+
+#[doc(hidden)]
+pub fn __use_networking<P: Networking + 'static>() {
+    use wit_net::exports::wasmprov::provisioner0_3_0::networking::Guest;
+    let _ = <Export<P> as Guest>::assign_address;
+    let _ = <Export<P> as Guest>::release_address;
+    let _ = <Export<P> as Guest>::register_target;
+    let _ = <Export<P> as Guest>::deregister_target;
+    let _ = <Export<P> as Guest>::list_targets;
+    let _ = <Export<P> as Guest>::subnet_capacity;
 }
 
 #[doc(hidden)]
@@ -336,7 +539,7 @@ pub mod wit {
         // `wit` links to the repository's top-level `wit/`, so the
         // packaged crate carries the contract it was built for.
         path: "wit",
-        world: "wasmprov:provisioner/provider@0.2.0",
+        world: "wasmprov:provisioner/provider@0.3.0",
         // Every standard WASI interface the world declares is the wasip2
         // crate's; only what the SDK or a plugin calls is imported.
         with: {
@@ -370,13 +573,44 @@ pub mod wit {
             "wasi:random/insecure@0.2.12": wasip2::random::insecure,
             "wasi:random/insecure-seed@0.2.12": wasip2::random::insecure_seed,
             "wasi:config/store@0.2.0-rc.1": generate,
-            "wasmprov:provisioner/types@0.2.0": generate,
-            "wasmprov:provisioner/exec@0.2.0": generate,
-            "wasmprov:provisioner/log@0.2.0": generate,
+            "wasmprov:provisioner/types@0.3.0": generate,
+            "wasmprov:provisioner/exec@0.3.0": generate,
+            "wasmprov:provisioner/log@0.3.0": generate,
         },
         pub_export_macro: true,
         export_macro_name: "__export_provider_world",
         default_bindings_module: "wasmprov_guest::wit",
+    });
+}
+
+/// The contract's optional `networking` export, on the types of [`wit`]
+/// (reused through `with`). Its export macro is used only by
+/// `export_provider!(P, networking)`, beside `wit`'s: together they export
+/// the `networked-provider` world. Its sections carry no exports otherwise.
+#[doc(hidden)]
+#[allow(missing_docs, unsafe_code, reason = "generated bindings")]
+#[allow(clippy::all, reason = "generated bindings")]
+pub mod wit_net {
+    wit_bindgen::generate!({
+        // Only the `networking` export: the provisioner export (and every
+        // import) is `wit`'s, so that the two modules' export macros do not
+        // collide. The component built with both targets
+        // `wasmprov:provisioner/networked-provider@0.3.0`.
+        inline: "
+            package wasmprov:guest-sdk;
+
+            world networking-export {
+                export wasmprov:provisioner/networking@0.3.0;
+            }
+        ",
+        path: "wit",
+        world: "wasmprov:guest-sdk/networking-export",
+        with: {
+            "wasmprov:provisioner/types@0.3.0": wasmprov_guest::wit::wasmprov::provisioner0_3_0::types,
+        },
+        pub_export_macro: true,
+        export_macro_name: "__export_networked_provider_world",
+        default_bindings_module: "wasmprov_guest::wit_net",
     });
 }
 

@@ -1,6 +1,6 @@
 //! Log records, delivered to the host's log tagged with the plugin's name.
 
-use crate::wit::wasmprov::provisioner0_2_0::log::{self as wit_log, Level};
+use crate::wit::wasmprov::provisioner0_3_0::log::{self as wit_log, Level};
 
 fn emit(level: Level, message: &str, fields: &[(&str, &str)]) {
     let fields: Vec<(String, String)> = fields

@@ -805,6 +805,7 @@ mod loading {
             errors
                 .iter()
                 .any(|e| e.contains("wasmprov:provisioner@0.99.0")
+                    && e.contains("wasmprov:provisioner@0.3.0")
                     && e.contains("wasmprov:provisioner@0.2.0")
                     && e.contains("wasmprov:provisioner@0.1.0")),
             "{errors:#?}"
@@ -824,7 +825,7 @@ mod loading {
         assert!(
             built_for
                 .as_deref()
-                .is_some_and(|s| s.starts_with("wasmprov:provisioner@0.2.0;sdk=")),
+                .is_some_and(|s| s.starts_with("wasmprov:provisioner@0.3.0;sdk=")),
             "{built_for:?}"
         );
     }

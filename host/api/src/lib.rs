@@ -60,7 +60,7 @@ pub mod provenance;
 pub mod tags;
 
 /// The version of the WIT contract these types mirror.
-pub const CONTRACT_VERSION: &str = "0.2.0";
+pub const CONTRACT_VERSION: &str = "0.3.0";
 
 /// A backend's own identifier of a node (an instance id, a server number, an
 /// opaque token printed by a script).

@@ -153,6 +153,51 @@ pub fn is_reserved_label(key: &str) -> bool {
     is_host_label(key) || key == REQUEST_LABEL || key == REQUEST_DIGEST_LABEL || key == GROUP_LABEL
 }
 
+/// Checks the labels a caller asks `set_labels` to put on a node, as a
+/// shape's labels are checked (at most [`MAX_SHAPE_LABELS`](crate::MAX_SHAPE_LABELS),
+/// keys of 1 to [`MAX_LABEL_KEY`](crate::MAX_LABEL_KEY) bytes, values of at
+/// most [`MAX_LABEL_VALUE`](crate::MAX_LABEL_VALUE)), and that none would
+/// overwrite a reserved label ([`is_reserved_label`]). The host checks
+/// every `set_labels` call with this before a backend sees it.
+///
+/// # Errors
+/// [`ProvisionerError::InvalidConfig`](crate::ProvisionerError::InvalidConfig)
+/// naming the label and the rule.
+pub fn check_new_labels(labels: &crate::Labels) -> crate::Result<()> {
+    use crate::{MAX_LABEL_KEY, MAX_LABEL_VALUE, MAX_SHAPE_LABELS};
+    let bad = |m: String| {
+        Err(crate::ProvisionerError::InvalidConfig(format!(
+            "invalid labels: {m}"
+        )))
+    };
+    if labels.len() > MAX_SHAPE_LABELS {
+        return bad(format!(
+            "{} labels, at most {MAX_SHAPE_LABELS} allowed",
+            labels.len()
+        ));
+    }
+    for (k, v) in labels {
+        if k.is_empty() || k.len() > MAX_LABEL_KEY {
+            return bad(format!(
+                "label keys are 1 to {MAX_LABEL_KEY} bytes, one is {}",
+                k.len()
+            ));
+        }
+        if v.len() > MAX_LABEL_VALUE {
+            return bad(format!(
+                "label values are at most {MAX_LABEL_VALUE} bytes, the one of {k:?} is {}",
+                v.len()
+            ));
+        }
+        if is_reserved_label(k) {
+            return bad(format!(
+                "{k:?} is reserved: the ownership and request labels stay as the node was made (set other keys)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Whether `key` is a label the host itself sets ([`OWNER_LABEL`],
 /// [`JOURNAL_LABEL`]): a caller's shape may not carry it, and the guest SDK
 /// leaves it out of a request's digest.

@@ -51,11 +51,16 @@ pub enum Lang {
 }
 
 /// The contract and the WASI it uses, copied into a Python or JavaScript
-/// plugin (their tools read WIT from a directory).
+/// plugin (their tools read WIT from a directory). Those plugins are built
+/// for contract 0.2.0, kept frozen in `deps/`.
 const WIT: &[(&str, &str)] = &[
     (
         "wit/provisioner.wit",
         include_str!("../templates/wit/provisioner.wit"),
+    ),
+    (
+        "wit/deps/provisioner-0.2.0/provisioner.wit",
+        include_str!("../templates/wit/deps/provisioner-0.2.0/provisioner.wit"),
     ),
     (
         "wit/deps/cli.wit",
@@ -124,6 +129,71 @@ const PYTHON: &[(&str, &str)] = &[
     ),
 ];
 
+/// The Python SDK (`guest-sdk/python/wasmprov_sdk`), copied beside a
+/// Python plugin's `app.py` (componentize-py builds it into the component).
+const PYTHON_SDK: &[(&str, &str)] = &[
+    (
+        "wasmprov_sdk/__init__.py",
+        include_str!("../templates/python-sdk/__init__.py"),
+    ),
+    (
+        "wasmprov_sdk/_wit.py",
+        include_str!("../templates/python-sdk/_wit.py"),
+    ),
+    (
+        "wasmprov_sdk/boot.py",
+        include_str!("../templates/python-sdk/boot.py"),
+    ),
+    (
+        "wasmprov_sdk/classify.py",
+        include_str!("../templates/python-sdk/classify.py"),
+    ),
+    (
+        "wasmprov_sdk/config.py",
+        include_str!("../templates/python-sdk/config.py"),
+    ),
+    (
+        "wasmprov_sdk/errors.py",
+        include_str!("../templates/python-sdk/errors.py"),
+    ),
+    (
+        "wasmprov_sdk/http.py",
+        include_str!("../templates/python-sdk/http.py"),
+    ),
+    (
+        "wasmprov_sdk/model.py",
+        include_str!("../templates/python-sdk/model.py"),
+    ),
+    (
+        "wasmprov_sdk/pages.py",
+        include_str!("../templates/python-sdk/pages.py"),
+    ),
+    (
+        "wasmprov_sdk/pointer.py",
+        include_str!("../templates/python-sdk/pointer.py"),
+    ),
+    (
+        "wasmprov_sdk/provider.py",
+        include_str!("../templates/python-sdk/provider.py"),
+    ),
+    (
+        "wasmprov_sdk/rest.py",
+        include_str!("../templates/python-sdk/rest.py"),
+    ),
+    (
+        "wasmprov_sdk/shape.py",
+        include_str!("../templates/python-sdk/shape.py"),
+    ),
+    (
+        "wasmprov_sdk/tags.py",
+        include_str!("../templates/python-sdk/tags.py"),
+    ),
+    (
+        "wasmprov_sdk/time.py",
+        include_str!("../templates/python-sdk/time.py"),
+    ),
+];
+
 /// A JavaScript plugin, from `plugins/js/refcloud` the same way.
 const JS: &[(&str, &str)] = &[
     (
@@ -163,9 +233,9 @@ const JS: &[(&str, &str)] = &[
 /// Writes a Python or JavaScript plugin: the reference-cloud plugin renamed
 /// (its name, manifest, package), the WIT it builds against, and a test.
 fn scaffold_other(opts: &ScaffoldOptions) -> anyhow::Result<Vec<PathBuf>> {
-    let (files, old) = match opts.lang {
-        Lang::Python => (PYTHON, "refcloud-py"),
-        Lang::Js => (JS, "refcloud-js"),
+    let (files, sdk, old) = match opts.lang {
+        Lang::Python => (PYTHON, PYTHON_SDK, "refcloud-py"),
+        Lang::Js => (JS, &[][..], "refcloud-js"),
         Lang::Rust => unreachable!("Rust plugins are crates"),
     };
     let rename = |text: &str| {
@@ -177,13 +247,15 @@ fn scaffold_other(opts: &ScaffoldOptions) -> anyhow::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(&opts.dest)
         .with_context(|| format!("creating {}", opts.dest.display()))?;
     let mut written = Vec::new();
-    for (path, text) in files.iter().chain(WIT) {
+    for (path, text) in files.iter().chain(WIT).chain(sdk) {
         let path = opts.dest.join(rename(path));
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("creating {}", parent.display()))?;
         }
-        let text = if path.starts_with(opts.dest.join("wit")) {
+        let text = if path.starts_with(opts.dest.join("wit"))
+            || path.starts_with(opts.dest.join("wasmprov_sdk"))
+        {
             (*text).to_string()
         } else {
             rename(text)
@@ -798,6 +870,11 @@ mod tests {
             })
             .unwrap();
             assert!(written.iter().any(|p| p.ends_with("wit/provisioner.wit")));
+            // A Python plugin carries the SDK it imports, unchanged.
+            assert_eq!(
+                dest.join("wasmprov_sdk/rest.py").is_file(),
+                lang == Lang::Python
+            );
             let app = std::fs::read_to_string(dest.join(main)).unwrap();
             assert!(app.contains("\"acme\""), "{main} keeps the plugin's name");
             assert!(!app.contains("refcloud-py") && !app.contains("refcloud-js"));

@@ -97,8 +97,16 @@ pub fn build_guests(workspace_root: &Path, packages: &[(&str, &str)]) -> Vec<Bui
         .collect()
 }
 
-/// The world every plugin targets, as the other languages' tools name it.
-pub const WORLD: &str = "wasmprov:provisioner/provider@0.2.0";
+/// The world a Rust plugin built on the guest SDK targets (one that also
+/// registers `networking` targets [`NETWORKED_WORLD`]).
+pub const WORLD: &str = "wasmprov:provisioner/provider@0.3.0";
+
+/// The world of a plugin that also exports the contract's `networking`.
+pub const NETWORKED_WORLD: &str = "wasmprov:provisioner/networked-provider@0.3.0";
+
+/// The world the Python and JavaScript plugins are built for, as their
+/// tools name it: still contract 0.2.0 (the host maps it onto 0.3).
+pub const SCRIPT_WORLD: &str = "wasmprov:provisioner/provider@0.2.0";
 
 fn run_tool(what: &str, cmd: &mut Command) -> Result<(), String> {
     let out = cmd
@@ -136,16 +144,32 @@ fn declare(src: &Path, out: &Path) -> Result<(), String> {
 /// # Errors
 /// The tool's output when it is missing or fails.
 pub fn build_python(wit: &Path, src: &Path, out: &Path) -> Result<(), String> {
+    build_python_with(wit, &[], src, out)
+}
+
+/// [`build_python`] with more directories of Python packages the plugin
+/// imports, such as the Python SDK's (`guest-sdk/python`, whose
+/// `wasmprov_sdk` package the reference plugin is written on).
+///
+/// # Errors
+/// The tool's output when it is missing or fails.
+pub fn build_python_with(
+    wit: &Path,
+    packages: &[&Path],
+    src: &Path,
+    out: &Path,
+) -> Result<(), String> {
+    let mut cmd = Command::new("componentize-py");
+    cmd.arg("-d")
+        .arg(wit)
+        .args(["-w", SCRIPT_WORLD, "componentize", "app", "-p"])
+        .arg(src);
+    for dir in packages {
+        cmd.arg("-p").arg(dir);
+    }
     run_tool(
         "componentize-py",
-        Command::new("componentize-py")
-            .arg("-d")
-            .arg(wit)
-            .args(["-w", WORLD, "componentize", "app", "-p"])
-            .arg(src)
-            .arg("-o")
-            .arg(out)
-            .env("PYTHONDONTWRITEBYTECODE", "1"),
+        cmd.arg("-o").arg(out).env("PYTHONDONTWRITEBYTECODE", "1"),
     )?;
     declare(src, out)
 }
@@ -164,7 +188,7 @@ pub fn build_js(wit: &Path, src: &Path, out: &Path) -> Result<(), String> {
             .arg("app.js")
             .arg("--wit")
             .arg(wit)
-            .args(["--world-name", WORLD, "-o"])
+            .args(["--world-name", SCRIPT_WORLD, "-o"])
             .arg(out),
     )?;
     declare(src, out)

@@ -11,10 +11,17 @@
 //! | describe | at most [`MAX_NODES`] handles, provider ids distinct; a node that does not carry the host's owner id (`wasmprov_api::provenance::owned_by`) is dropped from the answer, counted as a contract fault and logged |
 //! | get | none, or the node asked for (same provider id), carrying the host's owner id |
 //! | offerings | at most [`MAX_OFFERINGS`], instance types 1–[`MAX_NAME`] bytes and distinct, cpu finite and ≥ 0, prices finite and ≥ 0, at most [`MAX_ZONES`] zones of at most [`MAX_NAME`] bytes |
+//! | set-labels | a node handle: the node asked about, carrying the host's owner id, with exactly the labels asked plus the reserved ones (`wasmprov_api::provenance::is_reserved_label`) it had |
+//! | stable address | `address` parses as an IP address; `kind` is the kind asked; an IP asked for is the one answered; the node it is on, when said, is the node asked about |
+//! | targets | at most [`MAX_NODES`]; each names the group asked, a provider id of 1–[`MAX_PROVIDER_ID`] bytes; health at most [`MAX_NAME`] |
+//! | subnet capacity | names the subnet asked; `available_addresses` ≤ `total_addresses` when the total is said; zone at most [`MAX_NAME`] |
 //! | backend name | 1–[`MAX_BACKEND_NAME`] bytes |
 //! | capacity types | duplicates dropped |
 
-use wasmprov_api::{CapacityType, NodeHandle, Offering, PluginFault, PriceHint, ProvisionerError};
+use wasmprov_api::{
+    AddressRequest, CapacityType, Labels, NodeHandle, Offering, PluginFault, PriceHint,
+    ProvisionerError, StableAddress, SubnetCapacity, Target,
+};
 
 /// Longest provider id.
 pub const MAX_PROVIDER_ID: usize = 1024;
@@ -93,6 +100,8 @@ pub(crate) fn handle(plugin: &str, h: NodeHandle) -> Result<NodeHandle, Provisio
         ("instance_type", &h.instance_type),
         ("raw_state", &h.raw_state),
         ("gpu_model", &h.gpu_model),
+        ("ipv6_address", &h.ipv6_address),
+        ("hostname", &h.hostname),
     ] {
         if let Some(v) = v {
             sized(plugin, field, v, 0, MAX_NAME)?;
@@ -152,6 +161,174 @@ pub(crate) fn got(
         ));
     }
     Ok(Some(node))
+}
+
+/// The answer of `set-labels` for node `asked` and `labels`: that node,
+/// still `owner`'s, now labelled exactly `labels` beside the reserved
+/// labels (owner, request id, journal, group) it keeps.
+pub(crate) fn relabelled(
+    plugin: &str,
+    owner: &str,
+    asked: &str,
+    labels: &Labels,
+    node: NodeHandle,
+) -> Result<NodeHandle, ProvisionerError> {
+    let Some(node) = got(plugin, owner, asked, Some(node))? else {
+        unreachable!("got answers the node it was given")
+    };
+    let kept: Labels = node
+        .labels
+        .iter()
+        .filter(|(k, _)| !wasmprov_api::provenance::is_reserved_label(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if kept != *labels {
+        let differ: Vec<String> = kept
+            .keys()
+            .chain(labels.keys())
+            .filter(|k| kept.get(*k) != labels.get(*k))
+            .map(|k| cut(k))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        return Err(broken(
+            plugin,
+            "labels",
+            format!(
+                "are not the labels asked for: they differ in {}",
+                differ.join(", ")
+            ),
+        ));
+    }
+    Ok(node)
+}
+
+/// The answer of `assign-address` on node `asked` for `request`.
+pub(crate) fn stable_address(
+    plugin: &str,
+    asked: &str,
+    request: &AddressRequest,
+    a: StableAddress,
+) -> Result<StableAddress, ProvisionerError> {
+    let ip: std::net::IpAddr = a.address.parse().map_err(|_| {
+        broken(
+            plugin,
+            "address",
+            format!("{:?} is not an IP address", cut(&a.address)),
+        )
+    })?;
+    if a.kind != request.kind {
+        return Err(broken(
+            plugin,
+            "kind",
+            format!(
+                "is {}, but a {} address was asked for",
+                a.kind, request.kind
+            ),
+        ));
+    }
+    if let Some(wanted) = request
+        .address
+        .as_deref()
+        .and_then(|w| w.parse::<std::net::IpAddr>().ok())
+        && wanted != ip
+    {
+        return Err(broken(
+            plugin,
+            "address",
+            format!("is {ip}, but {wanted} was asked for"),
+        ));
+    }
+    if let Some(on) = &a.provider_id
+        && on != asked
+    {
+        return Err(broken(
+            plugin,
+            "provider_id",
+            format!(
+                "is {:?}, but the address was put on {:?}",
+                cut(on),
+                cut(asked)
+            ),
+        ));
+    }
+    if let Some(r) = &a.resource_id {
+        sized(plugin, "resource_id", r, 1, MAX_PROVIDER_ID)?;
+    }
+    Ok(a)
+}
+
+/// The answer of `list-targets` for `group`.
+pub(crate) fn targets(
+    plugin: &str,
+    group: &str,
+    list: Vec<Target>,
+) -> Result<Vec<Target>, ProvisionerError> {
+    if list.len() > MAX_NODES {
+        return Err(broken(
+            plugin,
+            "targets",
+            format!(
+                "has {} entries; at most {MAX_NODES} are allowed",
+                list.len()
+            ),
+        ));
+    }
+    for t in &list {
+        if t.group != group {
+            return Err(broken(
+                plugin,
+                "target group",
+                format!("is {:?}, but {:?} was asked for", cut(&t.group), cut(group)),
+            ));
+        }
+        sized(
+            plugin,
+            "target provider_id",
+            &t.provider_id,
+            1,
+            MAX_PROVIDER_ID,
+        )?;
+        if let Some(h) = &t.health {
+            sized(plugin, "target health", h, 0, MAX_NAME)?;
+        }
+    }
+    Ok(list)
+}
+
+/// The answer of `subnet-capacity` for `subnet`.
+pub(crate) fn subnet_capacity(
+    plugin: &str,
+    subnet: &str,
+    c: SubnetCapacity,
+) -> Result<SubnetCapacity, ProvisionerError> {
+    if c.subnet != subnet {
+        return Err(broken(
+            plugin,
+            "subnet",
+            format!(
+                "is {:?}, but {:?} was asked for",
+                cut(&c.subnet),
+                cut(subnet)
+            ),
+        ));
+    }
+    if let Some(total) = c.total_addresses
+        && c.available_addresses > total
+    {
+        return Err(broken(
+            plugin,
+            "available_addresses",
+            format!(
+                "is {}, more than the subnet's {total} addresses",
+                c.available_addresses
+            ),
+        ));
+    }
+    if let Some(z) = &c.zone {
+        sized(plugin, "zone", z, 0, MAX_NAME)?;
+    }
+    Ok(c)
 }
 
 /// The answer of `offerings`.

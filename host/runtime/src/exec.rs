@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 use wasmprov_policy::ExecPolicy;
 
-use crate::bindings::v02::exec::{Command, ExecError, Output};
+use crate::bindings::v03::exec::{Command, ExecError, Output};
 use crate::hooks::{CallKind, Hooks};
 use crate::intercept::{
     Denial, DenialKind, ExecFailure, ExecOutput, ExecRequest, Granted, ProgramRunner, RealExec,

@@ -62,10 +62,13 @@ fn build_linker(engine: &wasmtime::Engine) -> Result<Linker<CallState>> {
         wasmtime_wasi_config::WasiConfig::new(s.config())
     })
     .map_err(wrap)?;
-    // Both contract versions' imports: a plugin built for 0.1 links its
-    // `exec` and `log` of 0.1.0, served by the current ones (`contract::v01`).
-    use crate::bindings::{v01, v02};
+    // Every contract version's imports: a plugin built for 0.2 or 0.1 links
+    // its `exec` and `log` of that version, served by the current ones
+    // (`contract::v02`, `contract::v01`).
+    use crate::bindings::{v01, v02, v03};
     use wasmtime::component::HasSelf;
+    v03::exec::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;
+    v03::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;
     v02::exec::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;
     v02::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;
     v01::exec::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;

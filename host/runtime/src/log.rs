@@ -3,7 +3,7 @@
 //! characters shown escaped, and records capped in size so a plugin cannot
 //! flood (or paint) the host's log with one call.
 
-use crate::bindings::v02::log::{Host, Level};
+use crate::bindings::v03::log::{Host, Level};
 use crate::state::CallState;
 
 const MAX_MESSAGE: usize = 4096;
@@ -81,7 +81,7 @@ impl Host for CallState {
     }
 }
 
-impl crate::bindings::v02::types::Host for CallState {}
+impl crate::bindings::v03::types::Host for CallState {}
 
 #[cfg(test)]
 mod tests {

@@ -68,16 +68,37 @@ pub(crate) enum Op {
     Get,
     /// `offerings`.
     Offerings,
+    /// `set_labels`.
+    SetLabels,
+    /// `assign_address`.
+    AssignAddress,
+    /// `release_address`.
+    ReleaseAddress,
+    /// `register_target`.
+    RegisterTarget,
+    /// `deregister_target`.
+    DeregisterTarget,
+    /// `list_targets`.
+    ListTargets,
+    /// `subnet_capacity`.
+    SubnetCapacity,
 }
 
 impl Op {
-    const ALL: [Op; 6] = [
+    const ALL: [Op; 13] = [
         Op::Provision,
         Op::Terminate,
         Op::Describe,
         Op::PriceHint,
         Op::Get,
         Op::Offerings,
+        Op::SetLabels,
+        Op::AssignAddress,
+        Op::ReleaseAddress,
+        Op::RegisterTarget,
+        Op::DeregisterTarget,
+        Op::ListTargets,
+        Op::SubnetCapacity,
     ];
 
     fn as_str(self) -> &'static str {
@@ -88,6 +109,13 @@ impl Op {
             Op::PriceHint => "price_hint",
             Op::Get => "get",
             Op::Offerings => "offerings",
+            Op::SetLabels => "set_labels",
+            Op::AssignAddress => "assign_address",
+            Op::ReleaseAddress => "release_address",
+            Op::RegisterTarget => "register_target",
+            Op::DeregisterTarget => "deregister_target",
+            Op::ListTargets => "list_targets",
+            Op::SubnetCapacity => "subnet_capacity",
         }
     }
 

@@ -9,8 +9,9 @@ use std::task::{Context, Poll, Wake};
 use std::time::{Duration, Instant};
 
 use wasmprov_api::{
-    CapacityType, CloudProvisioner, NodeHandle, NodeShape, Offering, PluginFault, PriceHint,
-    ProviderNodeId, ProvisionRequest, ProvisionerError, Result,
+    AddressRequest, CapacityType, CloudProvisioner, Interfaces, Labels, NodeHandle, NodeShape,
+    Offering, PluginFault, PriceHint, ProviderNodeId, ProvisionRequest, ProvisionerError, Result,
+    StableAddress, SubnetCapacity, Target,
 };
 use wasmprov_policy::Manifest;
 use wasmtime::component::Component;
@@ -48,8 +49,12 @@ pub struct PluginInfo {
     pub pinned: bool,
     /// What the component says it was built for (`wasmprov:provisioner@X;sdk=Y`).
     pub built_for: Option<String>,
-    /// The contract version of the interface it exports (`0.2.0`, `0.1.0`).
+    /// The contract version of the interface it exports (`0.3.0`, `0.2.0`, `0.1.0`).
     pub contract: String,
+    /// Which interfaces beyond the core calls it exports (`set-labels`
+    /// from 0.3 on; `networking` when it exports that too), read from the
+    /// component's exports at load.
+    pub interfaces: Interfaces,
     /// Capacity types the backend offers.
     pub capacity_types: Vec<CapacityType>,
     /// Plain configuration values.
@@ -357,14 +362,14 @@ impl WasmPlugin {
                 });
             }
         };
-        let version = check_exports(&name, &component, engine)?;
+        let (version, interfaces) = check_exports(&name, &component, engine)?;
         let pre = linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::Compile {
                 plugin: name.clone(),
                 reason: format!("imports something the sandbox does not provide: {e:#}"),
             })?;
-        let pre = Pre::new(version, pre).map_err(|e| LoadError::NotAProvider {
+        let pre = Pre::new(version, interfaces, pre).map_err(|e| LoadError::NotAProvider {
             plugin: name.clone(),
             reason: format!("does not export the provisioner interface: {e:#}"),
         })?;
@@ -462,6 +467,7 @@ impl WasmPlugin {
             pinned: shared.manifest.sha256.is_some(),
             built_for,
             contract: pre.version().to_string(),
+            interfaces,
             capacity_types: Vec::new(),
             config: shared.manifest.config.clone(),
             secrets,
@@ -872,12 +878,13 @@ pub fn custom_section(bytes: &[u8], name: &str) -> Option<String> {
 }
 
 /// The contract version of the provisioner interface the component
-/// exports, when it is one this host loads.
+/// exports, when it is one this host loads, and which interfaces beyond the
+/// core it exports (`contract::interfaces`).
 fn check_exports(
     name: &str,
     component: &Component,
     engine: &wasmtime::Engine,
-) -> std::result::Result<&'static str, LoadError> {
+) -> std::result::Result<(&'static str, Interfaces), LoadError> {
     let exports: Vec<String> = component
         .component_type()
         .exports(engine)
@@ -888,6 +895,7 @@ fn check_exports(
         return crate::contract::SUPPORTED
             .into_iter()
             .find(|v| *v == version)
+            .map(|v| (v, crate::contract::interfaces(v, &exports)))
             .ok_or_else(|| LoadError::ContractVersion {
                 plugin: name.to_string(),
                 found: version.to_string(),
@@ -1019,6 +1027,63 @@ impl CloudProvisioner for WasmPlugin {
         self.metrics.record(Op::Offerings, started, &result);
         result
     }
+
+    fn interfaces(&self) -> Interfaces {
+        self.info.interfaces
+    }
+
+    async fn set_labels(&self, id: &ProviderNodeId, labels: &Labels) -> Result<NodeHandle> {
+        let started = Instant::now();
+        let result = self.set_labels_call(id, labels).await;
+        self.metrics.record(Op::SetLabels, started, &result);
+        result
+    }
+
+    async fn assign_address(
+        &self,
+        id: &ProviderNodeId,
+        request: &AddressRequest,
+    ) -> Result<StableAddress> {
+        let started = Instant::now();
+        let result = self.assign_address_call(id, request).await;
+        self.metrics.record(Op::AssignAddress, started, &result);
+        result
+    }
+
+    async fn release_address(&self, id: &ProviderNodeId, address: &str) -> Result<()> {
+        let started = Instant::now();
+        let result = self.release_address_call(id, address).await;
+        self.metrics.record(Op::ReleaseAddress, started, &result);
+        result
+    }
+
+    async fn register_target(&self, target: &Target) -> Result<()> {
+        let started = Instant::now();
+        let result = self.target_call(target, true).await;
+        self.metrics.record(Op::RegisterTarget, started, &result);
+        result
+    }
+
+    async fn deregister_target(&self, target: &Target) -> Result<()> {
+        let started = Instant::now();
+        let result = self.target_call(target, false).await;
+        self.metrics.record(Op::DeregisterTarget, started, &result);
+        result
+    }
+
+    async fn list_targets(&self, group: &str) -> Result<Vec<Target>> {
+        let started = Instant::now();
+        let result = self.list_targets_call(group).await;
+        self.metrics.record(Op::ListTargets, started, &result);
+        result
+    }
+
+    async fn subnet_capacity(&self, subnet: &str) -> Result<SubnetCapacity> {
+        let started = Instant::now();
+        let result = self.subnet_capacity_call(subnet).await;
+        self.metrics.record(Op::SubnetCapacity, started, &result);
+        result
+    }
 }
 
 /// The contract calls themselves; the trait methods above wrap them in
@@ -1099,10 +1164,141 @@ impl WasmPlugin {
         }
     }
 
+    /// Refuses a call to an interface the plugin does not export
+    /// (`PluginInfo::interfaces`), before any instance is made: nothing was
+    /// sent.
+    fn has(&self, call: &str, present: bool) -> Result<()> {
+        if present {
+            return Ok(());
+        }
+        Err(ProvisionerError::Unsupported(format!(
+            "plugin {} (contract {}) does not export {call}",
+            self.shared.manifest.name, self.info.contract
+        )))
+    }
+
+    async fn set_labels_call(&self, id: &str, labels: &Labels) -> Result<NodeHandle> {
+        self.has("set-labels", self.info.interfaces.set_labels)?;
+        // The host boundary: labels a shape could not carry, or that would
+        // overwrite the ownership and request labels, never reach a plugin.
+        asked("provider id", id)?;
+        wasmprov_api::provenance::check_new_labels(labels)?;
+        let owner = self.owner_id.as_str();
+        let (r, reached) = self
+            .call_io_reached(async |store: &mut Store<CallState>, p: &Instance| {
+                p.set_labels(&mut *store, owner, id, labels).await
+            })
+            .await;
+        let r = r.map_err(|e| not_sent(e, reached))?;
+        match r {
+            Ok(h) => crate::answers::relabelled(&self.shared.manifest.name, owner, id, labels, h),
+            Err(e) => Err(not_sent(self.plugin_error(e), reached)),
+        }
+    }
+
+    async fn assign_address_call(
+        &self,
+        id: &str,
+        request: &AddressRequest,
+    ) -> Result<StableAddress> {
+        self.has("networking", self.info.interfaces.networking)?;
+        asked("provider id", id)?;
+        if let Some(a) = &request.address {
+            asked("address", a)?;
+        }
+        let owner = self.owner_id.as_str();
+        let (r, reached) = self
+            .call_io_reached(async |store: &mut Store<CallState>, p: &Instance| {
+                p.assign_address(&mut *store, owner, id, request).await
+            })
+            .await;
+        let r = r.map_err(|e| not_sent(e, reached))?;
+        match r {
+            Ok(a) => crate::answers::stable_address(&self.shared.manifest.name, id, request, a),
+            Err(e) => Err(not_sent(self.plugin_error(e), reached)),
+        }
+    }
+
+    async fn release_address_call(&self, id: &str, address: &str) -> Result<()> {
+        self.has("networking", self.info.interfaces.networking)?;
+        asked("provider id", id)?;
+        asked("address", address)?;
+        let owner = self.owner_id.as_str();
+        let (r, reached) = self
+            .call_io_reached(async |store: &mut Store<CallState>, p: &Instance| {
+                p.release_address(&mut *store, owner, id, address).await
+            })
+            .await;
+        let r = r.map_err(|e| not_sent(e, reached))?;
+        r.map_err(|e| not_sent(self.plugin_error(e), reached))
+    }
+
+    /// `register-target` (`register`) or `deregister-target`.
+    async fn target_call(&self, target: &Target, register: bool) -> Result<()> {
+        self.has("networking", self.info.interfaces.networking)?;
+        asked("target group", &target.group)?;
+        asked("provider id", &target.provider_id)?;
+        let owner = self.owner_id.as_str();
+        let (r, reached) = self
+            .call_io_reached(async |store: &mut Store<CallState>, p: &Instance| {
+                if register {
+                    p.register_target(&mut *store, owner, target).await
+                } else {
+                    p.deregister_target(&mut *store, owner, target).await
+                }
+            })
+            .await;
+        let r = r.map_err(|e| not_sent(e, reached))?;
+        r.map_err(|e| not_sent(self.plugin_error(e), reached))
+    }
+
+    async fn list_targets_call(&self, group: &str) -> Result<Vec<Target>> {
+        self.has("networking", self.info.interfaces.networking)?;
+        asked("target group", group)?;
+        let owner = self.owner_id.as_str();
+        let r = self
+            .call_io(async |store: &mut Store<CallState>, p: &Instance| {
+                p.list_targets(&mut *store, owner, group).await
+            })
+            .await?;
+        match r {
+            Ok(list) => crate::answers::targets(&self.shared.manifest.name, group, list),
+            Err(e) => Err(self.plugin_error(e)),
+        }
+    }
+
+    async fn subnet_capacity_call(&self, subnet: &str) -> Result<SubnetCapacity> {
+        self.has("networking", self.info.interfaces.networking)?;
+        asked("subnet", subnet)?;
+        let r = self
+            .call_io(async |store: &mut Store<CallState>, p: &Instance| {
+                p.subnet_capacity(&mut *store, subnet).await
+            })
+            .await?;
+        match r {
+            Ok(c) => crate::answers::subnet_capacity(&self.shared.manifest.name, subnet, c),
+            Err(e) => Err(self.plugin_error(e)),
+        }
+    }
+
     /// The plugin's own error, as the caller sees it: secrets redacted.
     fn plugin_error(&self, e: ProvisionerError) -> ProvisionerError {
         redacted(&self.shared.secrets.known(), e)
     }
+}
+
+/// A name the caller gives a networking or labelling call (a provider id,
+/// group, subnet or address): 1 to `answers::MAX_PROVIDER_ID` bytes, or the
+/// call is refused before a plugin sees it.
+fn asked(what: &str, v: &str) -> Result<()> {
+    if v.is_empty() || v.len() > crate::answers::MAX_PROVIDER_ID {
+        return Err(ProvisionerError::Unsupported(format!(
+            "the {what} is {} bytes; 1 to {} are allowed",
+            v.len(),
+            crate::answers::MAX_PROVIDER_ID
+        )));
+    }
+    Ok(())
 }
 
 /// The error of a call that changes a backend (provision, terminate), as

@@ -14,7 +14,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::bindings::v02::exec::{Command, ExecError, Output};
+use crate::bindings::v03::exec::{Command, ExecError, Output};
 use crate::hooks::CallKind;
 use crate::secrets::CallSecrets;
 use crate::shared::PluginShared;
@@ -71,7 +71,7 @@ pub(crate) struct CallState {
 /// counted as possibly run before it runs (a call cut meanwhile may have
 /// started it); a program that was denied or could not start did nothing,
 /// and is taken back.
-impl crate::bindings::v02::exec::Host for CallState {
+impl crate::bindings::v03::exec::Host for CallState {
     async fn run(&mut self, cmd: Command) -> wasmtime::Result<Result<Output, ExecError>> {
         let plugin = self.plugin.clone();
         self.execs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

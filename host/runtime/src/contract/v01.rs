@@ -1,12 +1,14 @@
 //! Contract 0.1.0, frozen: how a plugin built for it is mapped onto the
 //! current contract.
 //!
-//! | 0.2 asks | a 0.1 plugin |
+//! | 0.3 asks | a 0.1 plugin |
 //! | --- | --- |
 //! | shape `arch`, `gpu_model`, `disk_bytes` | cannot honour them: `unsupported`, the plugin is not called |
 //! | boot data | cannot honour it: `unsupported`, the plugin is not called |
 //! | `get` | answered from `describe` |
 //! | `offerings` | `unsupported` |
+//! | request `subnet` | cannot honour it: `unsupported`, the plugin is not called |
+//! | `set-labels`, `networking` | `unsupported`, from the host, without an instance |
 //! | handle `status` | derived from the join state ([`NodeStatus::from_join_state`]) |
 //!
 //! Its imports (`exec`, `log` of 0.1.0) are served by the current ones.
@@ -16,7 +18,7 @@ use wasmprov_api::{
     ProvisionRequest, ProvisionerError,
 };
 
-use crate::bindings::{v01, v02};
+use crate::bindings::{v01, v03};
 use crate::state::CallState;
 
 use v01::types as w;
@@ -36,7 +38,7 @@ pub(crate) fn refuse_shape(shape: &NodeShape) -> Option<ProvisionerError> {
     .collect();
     (!asked.is_empty()).then(|| {
         ProvisionerError::Unsupported(format!(
-            "the plugin is built for contract {VERSION}, which has no {}; rebuild it for 0.2 to ask for them",
+            "the plugin is built for contract {VERSION}, which has no {}; rebuild it for 0.3 to ask for them",
             asked.join(", ")
         ))
     })
@@ -44,11 +46,13 @@ pub(crate) fn refuse_shape(shape: &NodeShape) -> Option<ProvisionerError> {
 
 /// Why a 0.1 plugin cannot be asked for `request`, if it cannot.
 pub(crate) fn refuse_request(request: &ProvisionRequest) -> Option<ProvisionerError> {
-    refuse_shape(&request.shape).or_else(|| {
+    refuse_shape(&request.shape)
+        .or_else(|| super::v02::refuse_subnet(VERSION, request))
+        .or_else(|| {
         let given = request.boot.given();
         (!given.is_empty()).then(|| {
             ProvisionerError::Unsupported(format!(
-                "the plugin is built for contract {VERSION}, which takes no boot data ({} given); rebuild it for 0.2",
+                "the plugin is built for contract {VERSION}, which takes no boot data ({} given); rebuild it for 0.3",
                 given.join(", ")
             ))
         })
@@ -155,26 +159,26 @@ impl v01::exec::Host for CallState {
         &mut self,
         cmd: v01::exec::Command,
     ) -> wasmtime::Result<Result<v01::exec::Output, v01::exec::ExecError>> {
-        use v02::exec::ExecError as E2;
-        let cmd = v02::exec::Command {
+        use v03::exec::ExecError as E3;
+        let cmd = v03::exec::Command {
             program: cmd.program,
             args: cmd.args,
             env: cmd.env,
             stdin: cmd.stdin,
             timeout_ms: cmd.timeout_ms,
         };
-        Ok(match v02::exec::Host::run(self, cmd).await? {
+        Ok(match v03::exec::Host::run(self, cmd).await? {
             Ok(o) => Ok(v01::exec::Output {
                 exit_code: o.exit_code,
                 stdout: o.stdout,
                 stderr: o.stderr,
             }),
             Err(e) => Err(match e {
-                E2::Denied(m) => v01::exec::ExecError::Denied(m),
-                E2::SpawnFailed(m) => v01::exec::ExecError::SpawnFailed(m),
-                E2::Timeout(m) => v01::exec::ExecError::Timeout(m),
-                E2::OutputTooLarge(m) => v01::exec::ExecError::OutputTooLarge(m),
-                E2::Other(m) => v01::exec::ExecError::Other(m),
+                E3::Denied(m) => v01::exec::ExecError::Denied(m),
+                E3::SpawnFailed(m) => v01::exec::ExecError::SpawnFailed(m),
+                E3::Timeout(m) => v01::exec::ExecError::Timeout(m),
+                E3::OutputTooLarge(m) => v01::exec::ExecError::OutputTooLarge(m),
+                E3::Other(m) => v01::exec::ExecError::Other(m),
             }),
         })
     }
@@ -188,15 +192,15 @@ impl v01::log::Host for CallState {
         fields: Vec<(String, String)>,
     ) -> wasmtime::Result<()> {
         use v01::log::Level as L1;
-        use v02::log::Level as L2;
+        use v03::log::Level as L3;
         let level = match level {
-            L1::Trace => L2::Trace,
-            L1::Debug => L2::Debug,
-            L1::Info => L2::Info,
-            L1::Warn => L2::Warn,
-            L1::Error => L2::Error,
+            L1::Trace => L3::Trace,
+            L1::Debug => L3::Debug,
+            L1::Info => L3::Info,
+            L1::Warn => L3::Warn,
+            L1::Error => L3::Error,
         };
-        v02::log::Host::log(self, level, message, fields)
+        v03::log::Host::log(self, level, message, fields)
     }
 }
 

@@ -1,15 +1,45 @@
-//! Contract 0.2.0: the WIT types of the current contract to and from the
-//! Rust types, field for field. No rule is decided here (`answers` checks
-//! what a plugin says).
+//! Contract 0.2.0, frozen: how a plugin built for it is mapped onto the
+//! current contract.
+//!
+//! | 0.3 asks | a 0.2 plugin |
+//! | --- | --- |
+//! | request `subnet` | cannot honour it: `unsupported`, the plugin is not called |
+//! | `set-labels`, `networking` | `unsupported`, from the host, without an instance |
+//! | handle `ipv6_address`, `hostname` | none |
+//!
+//! Everything else maps field for field. Its imports (`exec`, `log` of
+//! 0.2.0) are served by the current ones.
 
 use wasmprov_api::{
     Arch, CapacityScope, CapacityType, JoinState, NodeHandle, NodeShape, NodeStatus, Offering,
     PriceHint, ProvisionRequest, ProvisionerError,
 };
 
-use crate::bindings::v02::types as w;
+use crate::bindings::{v02, v03};
+use crate::state::CallState;
 
-pub(crate) fn capacity_to_wit(c: CapacityType) -> w::CapacityType {
+use v02::types as w;
+
+/// The version, for messages.
+pub(crate) const VERSION: &str = "0.2.0";
+
+/// Why a plugin built for `version` (0.2 or older, which have no subnet in
+/// the request) cannot be asked for `request`, if it cannot: a subnet is
+/// refused, never dropped.
+pub(crate) fn refuse_subnet(version: &str, request: &ProvisionRequest) -> Option<ProvisionerError> {
+    request.subnet.as_ref().map(|subnet| {
+        ProvisionerError::Unsupported(format!(
+            "the plugin is built for contract {version}, which cannot place a node in a subnet ({subnet:?} asked); rebuild it for 0.3"
+        ))
+    })
+}
+
+/// Why a 0.2 plugin cannot be asked for `request`, if it cannot.
+pub(crate) fn refuse_request(request: &ProvisionRequest) -> Option<ProvisionerError> {
+    refuse_subnet(VERSION, request)
+}
+
+fn capacity_to_wit(c: CapacityType) -> w::CapacityType {
     match c {
         CapacityType::OnDemand => w::CapacityType::OnDemand,
         CapacityType::Spot => w::CapacityType::Spot,
@@ -111,8 +141,7 @@ pub(crate) fn handle(h: w::NodeHandle) -> NodeHandle {
         },
         instance_type: h.instance_type,
         labels: h.labels.into_iter().collect(),
-        ipv6_address: None,
-        hostname: None,
+        ..NodeHandle::default()
     }
 }
 
@@ -156,3 +185,57 @@ pub(crate) fn error(e: w::ProvisionError) -> ProvisionerError {
         w::ProvisionError::Other(m) => ProvisionerError::Other(m),
     }
 }
+
+// The 0.2 imports, served by the current ones.
+
+impl v02::exec::Host for CallState {
+    async fn run(
+        &mut self,
+        cmd: v02::exec::Command,
+    ) -> wasmtime::Result<Result<v02::exec::Output, v02::exec::ExecError>> {
+        use v03::exec::ExecError as E3;
+        let cmd = v03::exec::Command {
+            program: cmd.program,
+            args: cmd.args,
+            env: cmd.env,
+            stdin: cmd.stdin,
+            timeout_ms: cmd.timeout_ms,
+        };
+        Ok(match v03::exec::Host::run(self, cmd).await? {
+            Ok(o) => Ok(v02::exec::Output {
+                exit_code: o.exit_code,
+                stdout: o.stdout,
+                stderr: o.stderr,
+            }),
+            Err(e) => Err(match e {
+                E3::Denied(m) => v02::exec::ExecError::Denied(m),
+                E3::SpawnFailed(m) => v02::exec::ExecError::SpawnFailed(m),
+                E3::Timeout(m) => v02::exec::ExecError::Timeout(m),
+                E3::OutputTooLarge(m) => v02::exec::ExecError::OutputTooLarge(m),
+                E3::Other(m) => v02::exec::ExecError::Other(m),
+            }),
+        })
+    }
+}
+
+impl v02::log::Host for CallState {
+    fn log(
+        &mut self,
+        level: v02::log::Level,
+        message: String,
+        fields: Vec<(String, String)>,
+    ) -> wasmtime::Result<()> {
+        use v02::log::Level as L2;
+        use v03::log::Level as L3;
+        let level = match level {
+            L2::Trace => L3::Trace,
+            L2::Debug => L3::Debug,
+            L2::Info => L3::Info,
+            L2::Warn => L3::Warn,
+            L2::Error => L3::Error,
+        };
+        v03::log::Host::log(self, level, message, fields)
+    }
+}
+
+impl v02::types::Host for CallState {}

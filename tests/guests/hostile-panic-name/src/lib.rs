@@ -3,8 +3,8 @@
 //! other plugins of the directory load. Written on the raw contract
 //! bindings, since the SDK's `name()` cannot fail.
 
-use wasmprov_guest::wit::exports::wasmprov::provisioner0_2_0::provisioner::Guest;
-use wasmprov_guest::wit::wasmprov::provisioner0_2_0::types as w;
+use wasmprov_guest::wit::exports::wasmprov::provisioner0_3_0::provisioner::Guest;
+use wasmprov_guest::wit::wasmprov::provisioner0_3_0::types as w;
 
 /// The provider whose `name()` panics.
 #[derive(Debug)]
@@ -45,6 +45,14 @@ impl Guest for PanicName {
 
     fn offerings() -> Result<Vec<w::Offering>, w::ProvisionError> {
         Ok(Vec::new())
+    }
+
+    fn set_labels(
+        _owner_id: String,
+        provider_id: String,
+        _labels: w::Labels,
+    ) -> Result<w::NodeHandle, w::ProvisionError> {
+        Err(w::ProvisionError::NotFound(provider_id))
     }
 }
 

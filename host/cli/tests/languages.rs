@@ -18,13 +18,15 @@ fn out_dir() -> PathBuf {
     dir
 }
 
-/// The Python plugin, built with componentize-py from `plugins/python/refcloud`.
+/// The Python plugin, built with componentize-py from `plugins/python/refcloud`
+/// on the Python SDK of `guest-sdk/python`.
 fn python_plugin() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
         let out = out_dir().join("refcloud-py.wasm");
         let src = repo().join("plugins/python/refcloud");
-        wasmprov_guest_build::build_python(&repo().join("wit"), &src, &out).unwrap();
+        let sdk = repo().join("guest-sdk/python");
+        wasmprov_guest_build::build_python_with(&repo().join("wit"), &[&sdk], &src, &out).unwrap();
         out
     })
 }

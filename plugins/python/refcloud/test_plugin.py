@@ -17,6 +17,10 @@ WORLD = "wasmprov:provisioner/provider@0.2.0"
 # The contract: beside this file in a new plugin, at the top of a wasmprov checkout here.
 WIT = next(d for d in (os.path.join(HERE, "wit"), os.path.join(HERE, "../../../wit"))
            if os.path.isdir(d))
+# The Python SDK (package `wasmprov_sdk`): beside this file in a new plugin,
+# in the checkout's guest-sdk/python here.
+SDK = next(d for d in (HERE, os.path.join(HERE, "../../../guest-sdk/python"))
+           if os.path.isdir(os.path.join(d, "wasmprov_sdk")))
 
 
 def wasmprov() -> str:
@@ -34,7 +38,7 @@ class Conformance(unittest.TestCase):
         cls.wasm = os.path.join(HERE, f"{NAME}.wasm")
         subprocess.run(
             ["componentize-py", "-d", WIT, "-w", WORLD,
-             "componentize", "app", "-o", cls.wasm],
+             "componentize", "app", "-p", HERE, "-p", SDK, "-o", cls.wasm],
             cwd=HERE, check=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
         # What the plugin needs, embedded for `wasmprov install` and `inspect`.
         subprocess.run(

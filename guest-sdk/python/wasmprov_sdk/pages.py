@@ -1,0 +1,113 @@
+"""Walking the pages of a list call, whichever way the cloud pages: page
+numbers, a next-page URL in the body, a `Link` header, or an opaque token
+(`wasmprov_guest::pages`). Every walk is bounded (`MAX_PAGES`) and stops
+with an error when the cloud names a page it already gave."""
+
+from typing import Callable, NamedTuple, Optional
+
+from . import pointer
+from .errors import Transport
+from .http import Request, Response
+
+#: Most pages one walk reads.
+MAX_PAGES = 1000
+
+
+class Single(NamedTuple):
+    """One page holds everything."""
+
+
+class Numbers(NamedTuple):
+    """`?<page>=N` from 1; the next number is at pointer `next` (null or
+    absent on the last page); with no `next`, a page of fewer than `size`
+    items (at pointer `items`) is the last."""
+    page: str
+    size: int
+    next: Optional[str]
+    items: str
+
+
+class NextUrl(NamedTuple):
+    """The next page's URL at this pointer; null, empty or absent on the last."""
+    pointer: str
+
+
+class LinkHeader(NamedTuple):
+    """An RFC 8288 `Link` header with `rel="next"` names the next page."""
+
+
+class Token(NamedTuple):
+    """A token at `pointer`, sent back as query parameter `param`."""
+    param: str
+    pointer: str
+
+
+def next_link(value: str) -> Optional[str]:
+    """The `rel="next"` target of a `Link` header value."""
+    for link in value.split(","):
+        target, sep, params = link.strip().partition(";")
+        target = target.strip()
+        if not sep or not (target.startswith("<") and target.endswith(">")):
+            continue
+        for p in params.split(";"):
+            k, eq, v = p.strip().partition("=")
+            if eq and k.strip().lower() == "rel" and any(
+                    r.lower() == "next" for r in v.strip().strip('"').split()):
+                return target[1:-1]
+    return None
+
+
+def _without_query(url: str) -> str:
+    return url.split("?", 1)[0]
+
+
+def walk(first: Request, paging, send: Callable[[Request], Response],
+         each: Callable[[object], None]) -> None:
+    """Sends `first` and every following page with `send` (which raises for
+    an error answer), handing each page's JSON body to `each`, in order."""
+    request = first.query(paging.page, "1") if isinstance(paging, Numbers) else first
+    base, seen = request, set()
+    for number in range(1, MAX_PAGES + 1):
+        resp = send(request)
+        body = resp.json()
+        each(body)
+        nxt = None
+        if isinstance(paging, Numbers):
+            if paging.next is not None:
+                following = pointer.get(body, paging.next)
+                if following is not None and (isinstance(following, bool)
+                                              or not isinstance(following, int)
+                                              or following < 0):
+                    raise Transport(f"{resp.url}: the next page at {paging.next} is "
+                                    f"{following!r}, not a page number")
+            else:
+                items = pointer.get(body, paging.items)
+                count = len(items) if isinstance(items, list) else 0
+                following = number + 1 if count >= paging.size else None
+            if following is not None:
+                nxt = Request(base.method, _without_query(base.url))
+                nxt.headers, nxt.body = list(base.headers), base.body
+                for k, v in base.query_pairs():
+                    if k != paging.page:
+                        nxt = nxt.query(k, v)
+                nxt = nxt.query(paging.page, str(following))
+        elif isinstance(paging, NextUrl):
+            url = pointer.get(body, paging.pointer)
+            if isinstance(url, str) and url:
+                nxt = base.with_url(url)
+        elif isinstance(paging, LinkHeader):
+            url = next_link(resp.header("link") or "")
+            if url is not None:
+                nxt = base.with_url(url)
+        elif isinstance(paging, Token):
+            token = pointer.get(body, paging.pointer)
+            if isinstance(token, str) and token:
+                nxt = base.query(paging.param, token)
+        if nxt is None:
+            return
+        if request.url in seen or nxt.url in seen | {request.url}:
+            raise Transport(f"{resp.url}: the list names a page already read as the next one "
+                            f"({nxt.url})")
+        seen.add(request.url)
+        request = nxt
+    raise Transport(f"{base.url}: the list goes on for more than {MAX_PAGES} pages; giving up")

@@ -1,0 +1,338 @@
+"""Ids and tags, encoded exactly as the Rust SDK encodes them
+(`wasmprov_guest::tags`, `wasmprov_api::{ids, tags}`): the same input gives
+the same bytes in either language, so a fleet may mix plugins written in
+both. The owner and request ids go on nodes unchanged; other labels are
+encoded by a reversible codec ([`TagCodec`], [`FlatTags`]) or reduced with
+`label_value` (not reversible: never for an id)."""
+
+import hashlib
+import json
+import math
+from decimal import Decimal
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from .errors import InvalidConfig, Unsupported
+
+#: Label carrying the owner id of the host that created the node.
+OWNER = "wasmprov-owner"
+#: Label carrying the request id that created the node.
+REQUEST = "wasmprov-request"
+#: Label carrying the node's provenance (journal and generation), set by the host.
+JOURNAL = "wasmprov-journal"
+#: Label carrying `request_digest` of what the node was requested as.
+REQUEST_DIGEST = "wasmprov-request-digest"
+#: Longest request or owner id.
+MAX_ID_LEN = 63
+ID_SYNTAX = ("1 to 63 characters of lowercase letters a-z, digits, '-' and '_', "
+             "starting and ending with a letter or digit")
+#: Longest host name label.
+MAX_HOSTNAME = 63
+
+_EDGE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_ID = _EDGE | {"-", "_"}
+
+
+def is_valid_id(id: str) -> bool:
+    """Whether `id` is a valid request or owner id (`ID_SYNTAX`)."""
+    return (0 < len(id) <= MAX_ID_LEN and id[0] in _EDGE and id[-1] in _EDGE
+            and all(c in _ID for c in id))
+
+
+def id_problem(what: str, id: str) -> Optional[str]:
+    """Why `id` is not valid, or None when it is."""
+    if is_valid_id(id):
+        return None
+    shown = id[:80]
+    cut = "..." if len(shown.encode()) < len(id.encode()) else ""
+    return f"{what} {_debug_str(shown)}{cut} is not valid: use {ID_SYNTAX}"
+
+
+def check_request_id(id: str) -> None:
+    """Raises `Unsupported` for an invalid request id."""
+    problem = id_problem("request id", id)
+    if problem:
+        raise Unsupported(problem)
+
+
+def check_owner_id(id: str) -> None:
+    """Raises `InvalidConfig` for an invalid owner id (the host's configuration)."""
+    problem = id_problem("owner id", id)
+    if problem:
+        raise InvalidConfig(problem)
+
+
+def _debug_str(s: str) -> str:
+    """`s` quoted as Rust's `{:?}` writes a string (common characters)."""
+    out = []
+    for c in s:
+        if c in '"\\':
+            out.append("\\" + c)
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\r":
+            out.append("\\r")
+        elif c == "\t":
+            out.append("\\t")
+        elif c == "\0":
+            out.append("\\0")
+        elif ord(c) < 0x20 or ord(c) == 0x7f:
+            out.append(f"\\u{{{ord(c):x}}}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
+def id_tag(id: str) -> str:
+    """The tag value of an owner or request id: the id itself."""
+    return id
+
+
+class TooLong(Unsupported):
+    """A label the cloud cannot store: too long once encoded."""
+
+
+class TagCodec:
+    """A reversible encoding into a cloud's alphabet: other characters (and
+    the escape character) become the escape and two uppercase hex digits per
+    UTF-8 byte; longer than `max_len` is `TooLong`, never a truncation."""
+
+    def __init__(self, name: str, alphabet: str, escape: str = "X", max_len: int = 63) -> None:
+        self.name, self.alphabet, self.escape, self.max_len = name, alphabet, escape, max_len
+        self._stores = frozenset(ord(c) for c in alphabet) - {ord(escape)}
+
+    def _encode(self, text: str, limit: Optional[int], what: str) -> str:
+        out = "".join(chr(b) if b in self._stores else f"{self.escape}{b:02X}"
+                      for b in text.encode())
+        if limit is not None and len(out) > limit:
+            raise TooLong(f"{what} {_debug_str(text[:80])} is {len(out)} characters once "
+                          f"encoded; {self.name} stores at most {limit}")
+        return out
+
+    def encode(self, text: str) -> str:
+        """`text` in the alphabet."""
+        return self._encode(text, self.max_len, "label value")
+
+    def decode(self, encoded: str) -> Optional[str]:
+        """What `encoded` stands for; None when `encode` did not write it."""
+        out, i, esc = bytearray(), 0, ord(self.escape)
+        raw = encoded.encode()
+        while i < len(raw):
+            b = raw[i]
+            if b == esc:
+                hexa = encoded[i + 1:i + 3]
+                if len(hexa) != 2 or not all(c in "0123456789ABCDEF" for c in hexa):
+                    return None
+                byte = int(hexa, 16)
+                if byte in self._stores:
+                    return None
+                out.append(byte)
+                i += 3
+            elif b in self._stores:
+                out.append(b)
+                i += 1
+            else:
+                return None
+        try:
+            return out.decode()
+        except UnicodeDecodeError:
+            return None
+
+
+_ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+#: Label values of clouds storing `[A-Za-z0-9_.-]`, at most 63 (Hetzner).
+LABEL_VALUE = TagCodec("label values ([A-Za-z0-9_.-], at most 63)", _ALNUM + "_.-", "X", 63)
+
+
+class FlatTags:
+    """Labels as flat tags `KEY<separator>VALUE` (DigitalOcean, Linode),
+    key and value encoded with one codec in which the separator is escaped."""
+
+    def __init__(self, codec: TagCodec, separator: str = ":") -> None:
+        self.codec, self.separator = codec, separator
+
+    def encode(self, key: str, value: str) -> str:
+        """The tag for label `key` = `value`."""
+        tag = (self.codec._encode(key, None, "tag") + self.separator
+               + self.codec._encode(value, None, "tag"))
+        if len(tag) > self.codec.max_len:
+            raise TooLong(f"tag {_debug_str(tag[:80])} is {len(tag)} characters once encoded; "
+                          f"{self.codec.name} stores at most {self.codec.max_len}")
+        return tag
+
+    def decode(self, tag: str) -> Optional[Tuple[str, str]]:
+        """The label a tag stands for; None for a tag this encoding did not write."""
+        key, sep, value = tag.partition(self.separator)
+        if not sep:
+            return None
+        k, v = self.codec.decode(key), self.codec.decode(value)
+        return None if k is None or v is None else (k, v)
+
+    def encode_all(self, labels: Dict[str, str]) -> List[str]:
+        """Every label as a tag, in key order."""
+        return [self.encode(k, labels[k]) for k in sorted(labels)]
+
+    def decode_all(self, tags: Iterable[str]) -> Dict[str, str]:
+        """The labels of `tags`; tags this encoding did not write are left out."""
+        return dict(kv for kv in map(self.decode, tags) if kv is not None)
+
+
+#: DigitalOcean's tags: `[A-Za-z0-9:_-]`, at most 255 characters.
+DIGITALOCEAN = FlatTags(TagCodec("DigitalOcean tags ([A-Za-z0-9:_-], at most 255)",
+                                 _ALNUM + "_-", "X", 255), ":")
+
+
+def _fnv1a(data: bytes) -> int:
+    h = 0x811C9DC5
+    for b in data:
+        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+def short_hash(data: bytes) -> int:
+    """FNV-1a, 32 bits: name suffixes that keep distinct inputs distinct."""
+    return _fnv1a(data)
+
+
+def label_value(s: str) -> str:
+    """`s` made safe as a label value: lowercase `[a-z0-9_.-]`, at most 63,
+    alphanumeric at both ends; not reversible (never for ids)."""
+    out = "".join(c if (c.isascii() and (c.isalnum() or c in "-_.")) else "-"
+                  for c in (ch.lower() if ch.isascii() else ch for ch in s))
+    if len(out.encode()) > 63 or out != s:
+        h = _fnv1a(s.encode())
+        out = _truncate_utf8(out, 63 - 9)
+        out = f"{out.rstrip('-_.')}-{h:08x}"
+    trimmed = out.strip("-_.")
+    return trimmed if trimmed else f"x{_fnv1a(s.encode()):08x}"
+
+
+def _truncate_utf8(s: str, n: int) -> str:
+    return s.encode()[:n].decode()  # only ASCII is left by then
+
+
+def is_hostname_label(name: str) -> bool:
+    """Whether `name` is one valid host name label."""
+    return (0 < len(name) <= MAX_HOSTNAME and not name.startswith("-") and not name.endswith("-")
+            and all(c.isascii() and (c.isalnum() or c == "-") for c in name))
+
+
+def hostname(prefix: str, text: str, key: bytes) -> str:
+    """`<prefix>-<text>` as a host name label, hashed by `key` when `text`
+    is not host-name-safe, holds `--`, or is too long."""
+    room = max(MAX_HOSTNAME - (len(prefix) + 1), 0)
+    if is_hostname_label(text) and len(text) <= room and "--" not in text:
+        return f"{prefix}-{text}"
+    return hostname_with_hash(prefix, text, key)
+
+
+def hostname_with_hash(prefix: str, text: str, key: bytes) -> str:
+    """Like `hostname`, always with the `-<hash of key>` suffix."""
+    room = max(MAX_HOSTNAME - (len(prefix) + 1 + 9), 0)
+    head = ""
+    for c in text:
+        c = c.lower() if c.isascii() and c.isalnum() else "-"
+        if len(head) == room:
+            break
+        if not (c == "-" and head.endswith("-")):
+            head += c  # runs of `-` become one: some clouds refuse `--`
+    head = head.strip("-")
+    h = _fnv1a(key)
+    return f"{prefix}-{h:08x}" if not head else f"{prefix}-{head}-{h:08x}"
+
+
+def pair_token(owner_id: str, request_id: str, max_len: int) -> str:
+    """One token of at most `max_len` (>= 64) characters for an (owner,
+    request) pair: `owner/request`, else SHA-256 of both, hex."""
+    plain = f"{owner_id}/{request_id}"
+    if len(plain.encode()) <= max_len:
+        return plain
+    return hashlib.sha256(owner_id.encode() + b"\0" + request_id.encode()).hexdigest()
+
+
+def ssh_key_identity(key: str) -> str:
+    """An OpenSSH key line without its comment: type and data."""
+    return " ".join(key.split()[:2])
+
+
+def ssh_key_name(key: str) -> str:
+    """`wasmprov-` and 16 hex digits of SHA-256 of the key's identity."""
+    return "wasmprov-" + hashlib.sha256(ssh_key_identity(key).encode()).hexdigest()[:16]
+
+
+# --- the request digest: serde_json's bytes of (shape, boot) ------------------
+
+
+def _json_f64(x: float) -> str:
+    """`x` as serde_json writes an f64: the shortest digits that read back
+    as `x` (as `repr`), fixed for exponents -5 to 15, else `1.5e+16`."""
+    if math.isnan(x) or math.isinf(x):
+        return "null"
+    if x == 0:
+        return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
+    sign, digits, exp = Decimal(repr(float(x))).normalize().as_tuple()
+    d = "".join(map(str, digits))
+    k, kk = exp, len(d) + exp
+    if 0 <= k and kk <= 16:
+        s = d + "0" * k + ".0"
+    elif 0 < kk <= 16:
+        s = d[:kk] + "." + d[kk:]
+    elif -5 < kk <= 0:
+        s = "0." + "0" * -kk + d
+    else:
+        e = kk - 1
+        s = (d if len(d) == 1 else f"{d[0]}.{d[1:]}") + f"e{'+' if e >= 0 else '-'}{abs(e)}"
+    return ("-" if sign else "") + s
+
+
+def _json(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return _json_f64(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, (bytes, bytearray, list, tuple)):
+        return "[" + ",".join(_json(x) for x in v) + "]"
+    raise TypeError(f"no JSON form for {type(v).__name__}")
+
+
+def _obj(pairs) -> str:
+    return "{" + ",".join(f"{_json(k)}:{v}" for k, v in pairs) + "}"
+
+
+def request_digest(request) -> str:
+    """16 hex digits of SHA-256 over the JSON of the request's shape and boot
+    data, byte for byte as the Rust SDK writes it (host labels left out)."""
+    s, b = request.shape, request.boot
+    labels = {k: v for k, v in s.labels.items() if k not in (OWNER, JOURNAL)}
+    shape = _obj([
+        ("cpu", _json(float(s.cpu))), ("memory_bytes", _json(s.memory_bytes)),
+        ("gpu", _json(s.gpu)), ("gpu_vendor", _json(s.gpu_vendor)),
+        ("gpu_model", _json(s.gpu_model)), ("arch", _json(s.arch)),
+        ("disk_bytes", _json(s.disk_bytes)),
+        ("labels", _obj((k, _json(labels[k])) for k in sorted(labels))),
+        ("zone", _json(s.zone)), ("capacity_type", _json(s.capacity_type)),
+        ("instance_type", _json(s.instance_type)),
+    ])
+    boot = _obj([("image", _json(b.image)), ("user_data", _json(b.user_data)),
+                 ("ssh_keys", _json(list(b.ssh_keys)))])
+    return hashlib.sha256(f"[{shape},{boot}]".encode()).hexdigest()[:16]
+
+
+def request_labels(request) -> Dict[str, str]:
+    """The shape's labels and `REQUEST_DIGEST`."""
+    labels = dict(request.shape.labels)
+    labels[REQUEST_DIGEST] = request_digest(request)
+    return labels
+
+
+def node_labels(owner_id: str, request_id: str, shape_labels: Dict[str, str]) -> Dict[str, str]:
+    """The labels to put on a node: the shape's labels plus owner and request tags."""
+    labels = dict(shape_labels)
+    labels[OWNER] = id_tag(owner_id)
+    labels[REQUEST] = id_tag(request_id)
+    return labels

@@ -1,0 +1,289 @@
+//! The Python SDK (`guest-sdk/python`, package `wasmprov_sdk`) held to this
+//! crate: its unit tests pass under plain `python3 -m unittest`, and its ids,
+//! tags, names and request digests are this crate's byte for byte, for
+//! inputs that reach every branch (escapes, hashes, cuts, long ids, floats
+//! in each of serde_json's forms, Unicode and control characters). A fleet
+//! may mix plugins in both languages: a node one made, the other finds.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+use wasmprov_guest::tags::{self, FlatTags, TagCodec};
+use wasmprov_guest::{Arch, BootData, CapacityType, NodeShape, ProvisionRequest};
+
+fn sdk() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("python")
+}
+
+fn python(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new("python3")
+        .args(args)
+        .current_dir(sdk())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 (tests/setup.sh's machine has it)");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn the_python_sdk_unit_tests_pass() {
+    let out = python(
+        &["-m", "unittest", "discover", "-s", "tests", "-t", "."],
+        b"",
+    );
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "python3 -m unittest failed:\n{log}");
+    // Discovery found the suites: a count, not an empty run.
+    let ran: usize = log
+        .lines()
+        .find_map(|l| l.strip_prefix("Ran ")?.split(' ').next()?.parse().ok())
+        .unwrap_or(0);
+    assert!(ran >= 30, "only {ran} Python tests ran:\n{log}");
+    println!(
+        "{}",
+        log.lines().rev().take(3).collect::<Vec<_>>().join(" | ")
+    );
+}
+
+/// What the Python side computes for the inputs, in the same shape.
+const PARITY: &str = r#"
+import json, sys
+from wasmprov_sdk import tags, BootData, NodeShape, ProvisionRequest
+
+def opt(f, *a):
+    try:
+        return f(*a)
+    except tags.TooLong:
+        return None
+
+i = json.load(sys.stdin)
+def request(r):
+    b = r["boot"]
+    boot = BootData(b["image"], None if b["user_data"] is None else bytes(b["user_data"]), b["ssh_keys"])
+    return ProvisionRequest(r["request_id"], NodeShape(**r["shape"]), boot)
+print(json.dumps({
+    "valid": [tags.is_valid_id(s) for s in i["texts"]],
+    "label_value": [tags.label_value(s) for s in i["texts"]],
+    "codec": [opt(tags.LABEL_VALUE.encode, s) for s in i["texts"]],
+    "decode": [tags.LABEL_VALUE.decode(s) for s in i["texts"]],
+    "flat": [opt(tags.DIGITALOCEAN.encode, k, v) for k, v in i["pairs"]],
+    "flat_decode": [tags.DIGITALOCEAN.decode(s) for s in i["texts"]],
+    "hostname": [tags.hostname(p, t, k.encode()) for p, t, k in i["hosts"]],
+    "hostname_with_hash": [tags.hostname_with_hash(p, t, k.encode()) for p, t, k in i["hosts"]],
+    "pair_token": [tags.pair_token(o, r, n) for o, r, n in i["tokens"]],
+    "ssh_key_name": [tags.ssh_key_name(k) for k in i["texts"]],
+    "digest": [tags.request_digest(request(r)) for r in i["requests"]],
+    "labels": [tags.node_labels("o-1", r["request_id"], tags.request_labels(request(r)))
+               for r in i["requests"]],
+}, ensure_ascii=False))
+"#;
+
+fn texts() -> Vec<String> {
+    let mut v: Vec<String> = [
+        "",
+        "a",
+        "X",
+        "XX",
+        "X41",
+        "x41",
+        "X3A",
+        ":",
+        "a:b",
+        "a::b",
+        "--",
+        "a--b",
+        "a_b__c",
+        "-a-",
+        "_a",
+        "Web-1",
+        "web server",
+        "ünïcödé ✓",
+        "%41",
+        "a.b/c",
+        "\u{1b}[2J",
+        "a\"b\\c",
+        "tab\there",
+        "line\nbreak",
+        "\u{7f}",
+        "wasmprov-owner",
+        "team_a-1",
+        "0b0c8f3e-5d5c-4f7a-9c39-1d3f7a3c2b11",
+        "Req/1",
+        "..a..",
+        "___",
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKs ops@laptop",
+        "ssh-rsa  AAAAB3  x y",
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    v.extend([
+        "x".repeat(62),
+        "x".repeat(63),
+        "x".repeat(64),
+        "Y".repeat(100),
+    ]);
+    v.push(format!("{}{}", "a-".repeat(40), "é"));
+    v
+}
+
+fn requests() -> Vec<ProvisionRequest> {
+    let floats = [
+        1.0,
+        0.5,
+        2.25,
+        1.0 / 3.0,
+        1e15,
+        1e16,
+        1.5e16,
+        1e-5,
+        1e-7,
+        1.25e-7,
+        123_456_789.125,
+        1e300,
+        5e-324,
+        -0.0,
+    ];
+    let mut out = Vec::new();
+    for (i, cpu) in floats.into_iter().enumerate() {
+        let mut shape = NodeShape::new(cpu, (i as u64 + 1) << 28);
+        if i % 2 == 1 {
+            shape.arch = Some(if i % 4 == 1 {
+                Arch::X86_64
+            } else {
+                Arch::Arm64
+            });
+            shape.gpu = 1;
+            shape.gpu_vendor = Some("nvidia".into());
+            shape.gpu_model = Some("nvidia-t4".into());
+            shape.disk_bytes = Some(80 << 30);
+            shape.zone = Some("eu-1".into());
+            shape.capacity_type = CapacityType::Spot;
+            shape.instance_type = Some("g4dn.xlarge".into());
+        }
+        shape.labels = BTreeMap::from([
+            ("role".to_string(), texts()[i % texts().len()].clone()),
+            (tags::OWNER.to_string(), "someone-else".to_string()),
+            (
+                tags::JOURNAL.to_string(),
+                "k7m2q4x6b3c5d-hdaaeuxydc".to_string(),
+            ),
+            ("ü\u{1}\"k".to_string(), "v\\\n".to_string()),
+        ]);
+        let boot = BootData {
+            image: (i % 3 == 0).then(|| "debian-12".to_string()),
+            user_data: (i % 3 == 1).then(|| vec![0, 1, 127, 128, 255, b'#']),
+            ssh_keys: if i % 3 == 2 {
+                vec!["ssh-ed25519 AAAA ops@ünï".into(), "k2".into()]
+            } else {
+                Vec::new()
+            },
+        };
+        let mut r = ProvisionRequest::new(format!("req-{i}"), shape);
+        r.boot = boot;
+        out.push(r);
+    }
+    out
+}
+
+#[test]
+fn python_ids_and_tags_are_the_rust_sdks_byte_for_byte() {
+    let texts = texts();
+    let pairs: Vec<(String, String)> = texts
+        .iter()
+        .flat_map(|k| [(k.clone(), "v".to_string()), ("k".to_string(), k.clone())])
+        .chain([
+            ("k".to_string(), "a".repeat(253)),
+            ("k".to_string(), "a".repeat(254)),
+        ])
+        .collect();
+    let hosts: Vec<(String, String, String)> = texts
+        .iter()
+        .flat_map(|t| {
+            [
+                ("wp".to_string(), t.clone(), t.clone()),
+                ("wasmprov-node".to_string(), t.clone(), format!("o\0{t}")),
+            ]
+        })
+        .collect();
+    let tokens: Vec<(String, String, usize)> = [
+        ("o", "r", 64),
+        ("o".repeat(63).as_str(), "r", 64),
+        ("o".repeat(63).as_str(), "r".repeat(63).as_str(), 64),
+        ("o".repeat(63).as_str(), "r".repeat(63).as_str(), 255),
+    ]
+    .iter()
+    .map(|(o, r, n)| ((*o).to_string(), (*r).to_string(), *n))
+    .collect();
+    let requests = requests();
+    let input = json!({
+        "texts": texts, "pairs": pairs, "hosts": hosts, "tokens": tokens, "requests": requests,
+    });
+
+    let codec = TagCodec::LABEL_VALUE;
+    let flat = FlatTags::DIGITALOCEAN;
+    let rust = json!({
+        "valid": texts.iter().map(|s| wasmprov_api::ids::is_valid_id(s)).collect::<Vec<_>>(),
+        "label_value": texts.iter().map(|s| tags::label_value(s)).collect::<Vec<_>>(),
+        "codec": texts.iter().map(|s| codec.encode(s).ok()).collect::<Vec<_>>(),
+        "decode": texts.iter().map(|s| codec.decode(s)).collect::<Vec<_>>(),
+        "flat": pairs.iter().map(|(k, v)| flat.encode(k, v).ok()).collect::<Vec<_>>(),
+        "flat_decode": texts.iter().map(|s| flat.decode(s)).collect::<Vec<_>>(),
+        "hostname": hosts.iter().map(|(p, t, k)| tags::hostname(p, t, k.as_bytes())).collect::<Vec<_>>(),
+        "hostname_with_hash": hosts
+            .iter()
+            .map(|(p, t, k)| tags::hostname_with_hash(p, t, k.as_bytes()))
+            .collect::<Vec<_>>(),
+        "pair_token": tokens.iter().map(|(o, r, n)| tags::pair_token(o, r, *n)).collect::<Vec<_>>(),
+        "ssh_key_name": texts.iter().map(|k| tags::ssh_key_name(k)).collect::<Vec<_>>(),
+        "digest": requests.iter().map(tags::request_digest).collect::<Vec<_>>(),
+        "labels": requests
+            .iter()
+            .map(|r| tags::node_labels("o-1", &r.request_id, &tags::request_labels(r)))
+            .collect::<Vec<_>>(),
+    });
+
+    let out = python(&["-c", PARITY], input.to_string().as_bytes());
+    assert!(
+        out.status.success(),
+        "the Python side failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let py: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut compared = 0;
+    for (what, want) in rust.as_object().unwrap() {
+        let got = py[what].as_array().unwrap();
+        let want = want.as_array().unwrap();
+        assert_eq!(got.len(), want.len(), "{what}");
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            // Python writes a pair as a list, Rust as a list too; options as null.
+            assert_eq!(
+                g,
+                w,
+                "{what}[{i}]: Python {g} != Rust {w} (input {})",
+                describe(&input, what, i)
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared > 400, "{compared}");
+    println!("{compared} values agree");
+}
+
+fn describe(input: &Value, what: &str, i: usize) -> Value {
+    let list = match what {
+        "flat" => "pairs",
+        "hostname" | "hostname_with_hash" => "hosts",
+        "pair_token" => "tokens",
+        "digest" | "labels" => "requests",
+        _ => "texts",
+    };
+    input[list][i].clone()
+}

@@ -31,6 +31,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "wasmprov-plugin-digitalocean",
         "plugins/digitalocean",
     ),
+    ("LINODE", "wasmprov-plugin-linode", "plugins/linode"),
     (
         "BUGGY_REFCLOUD",
         "wasmprov-test-buggy-refcloud",

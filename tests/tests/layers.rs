@@ -317,6 +317,7 @@ fn crates() -> Vec<Crate> {
         }
     }
     dirs.push(ws.join("plugins/digitalocean/fake"));
+    dirs.push(ws.join("plugins/linode/fake"));
     let mut out = Vec::new();
     for dir in dirs {
         if !dir.join("Cargo.toml").exists() {

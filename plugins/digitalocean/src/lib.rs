@@ -3,61 +3,29 @@
 
 pub mod sizes;
 
-use serde::Deserialize;
-use serde_json::Value;
 use wasmprov_guest::prelude::*;
 
-const TAGS: FlatTags = FlatTags::DIGITALOCEAN;
-const STATES: StateTable = StateTable::new(
-    &[
-        ("new", NodeStatus::Pending, JoinState::Provisioning),
-        ("active", NodeStatus::Running, JoinState::Joining),
-        ("off", NodeStatus::Stopped, JoinState::Failed),
-        ("archive", NodeStatus::Deleted, JoinState::Failed),
-    ],
-    (NodeStatus::Unknown, JoinState::Provisioning),
-);
+const API: &str = "https://api.digitalocean.com/v2";
+/// Where a droplet's parts are; its tags and states.
+const DROPLET: Fields = Fields {
+    tags: tags::Preset::DIGITALOCEAN,
+    zone: "/region/slug",
+    instance_type: "/size_slug",
+    created: "/created_at",
+    addresses: "/networks/v4",
+    arch: Some(Arch::X86_64),
+    ..Fields::COMMON
+};
+/// Where `/v2/sizes` says what is sold: the sizes, each's slug, hourly price, regions, availability.
+const SOLD: Listing =
+    Listing::new("/sizes", "/slug", "/price_hourly", "/regions").available("/available");
 
 /// The plugin: configuration read once per instance.
 #[derive(Clone, Debug)]
-pub struct DigitalOcean {
-    endpoint: String,
-    token: Secret,
-    region: String,
-    image: String,
-}
-
-/// A droplet as the API returns it.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct Droplet {
-    id: u64,
-    status: String,
-    size_slug: String,
-    region: Value,
-    tags: Vec<String>,
-    networks: Value,
-    created_at: String,
-}
-
-/// A size as `/v2/sizes` lists it.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct ApiSize {
-    slug: String,
-    available: bool,
-    price_hourly: f64,
-    regions: Vec<String>,
-}
-
-impl DigitalOcean {
-    fn size(&self, shape: &NodeShape) -> Result<shape::Choice<'static, sizes::Size>> {
-        shape::pick_for(&Criteria::of(shape).or_zone(&self.region), sizes::SIZES)
-    }
-}
+pub struct DigitalOcean(Settings);
 
 impl RestCloud for DigitalOcean {
-    type Node = Droplet;
+    type Node = Value;
     const CLOUD: &'static str = "DigitalOcean";
     const PAGING: Paging = Paging::next_url("/links/pages/next");
     const LIST_ITEMS: &'static str = "/droplets";
@@ -68,50 +36,29 @@ impl RestCloud for DigitalOcean {
     ];
 
     fn list(&self, owner_id: &str, request_id: Option<&str>) -> Result<Request> {
-        let (key, value) = request_id.map_or((tags::OWNER, owner_id), |r| (tags::REQUEST, r));
-        let url = format!("{}/droplets?per_page=200", self.endpoint);
-        Ok(Request::get(url).query("tag_name", &TAGS.encode(key, value)?))
+        let tag = DROPLET.tags.list_selector(owner_id, request_id)?;
+        Ok(Request::get(self.0.url("/droplets?per_page=200")).query("tag_name", &tag))
     }
     fn node_url(&self, id: &str) -> Option<String> {
         let id: u64 = id.parse().ok()?;
-        Some(format!("{}/droplets/{id}", self.endpoint))
+        Some(self.0.url(&format!("/droplets/{id}")))
     }
     fn create(&self, request: &ProvisionRequest, labels: &Labels) -> Result<Request> {
         let (id, shape, boot) = (&request.request_id, &request.shape, &request.boot);
-        let url = format!("{}/droplets", self.endpoint);
-        Ok(Request::post(url).json(&serde_json::json!({
+        Ok(Request::post(self.0.url("/droplets")).json(&json!({
             "name": tags::hostname("wasmprov", id, id.as_bytes()),
-            "region": shape.zone.as_deref().unwrap_or(&self.region),
-            "size": self.size(shape)?.instance_type.slug,
-            "image": boot.image.as_deref().unwrap_or(&self.image),
+            "region": self.0.zone(shape),
+            "size": self.0.pick(shape, sizes::SIZES)?.instance_type.name,
+            "image": self.0.image(boot),
             "user_data": boot.user_data_text()?,
-            "tags": TAGS.encode_all(labels)?,
+            "tags": DROPLET.tags.encode_all(labels)?,
         })))
     }
     fn authorize(&self, req: Request) -> Result<Request> {
-        Ok(req.bearer(self.token.expose()?))
+        self.0.authorize(req)
     }
-    fn handle(&self, d: &Droplet) -> NodeHandle {
-        let ip = |kind: &str| {
-            let v4 = d.networks["v4"].as_array()?;
-            v4.iter().find(|n| n["type"] == kind)?["ip_address"]
-                .as_str()
-                .map(Into::into)
-        };
-        let mut node = NodeHandle {
-            provider_id: d.id.to_string(),
-            labels: TAGS.decode_all(&d.tags),
-            zone: d.region["slug"].as_str().map(Into::into),
-            instance_type: Some(d.size_slug.clone()),
-            address: ip("private").or_else(|| ip("public")),
-            private_address: ip("private"),
-            public_address: ip("public"),
-            created_at_ms: time::rfc3339_ms(&d.created_at),
-            arch: Some(Arch::X86_64),
-            ..NodeHandle::default()
-        };
-        STATES.apply(&d.status, &mut node);
-        node
+    fn handle(&self, droplet: &Value) -> NodeHandle {
+        rest::handle_of(droplet, &DROPLET)
     }
 }
 
@@ -120,30 +67,17 @@ impl Provider for DigitalOcean {
     const BOOT: BootSupport = BootSupport::IMAGE_AND_USER_DATA;
 
     fn new() -> Result<Self> {
-        Ok(Self {
-            endpoint: config::url_or("endpoint", "https://api.digitalocean.com/v2")?,
-            token: config::secret("token")?,
-            region: config::parse_or("region", "nyc3".into())?,
-            image: config::parse_or("image", "ubuntu-24-04-x64".into())?,
-        })
+        Settings::read(API, "nyc3", "ubuntu-24-04-x64").map(Self)
     }
     fn price_hint(&self, shape: &NodeShape) -> Result<Option<PriceHint>> {
-        Ok(Some(self.size(shape)?.price_hint(CapacityType::OnDemand)))
+        self.0.price_hint(shape, sizes::SIZES)
     }
     rest_calls!();
 
     /// The table's sizes the account can buy now, as `/v2/sizes` lists them.
     fn offerings(&self) -> Result<Vec<Offering>> {
-        let first = Request::get(format!("{}/sizes?per_page=200", self.endpoint));
-        let sold: Vec<ApiSize> = rest::collect(self, &Wasi, first, "/sizes")?;
-        let offering = |size: &sizes::Size| {
-            let api = sold.iter().find(|s| s.slug == size.slug && s.available)?;
-            let mut offering = size.offering();
-            (offering.on_demand_usd, offering.zones) =
-                (Some(api.price_hourly), api.regions.clone());
-            Some(offering)
-        };
-        Ok(sizes::SIZES.iter().filter_map(offering).collect())
+        let first = Request::get(self.0.url("/sizes?per_page=200"));
+        rest::offerings(self, &Wasi, first, &SOLD, sizes::SIZES)
     }
 }
 

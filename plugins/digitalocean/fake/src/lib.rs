@@ -188,14 +188,14 @@ async fn create(State(store): State<Store>, axum::Json(body): axum::Json<Value>)
             "name, region and size are required",
         );
     };
-    let Some(size) = SIZES.iter().find(|s| s.slug == slug) else {
+    let Some(size) = SIZES.iter().find(|s| s.name == slug) else {
         return error(
             422,
             "unprocessable_entity",
             "You specified an invalid size for Droplet creation.",
         );
     };
-    if !size.regions.is_empty() && !size.regions.contains(&region) {
+    if !size.zones.is_empty() && !size.zones.contains(&region) {
         return error(
             422,
             "unprocessable_entity",
@@ -240,7 +240,7 @@ async fn create(State(store): State<Store>, axum::Json(body): axum::Json<Value>)
     }
     let labels: Labels = kit::labels_of_tags(&tags);
     let fields = json!({
-        "name": name, "status": "new", "size_slug": slug, "vcpus": size.vcpus, "memory": size.memory_mib,
+        "name": name, "status": "new", "size_slug": slug, "vcpus": size.cpu, "memory": size.memory_mib,
         "disk": size.disk_gib, "region": {"slug": region}, "image": {"slug": body["image"]},
         "networks": {"v4": [{"ip_address": "10.10.0.1", "type": "private"}, {"ip_address": "203.0.113.10", "type": "public"}]},
         SSH_KEYS: body["ssh_keys"].as_array().cloned().unwrap_or_default(),
@@ -261,11 +261,10 @@ async fn create(State(store): State<Store>, axum::Json(body): axum::Json<Value>)
 async fn sizes(req: Request) -> Response {
     paged(&req, SIZES.to_vec(), "sizes", 200, |s| {
         let gpu = s
-            .gpus
-            .1
-            .map(|m| json!({"count": s.gpus.0, "model": m.replace('-', "_")}));
-        json!({"slug": s.slug, "vcpus": s.vcpus, "memory": s.memory_mib, "disk": s.disk_gib,
-               "price_hourly": s.price_hourly, "available": true, "gpu_info": gpu,
-               "regions": if s.regions.is_empty() { REGIONS } else { s.regions }})
+            .gpu_model
+            .map(|m| json!({"count": s.gpu, "model": m.replace('-', "_")}));
+        json!({"slug": s.name, "vcpus": s.cpu, "memory": s.memory_mib, "disk": s.disk_gib,
+               "price_hourly": s.hourly_usd, "available": true, "gpu_info": gpu,
+               "regions": if s.zones.is_empty() { REGIONS } else { s.zones }})
     })
 }

@@ -51,11 +51,16 @@ pub enum Lang {
 }
 
 /// The contract and the WASI it uses, copied into a Python or JavaScript
-/// plugin (their tools read WIT from a directory).
+/// plugin (their tools read WIT from a directory). Those plugins are built
+/// for contract 0.2.0, kept frozen in `deps/`.
 const WIT: &[(&str, &str)] = &[
     (
         "wit/provisioner.wit",
         include_str!("../templates/wit/provisioner.wit"),
+    ),
+    (
+        "wit/deps/provisioner-0.2.0/provisioner.wit",
+        include_str!("../templates/wit/deps/provisioner-0.2.0/provisioner.wit"),
     ),
     (
         "wit/deps/cli.wit",

@@ -97,8 +97,16 @@ pub fn build_guests(workspace_root: &Path, packages: &[(&str, &str)]) -> Vec<Bui
         .collect()
 }
 
-/// The world every plugin targets, as the other languages' tools name it.
-pub const WORLD: &str = "wasmprov:provisioner/provider@0.2.0";
+/// The world a Rust plugin built on the guest SDK targets (one that also
+/// registers `networking` targets [`NETWORKED_WORLD`]).
+pub const WORLD: &str = "wasmprov:provisioner/provider@0.3.0";
+
+/// The world of a plugin that also exports the contract's `networking`.
+pub const NETWORKED_WORLD: &str = "wasmprov:provisioner/networked-provider@0.3.0";
+
+/// The world the Python and JavaScript plugins are built for, as their
+/// tools name it: still contract 0.2.0 (the host maps it onto 0.3).
+pub const SCRIPT_WORLD: &str = "wasmprov:provisioner/provider@0.2.0";
 
 fn run_tool(what: &str, cmd: &mut Command) -> Result<(), String> {
     let out = cmd
@@ -154,7 +162,7 @@ pub fn build_python_with(
     let mut cmd = Command::new("componentize-py");
     cmd.arg("-d")
         .arg(wit)
-        .args(["-w", WORLD, "componentize", "app", "-p"])
+        .args(["-w", SCRIPT_WORLD, "componentize", "app", "-p"])
         .arg(src);
     for dir in packages {
         cmd.arg("-p").arg(dir);
@@ -180,7 +188,7 @@ pub fn build_js(wit: &Path, src: &Path, out: &Path) -> Result<(), String> {
             .arg("app.js")
             .arg("--wit")
             .arg(wit)
-            .args(["--world-name", WORLD, "-o"])
+            .args(["--world-name", SCRIPT_WORLD, "-o"])
             .arg(out),
     )?;
     declare(src, out)

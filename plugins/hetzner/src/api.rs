@@ -49,6 +49,30 @@ pub struct PublicNet {
     /// The primary IPv4, `null` for IPv6-only servers.
     #[serde(default)]
     pub ipv4: Option<Ipv4>,
+    /// The primary IPv6 network (a /64), `null` for IPv4-only servers.
+    #[serde(default)]
+    pub ipv6: Option<Ipv6>,
+    /// Ids of the floating IPs assigned to the server.
+    #[serde(default)]
+    pub floating_ips: Vec<u64>,
+}
+
+/// `public_net.ipv6`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct Ipv6 {
+    /// The network, such as `2001:db8:1234::/64`.
+    pub ip: String,
+}
+
+impl Ipv6 {
+    /// The server's own address in its /64: the first host
+    /// (`2001:db8:1234::1`), as Hetzner configures it.
+    #[must_use]
+    pub fn address(&self) -> Option<String> {
+        let (net, _) = self.ip.split_once('/').unwrap_or((&self.ip, ""));
+        let net: std::net::Ipv6Addr = net.parse().ok()?;
+        Some(std::net::Ipv6Addr::from(u128::from(net) | 1).to_string())
+    }
 }
 
 /// `public_net.ipv4`.
@@ -61,9 +85,15 @@ pub struct Ipv4 {
 /// `private_net[]` of a server.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 pub struct PrivateNet {
+    /// The network's id.
+    #[serde(default)]
+    pub network: Option<u64>,
     /// The server's address in that network.
     #[serde(default)]
     pub ip: Option<String>,
+    /// Further addresses of the server in that network.
+    #[serde(default)]
+    pub alias_ips: Vec<String>,
 }
 
 /// `server_type` of a server.
@@ -195,6 +225,188 @@ pub struct CreateServer<'a> {
     pub ssh_keys: &'a [u64],
     /// Always `true`: the node should boot.
     pub start_after_create: bool,
+    /// Ids of the private networks to attach it to (the request's subnet).
+    #[serde(skip_serializing_if = "<[u64]>::is_empty")]
+    pub networks: &'a [u64],
+}
+
+/// The body of `PUT /servers/{id}` that replaces a server's labels.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct UpdateLabels<'a> {
+    /// Every label the server is to have.
+    pub labels: &'a Labels,
+}
+
+/// A floating IP, as `/floating_ips` returns it (only the fields used here).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct FloatingIp {
+    /// Its id.
+    pub id: u64,
+    /// The address (for `ipv6`, a /64 network).
+    pub ip: String,
+    /// The server it is assigned to, if any.
+    #[serde(default)]
+    pub server: Option<u64>,
+}
+
+/// `GET /floating_ips/{id}` and `POST /floating_ips`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct OneFloatingIp {
+    /// The floating IP.
+    pub floating_ip: FloatingIp,
+}
+
+/// The body of `POST /floating_ips`: a new IPv4 floating IP assigned to a
+/// server at once.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CreateFloatingIp<'a> {
+    /// Always `ipv4`.
+    #[serde(rename = "type")]
+    pub kind: &'a str,
+    /// The server to assign it to.
+    pub server: u64,
+    /// What it is for.
+    pub description: &'a str,
+    /// Labels (the owner's, so an operator can find it).
+    pub labels: &'a Labels,
+}
+
+/// The body of `POST /floating_ips/{id}/actions/assign`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct AssignFloatingIp {
+    /// The server to move it to.
+    pub server: u64,
+}
+
+/// A load balancer, as `GET /load_balancers/{id}` returns it (only the
+/// fields used here).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct LoadBalancer {
+    /// Its id.
+    pub id: u64,
+    /// Its targets.
+    #[serde(default)]
+    pub targets: Vec<LoadBalancerTarget>,
+}
+
+/// `GET /load_balancers/{id}`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct OneLoadBalancer {
+    /// The load balancer.
+    pub load_balancer: LoadBalancer,
+}
+
+/// One target of a load balancer.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct LoadBalancerTarget {
+    /// `server`, `label_selector` or `ip`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The server, for a `server` target.
+    #[serde(default)]
+    pub server: Option<IdRef>,
+    /// Its health per service port.
+    #[serde(default)]
+    pub health_status: Vec<HealthStatus>,
+}
+
+impl LoadBalancerTarget {
+    /// The server of a `server` target.
+    #[must_use]
+    pub fn server_id(&self) -> Option<u64> {
+        (self.kind == "server").then_some(self.server.as_ref()?.id)
+    }
+
+    /// One word for the target's health over every service: `healthy` when
+    /// every port is, `unhealthy` when any is, else `unknown`; `None`
+    /// without services.
+    #[must_use]
+    pub fn health(&self) -> Option<String> {
+        if self.health_status.is_empty() {
+            return None;
+        }
+        let all = |word: &str| self.health_status.iter().all(|h| h.status == word);
+        let any = |word: &str| self.health_status.iter().any(|h| h.status == word);
+        Some(
+            if all("healthy") {
+                "healthy"
+            } else if any("unhealthy") {
+                "unhealthy"
+            } else {
+                "unknown"
+            }
+            .to_string(),
+        )
+    }
+}
+
+/// `{"id": N}`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct IdRef {
+    /// The id.
+    pub id: u64,
+}
+
+/// `health_status[]` of a load balancer target.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct HealthStatus {
+    /// The service's port.
+    #[serde(default)]
+    pub listen_port: Option<u16>,
+    /// `healthy`, `unhealthy` or `unknown`.
+    #[serde(default)]
+    pub status: String,
+}
+
+/// The body of `POST /load_balancers/{id}/actions/add_target` and
+/// `remove_target` for a server.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ServerTarget {
+    /// Always `server`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The server.
+    pub server: IdRef,
+    /// Only on `add_target`: send traffic to its public address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub use_private_ip: Option<bool>,
+}
+
+/// A private network, as `GET /networks/{id}` returns it (only the fields
+/// used here).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct Network {
+    /// Its id.
+    pub id: u64,
+    /// Its subnets.
+    #[serde(default)]
+    pub subnets: Vec<NetworkSubnet>,
+    /// The servers attached to it.
+    #[serde(default)]
+    pub servers: Vec<u64>,
+    /// The load balancers attached to it.
+    #[serde(default)]
+    pub load_balancers: Vec<u64>,
+}
+
+/// `GET /networks/{id}`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct OneNetwork {
+    /// The network.
+    pub network: Network,
+}
+
+/// One subnet of a network.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct NetworkSubnet {
+    /// `cloud`, `server` (the older name of `cloud`) or `vswitch`.
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    /// Its range, such as `10.0.1.0/24`.
+    pub ip_range: String,
+    /// Its network zone, such as `eu-central`.
+    #[serde(default)]
+    pub network_zone: Option<String>,
 }
 
 /// Hetzner server status → join state.
@@ -272,6 +484,12 @@ impl Server {
             capacity_type: CapacityType::OnDemand,
             instance_type: self.server_type.as_ref().map(|t| t.name.clone()),
             labels: self.labels(),
+            ipv6_address: self
+                .public_net
+                .as_ref()
+                .and_then(|n| n.ipv6.as_ref())
+                .and_then(Ipv6::address),
+            hostname: Some(self.name.clone()).filter(|n| !n.is_empty()),
             ..NodeHandle::default()
         };
         STATES.apply(&self.status, &mut node);
@@ -485,6 +703,62 @@ mod tests {
         assert_eq!(h.labels.len(), 3);
         assert_eq!(h.labels["wasmprov-owner"], "host-a");
         assert_eq!(h.labels["env"], "prod");
+        assert_eq!(h.ipv6_address.as_deref(), Some("2001:db8::1"));
+        assert_eq!(h.hostname.as_deref(), Some("wp-req-1"));
+    }
+
+    #[test]
+    fn a_server_in_a_network_and_its_ipv6_address() {
+        let s: Server = serde_json::from_value(json!({
+            "id": 7, "name": "wp-r", "status": "running",
+            "public_net": {"ipv4": null, "ipv6": {"ip": "2001:db8:0:f::/64"}, "floating_ips": [9]},
+            "private_net": [{"network": 3, "ip": "10.0.1.2", "alias_ips": ["10.0.1.9"]}],
+        }))
+        .unwrap();
+        assert_eq!(s.public_net.as_ref().unwrap().floating_ips, [9]);
+        let h = s.to_handle();
+        assert_eq!(h.ipv6_address.as_deref(), Some("2001:db8:0:f::1"));
+        assert_eq!(h.private_address.as_deref(), Some("10.0.1.2"));
+        assert_eq!(h.address.as_deref(), Some("10.0.1.2"));
+        assert_eq!(s.private_net[0].network, Some(3));
+        let bad = Ipv6 {
+            ip: "not-an-ip/64".into(),
+        };
+        assert_eq!(bad.address(), None);
+    }
+
+    #[test]
+    fn target_health_is_one_word() {
+        let t = |statuses: &[&str]| LoadBalancerTarget {
+            kind: "server".into(),
+            server: Some(IdRef { id: 1 }),
+            health_status: statuses
+                .iter()
+                .map(|s| HealthStatus {
+                    listen_port: Some(80),
+                    status: (*s).to_string(),
+                })
+                .collect(),
+        };
+        assert_eq!(
+            t(&["healthy", "healthy"]).health().as_deref(),
+            Some("healthy")
+        );
+        assert_eq!(
+            t(&["healthy", "unhealthy"]).health().as_deref(),
+            Some("unhealthy")
+        );
+        assert_eq!(
+            t(&["healthy", "unknown"]).health().as_deref(),
+            Some("unknown")
+        );
+        assert_eq!(t(&[]).health(), None);
+        assert_eq!(t(&[]).server_id(), Some(1));
+        let ip = LoadBalancerTarget {
+            kind: "ip".into(),
+            ..t(&[])
+        };
+        assert_eq!(ip.server_id(), None);
     }
 
     #[test]
@@ -553,6 +827,7 @@ mod tests {
             ssh_keys: &[],
             user_data: None,
             start_after_create: true,
+            networks: &[],
         };
         assert_eq!(
             serde_json::to_value(&body).unwrap(),

@@ -15,7 +15,8 @@ use wasmprov_guest::tags;
 use wasmprov_guest::{Error, Labels, NodeHandle, ProvisionRequest, Result};
 
 use crate::api::{
-    ApiFailure, CreateServer, CreateSshKey, OneServer, OneSshKey, Server, SshKey, SshKeyList,
+    ApiFailure, CreateServer, CreateSshKey, OneNetwork, OneServer, OneSshKey, Server, SshKey,
+    SshKeyList, UpdateLabels,
 };
 use crate::catalogue;
 use crate::labels;
@@ -40,10 +41,10 @@ pub trait Transport: rest::Transport {
 #[derive(Debug)]
 pub struct Client<'a, T> {
     settings: &'a Settings,
-    transport: T,
+    pub(crate) transport: T,
 }
 
-type Answer = std::result::Result<Response, ApiFailure>;
+pub(crate) type Answer = std::result::Result<Response, ApiFailure>;
 
 impl<'a, T: Transport> Client<'a, T> {
     /// A client with these settings over `transport`.
@@ -55,7 +56,7 @@ impl<'a, T: Transport> Client<'a, T> {
     }
 
     /// Sends `req`; `Err` for no response, `Ok(Err)` for an error status.
-    fn call(&self, req: Request) -> Result<Answer> {
+    pub(crate) fn call(&self, req: Request) -> Result<Answer> {
         let resp = rest::Transport::send(&self.transport, req)?;
         if resp.is_success() {
             Ok(Ok(resp))
@@ -92,13 +93,15 @@ impl<'a, T: Transport> Client<'a, T> {
         if let Some(existing) = self.find_for_request(owner_id, request_id)? {
             return Ok(existing);
         }
+        let networks = self.network_ids(request.subnet.as_deref())?;
         let ssh_keys = self.ssh_key_ids(&request.boot.ssh_keys)?;
         let names = [
             labels::server_name(&self.settings.name_prefix, request_id),
             labels::fallback_server_name(&self.settings.name_prefix, owner_id, request_id),
         ];
         for name in &names {
-            let (create, choice) = self.create_request(owner_id, request, name, &ssh_keys)?;
+            let (create, choice) =
+                self.create_request(owner_id, request, name, &ssh_keys, &networks)?;
             match self.call(create)? {
                 Ok(resp) => {
                     let created: OneServer = resp.json()?;
@@ -147,6 +150,7 @@ impl<'a, T: Transport> Client<'a, T> {
         request: &ProvisionRequest,
         name: &str,
         ssh_keys: &[u64],
+        networks: &[u64],
     ) -> Result<(Request, catalogue::Choice)> {
         let choice = catalogue::choose(
             &request.shape,
@@ -185,8 +189,110 @@ impl<'a, T: Transport> Client<'a, T> {
             user_data,
             ssh_keys,
             start_after_create: true,
+            networks,
         };
         Ok((Request::post("/servers").json(&body), choice))
+    }
+
+    /// The networks a server for a request with `subnet` is attached to:
+    /// none without one, else the network it names, which must exist.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for a subnet that is not a network id, or a
+    /// network the project does not have: the server is never made
+    /// elsewhere. The API's errors otherwise.
+    fn network_ids(&self, subnet: Option<&str>) -> Result<Vec<u64>> {
+        let Some(subnet) = subnet else {
+            return Ok(Vec::new());
+        };
+        let Some(id) = subnet.trim().parse::<u64>().ok() else {
+            return Err(Error::Unsupported(format!(
+                "Hetzner Cloud places a server in a network by the network's numeric id; {subnet:?} is not one"
+            )));
+        };
+        match self.call(Request::get(format!("/networks/{id}")))? {
+            Ok(resp) => Ok(vec![resp.json::<OneNetwork>()?.network.id]),
+            Err(f) if f.is_not_found() => Err(Error::Unsupported(format!(
+                "Hetzner network {id} does not exist in this project; the server was not created"
+            ))),
+            Err(f) => Err(f.into_error()),
+        }
+    }
+
+    /// Server `provider_id` as the API has it, when it carries this
+    /// owner's label.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when it is gone, was never a server id, or is
+    /// another owner's; the API's errors otherwise.
+    pub(crate) fn owned_server(&self, owner_id: &str, provider_id: &str) -> Result<Server> {
+        let not_found = || {
+            Error::NotFound(format!(
+                "Hetzner server {provider_id:?} does not exist or is not owned by this host"
+            ))
+        };
+        let url = rest::RestCloud::node_url(self, provider_id).ok_or_else(not_found)?;
+        let server = match self.call(Request::get(url))? {
+            Ok(resp) => resp.json::<OneServer>()?.server,
+            Err(f) if f.is_not_found() => return Err(not_found()),
+            Err(f) => return Err(f.into_error()),
+        };
+        if labels::is_owned_by(&server.labels(), owner_id) {
+            Ok(server)
+        } else {
+            Err(not_found())
+        }
+    }
+
+    /// Replaces the labels of server `provider_id` of this owner with
+    /// `new`, keeping the labels that say who made it and what for
+    /// ([`labels::is_reserved`]); answers the server as it is now.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a server that is gone or another owner's;
+    /// [`Error::InvalidConfig`] for a reserved key in `new`;
+    /// [`Error::Unsupported`] for a key or value Hetzner cannot store.
+    pub fn set_labels(
+        &self,
+        owner_id: &str,
+        provider_id: &str,
+        new: &Labels,
+    ) -> Result<NodeHandle> {
+        for (k, v) in new {
+            if labels::is_reserved(k) {
+                return Err(Error::InvalidConfig(format!(
+                    "label {k} says who made the node and is not the caller's to set"
+                )));
+            }
+            if !labels::is_valid_label_key(k) || !labels::is_valid_label_value(v) {
+                return Err(Error::Unsupported(format!(
+                    "Hetzner Cloud cannot store label {k}={v}: keys and values are up to 63 letters, digits, '-', '_' and '.' (a key may have a DNS prefix and '/')"
+                )));
+            }
+        }
+        let server = self.owned_server(owner_id, provider_id)?;
+        let mut labels: Labels = server
+            .labels()
+            .into_iter()
+            .filter(|(k, _)| labels::is_reserved(k))
+            .collect();
+        labels.extend(new.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let put =
+            Request::put(format!("/servers/{}", server.id)).json(&UpdateLabels { labels: &labels });
+        let updated = match self.call(put)? {
+            Ok(resp) => resp.json::<OneServer>()?.server,
+            Err(f) if f.is_not_found() => {
+                return Err(Error::NotFound(format!(
+                    "Hetzner server {provider_id} is gone"
+                )));
+            }
+            Err(f) => return Err(f.into_error()),
+        };
+        self.transport.info(
+            "relabelled Hetzner server",
+            &[("server_id", &updated.id.to_string()), ("owner", owner_id)],
+        );
+        Ok(updated.to_handle())
     }
 
     /// The project's ids of `keys`, registering the ones it does not have.
@@ -326,8 +432,11 @@ impl<T: Transport> RestCloud for Client<'_, T> {
     fn create(&self, request: &ProvisionRequest, labels: &Labels) -> Result<Request> {
         let owner_id = labels.get(tags::OWNER).map_or("", String::as_str);
         let name = labels::server_name(&self.settings.name_prefix, &request.request_id);
+        let networks = self.network_ids(request.subnet.as_deref())?;
         let ssh_keys = self.ssh_key_ids(&request.boot.ssh_keys)?;
-        Ok(self.create_request(owner_id, request, &name, &ssh_keys)?.0)
+        Ok(self
+            .create_request(owner_id, request, &name, &ssh_keys, &networks)?
+            .0)
     }
 
     fn authorize(&self, req: Request) -> Result<Request> {
@@ -364,6 +473,8 @@ mod tests {
         Get,
         /// `POST`.
         Post,
+        /// `PUT`.
+        Put,
         /// `DELETE`.
         Delete,
     }
@@ -393,6 +504,7 @@ mod tests {
             let method = match req.method() {
                 "GET" => Method::Get,
                 "POST" => Method::Post,
+                "PUT" => Method::Put,
                 "DELETE" => Method::Delete,
                 m => return Err(Error::Other(format!("the Hetzner client sends no {m}"))),
             };

@@ -18,12 +18,14 @@ pub mod api;
 pub mod catalogue;
 pub mod client;
 pub mod labels;
+pub mod network;
 pub mod settings;
 
 use wasmprov_guest::http::{Request, Response};
 use wasmprov_guest::{
-    BootSupport, CapacityType, NodeHandle, NodeShape, Offering, PriceHint, Provider,
-    ProvisionRequest, Result, config, log,
+    AddressRequest, BootSupport, CapacityType, Labels, Networking, NodeHandle, NodeShape, Offering,
+    PriceHint, Provider, ProvisionRequest, Result, StableAddress, SubnetCapacity, Target, config,
+    log,
 };
 
 use wasmprov_guest::rest;
@@ -85,6 +87,10 @@ impl Provider for Hetzner {
     /// in the project once and shared, see `Client::ssh_key_ids`).
     const BOOT: BootSupport = BootSupport::ALL;
 
+    /// A request's subnet is a network id: the server is attached to it at
+    /// create (`networks: [id]`), and a network the project lacks is refused.
+    const SUBNET: bool = true;
+
     /// On-demand only: Hetzner Cloud has no spot market.
     fn capacity_types() -> Vec<CapacityType> {
         vec![CapacityType::OnDemand]
@@ -121,6 +127,46 @@ impl Provider for Hetzner {
 
     fn get(&self, owner_id: &str, provider_id: &str) -> Result<Option<NodeHandle>> {
         self.client()?.get(owner_id, provider_id)
+    }
+
+    /// `PUT /servers/{id}` with the labels given plus the ones that say
+    /// who made the server and what for.
+    fn set_labels(&self, owner_id: &str, provider_id: &str, labels: &Labels) -> Result<NodeHandle> {
+        self.client()?.set_labels(owner_id, provider_id, labels)
+    }
+}
+
+/// Floating IPs, load balancer targets, network capacity ([`network`]).
+impl Networking for Hetzner {
+    fn assign_address(
+        &self,
+        owner_id: &str,
+        provider_id: &str,
+        request: &AddressRequest,
+    ) -> Result<StableAddress> {
+        self.client()?
+            .assign_address(owner_id, provider_id, request)
+    }
+
+    fn release_address(&self, owner_id: &str, provider_id: &str, address: &str) -> Result<()> {
+        self.client()?
+            .release_address(owner_id, provider_id, address)
+    }
+
+    fn register_target(&self, owner_id: &str, target: &Target) -> Result<()> {
+        self.client()?.register_target(owner_id, target)
+    }
+
+    fn deregister_target(&self, owner_id: &str, target: &Target) -> Result<()> {
+        self.client()?.deregister_target(owner_id, target)
+    }
+
+    fn list_targets(&self, _owner_id: &str, group: &str) -> Result<Vec<Target>> {
+        self.client()?.list_targets(group)
+    }
+
+    fn subnet_capacity(&self, subnet: &str) -> Result<SubnetCapacity> {
+        self.client()?.subnet_capacity(subnet)
     }
 }
 
@@ -159,7 +205,7 @@ impl Transport for Wasi {
     }
 }
 
-wasmprov_guest::export_provider!(Hetzner, capabilities = "capabilities.toml");
+wasmprov_guest::export_provider!(Hetzner, networking, capabilities = "capabilities.toml");
 
 #[cfg(test)]
 mod tests {

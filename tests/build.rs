@@ -15,6 +15,11 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "tests/guests/contract-0-1",
     ),
     (
+        "CONTRACT_0_2",
+        "wasmprov-test-contract-0-2",
+        "tests/guests/contract-0-2",
+    ),
+    (
         "FUTURE_CONTRACT",
         "wasmprov-test-future-contract",
         "tests/guests/future-contract",

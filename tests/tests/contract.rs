@@ -1,9 +1,10 @@
-//! Contract versions: a plugin built against the frozen 0.1.0 WIT (without
-//! the SDK) still loads and works under the 0.2 host, mapped as
-//! `wasmprov_host::contract` says; and what 0.2 adds (status, `get`, boot
-//! data, architecture) reaches callers from a 0.2 plugin; every component
-//! the test build makes fits its contract's world as the standard tool
-//! checks it.
+//! Contract versions: plugins built against the frozen 0.1.0 and 0.2.0 WIT
+//! (without the SDK) still load and work under the 0.3 host, beside 0.3
+//! plugins, mapped as `wasmprov_host::contract` says; what 0.2 adds
+//! (status, `get`, boot data, architecture) reaches callers from a 0.2
+//! plugin; what 0.3 adds (set-labels, networking, a subnet) is refused for
+//! older ones, never dropped; every component the test build makes fits its
+//! contract's world as the standard tool checks it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -226,6 +227,140 @@ mod v01 {
         // The plugin still serves a plain request afterwards.
         let ok = ProvisionRequest::new("legacy-ok", NodeShape::new(1.0, 1 << 30));
         assert!(r.p.provision_request(&ok).await.is_ok());
+    }
+}
+
+/// A plugin built for 0.2.0 on its raw bindings, beside a 0.3 plugin (the
+/// probe) in one host.
+mod v02_plugin {
+    use super::*;
+    use wasmprov_api::{AddressKind, AddressRequest, Interfaces, Labels, Target};
+
+    fn instances(host: &Host, plugin: &str) -> String {
+        let text = host.metrics().encode();
+        text.lines()
+            .find(|l| l.starts_with(&format!("wasmprov_instances_total{{plugin=\"{plugin}\"}}")))
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    #[tokio::test]
+    async fn a_plugin_built_for_0_2_loads_and_works_beside_0_3_ones() {
+        let r = rig("older", guests::CONTRACT_0_2, |bin, state| {
+            format!(
+                "[config]\nbin = \"{}\"\nstate = \"{}\"\n{}",
+                bin.display(),
+                state.display(),
+                grants(
+                    bin,
+                    state,
+                    r#""WASMPROV_ZONE", "WASMPROV_INSTANCE_TYPE", "WASMPROV_CAPACITY_TYPE", "WASMPROV_LABELS_JSON""#
+                )
+            )
+        })
+        .await;
+        // A 0.3 plugin in the same directory, loaded by the same host.
+        r._dir.add("probe", guests::PROBE, "");
+        let host = HostBuilder::new(r._dir.path())
+            .owner_id(OWNER)
+            .cache_dir(Some(std::env::temp_dir().join("wasmprov-test-cache")))
+            .work_dir(r.tmp.path().join("work2"))
+            .build()
+            .await
+            .expect("host builds");
+        assert!(host.errors().is_empty(), "{:?}", host.errors());
+        let older = host.wasm_plugin("older").expect("0.2 plugin loaded");
+        let probe = host.wasm_plugin("probe").expect("0.3 plugin loaded");
+        assert_eq!(older.info().contract, "0.2.0");
+        assert_eq!(older.info().interfaces, Interfaces::default());
+        assert_eq!(probe.info().contract, "0.3.0");
+        assert_eq!(
+            probe.info().interfaces,
+            Interfaces {
+                set_labels: true,
+                networking: false
+            }
+        );
+        let p = host.plugin("older").unwrap();
+        assert_eq!(p.interfaces(), Interfaces::default());
+
+        // Everything 0.2 has works: price, offerings, provision with user
+        // data, describe, get, terminate.
+        let hint = p
+            .try_price_hint(&NodeShape::new(2.0, 4 << 30))
+            .unwrap()
+            .unwrap();
+        assert_eq!(hint.instance_type, "older-2");
+        let offerings = p.offerings().await.unwrap();
+        assert_eq!(offerings.len(), 4);
+        let req = ProvisionRequest {
+            boot: BootData {
+                user_data: Some(b"#cloud-config\nruncmd: [older]\n".to_vec()),
+                ..BootData::default()
+            },
+            ..ProvisionRequest::new("older-1", NodeShape::new(2.0, 4 << 30))
+        };
+        let node = p.provision_request(&req).await.unwrap();
+        assert_eq!(node.status, NodeStatus::Pending);
+        assert_eq!(node.raw_state.as_deref(), Some("creating"));
+        assert_eq!(
+            (node.ipv6_address.clone(), node.hostname.clone()),
+            (None, None)
+        );
+        assert_eq!(r.creates(), 1);
+        assert_eq!(p.describe().await.unwrap().len(), 1);
+        r.set_field(&node.provider_id, "state", "running");
+        let got = p.get(&node.provider_id).await.unwrap().unwrap();
+        assert_eq!(got.status, NodeStatus::Running);
+
+        // What 0.3 adds is unsupported, answered by the host without an
+        // instance of the plugin; a subnet is refused, never dropped.
+        let before = instances(&host, "older");
+        let mut labels = Labels::new();
+        labels.insert("role".into(), "db".into());
+        unsupported(
+            p.set_labels(&node.provider_id, &labels).await,
+            &["0.2.0", "set-labels"],
+        );
+        let id = node.provider_id.clone();
+        let target = Target {
+            group: "tg-1".into(),
+            provider_id: id.clone(),
+            port: Some(80),
+            health: None,
+        };
+        let kind = AddressRequest {
+            kind: AddressKind::Private,
+            address: None,
+        };
+        unsupported(p.assign_address(&id, &kind).await, &["networking"]);
+        unsupported(p.release_address(&id, "10.0.0.9").await, &["networking"]);
+        unsupported(p.register_target(&target).await, &["networking"]);
+        unsupported(p.deregister_target(&target).await, &["networking"]);
+        unsupported(p.list_targets("tg-1").await, &["networking"]);
+        unsupported(p.subnet_capacity("subnet-1").await, &["networking"]);
+        assert_eq!(instances(&host, "older"), before, "no instance was made");
+        let placed = ProvisionRequest {
+            subnet: Some("subnet-1".into()),
+            ..ProvisionRequest::new("older-2", NodeShape::new(1.0, 1 << 30))
+        };
+        unsupported(p.provision_request(&placed).await, &["0.2.0", "subnet"]);
+        assert_eq!(r.creates(), 1, "the subnet was refused, not dropped");
+
+        // The 0.3 plugin beside it takes the call (the probe cannot relabel
+        // a node: its own answer, from an instance).
+        let probe_p = host.plugin("probe").unwrap();
+        let before = instances(&host, "probe");
+        assert!(
+            probe_p
+                .set_labels(&"n-1".to_string(), &labels)
+                .await
+                .is_err()
+        );
+        assert_ne!(instances(&host, "probe"), before, "asked the plugin");
+
+        p.terminate(&node.provider_id).await.unwrap();
+        assert!(p.describe().await.unwrap().is_empty());
     }
 }
 
@@ -611,6 +746,10 @@ mod wit_targets {
             assert!(fitting.contains(&(bundled, v03)), "{bundled} not checked");
         }
         assert!(fitting.contains(&("wasmprov-test-contract-0-1", v01)));
+        assert!(fitting.contains(&(
+            "wasmprov-test-contract-0-2",
+            "wasmprov:provisioner/provider@0.2.0"
+        )));
     }
 
     /// Custom sections by name, with their depth: 0 at the component's top

@@ -1,6 +1,7 @@
 //! The Python SDK (`guest-sdk/python`, package `wasmprov_sdk`) held to this
 //! crate: its unit tests pass under plain `python3 -m unittest`, and its ids,
-//! tags, names and request digests are this crate's byte for byte, for
+//! tags (flat tags, presets with their long forms, and what they read back),
+//! names and request digests are this crate's byte for byte, for
 //! inputs that reach every branch (escapes, hashes, cuts, long ids, floats
 //! in each of serde_json's forms, Unicode and control characters). A fleet
 //! may mix plugins in both languages: a node one made, the other finds.
@@ -68,7 +69,7 @@ def request(r):
     b = r["boot"]
     boot = BootData(b["image"], None if b["user_data"] is None else bytes(b["user_data"]), b["ssh_keys"])
     return ProvisionRequest(r["request_id"], NodeShape(**r["shape"]), boot)
-print(json.dumps({
+out = ({
     "valid": [tags.is_valid_id(s) for s in i["texts"]],
     "label_value": [tags.label_value(s) for s in i["texts"]],
     "codec": [opt(tags.LABEL_VALUE.encode, s) for s in i["texts"]],
@@ -82,7 +83,12 @@ print(json.dumps({
     "digest": [tags.request_digest(request(r)) for r in i["requests"]],
     "labels": [tags.node_labels("o-1", r["request_id"], tags.request_labels(request(r)))
                for r in i["requests"]],
-}, ensure_ascii=False))
+})
+for name in ("DIGITALOCEAN", "LINODE", "VULTR"):
+    preset = getattr(tags.Preset, name)
+    out["preset_" + name] = [opt(preset.encode, k, v) for k, v in i["pairs"]]
+    out["preset_decode_" + name] = [preset.decode_all(t) for t in i["tag_lists"]]
+print(json.dumps(out, ensure_ascii=False))
 "#;
 
 fn texts() -> Vec<String> {
@@ -202,8 +208,41 @@ fn python_ids_and_tags_are_the_rust_sdks_byte_for_byte() {
         .chain([
             ("k".to_string(), "a".repeat(253)),
             ("k".to_string(), "a".repeat(254)),
+            (tags::REQUEST.to_string(), "r".repeat(63)),
+            (tags::OWNER.to_string(), "o_-".repeat(21)),
+            (
+                tags::REQUEST_DIGEST.to_string(),
+                "0123456789abcdef".to_string(),
+            ),
+            ("a".to_string(), String::new()),
+            ("k".to_string(), "é".repeat(100)),
+            ("x".repeat(60), "v".to_string()),
+            ("x".repeat(40), "w".repeat(300)),
         ])
         .collect();
+    // What the presets wrote, whole, cut short, reordered and among
+    // foreign tags: what a plugin reads back from a cloud.
+    let mut tag_lists: Vec<Vec<String>> = Vec::new();
+    for preset in [
+        tags::Preset::DIGITALOCEAN,
+        tags::Preset::LINODE,
+        tags::Preset::VULTR,
+    ] {
+        for (k, v) in &pairs {
+            let Ok(mut t) = preset.encode(k, v) else {
+                continue;
+            };
+            tag_lists.push(t.clone());
+            if t.len() > 2 {
+                t.pop();
+                tag_lists.push(t.clone());
+                t.reverse();
+                t.insert(1, "production".into());
+                t.push(format!("{k}:9:x"));
+                tag_lists.push(t);
+            }
+        }
+    }
     let hosts: Vec<(String, String, String)> = texts
         .iter()
         .flat_map(|t| {
@@ -225,6 +264,7 @@ fn python_ids_and_tags_are_the_rust_sdks_byte_for_byte() {
     let requests = requests();
     let input = json!({
         "texts": texts, "pairs": pairs, "hosts": hosts, "tokens": tokens, "requests": requests,
+        "tag_lists": tag_lists,
     });
 
     let codec = TagCodec::LABEL_VALUE;
@@ -249,6 +289,21 @@ fn python_ids_and_tags_are_the_rust_sdks_byte_for_byte() {
             .map(|r| tags::node_labels("o-1", &r.request_id, &tags::request_labels(r)))
             .collect::<Vec<_>>(),
     });
+
+    let mut rust = rust;
+    for (name, preset) in [
+        ("DIGITALOCEAN", tags::Preset::DIGITALOCEAN),
+        ("LINODE", tags::Preset::LINODE),
+        ("VULTR", tags::Preset::VULTR),
+    ] {
+        let encoded: Vec<_> = pairs
+            .iter()
+            .map(|(k, v)| preset.encode(k, v).ok())
+            .collect();
+        let decoded: Vec<_> = tag_lists.iter().map(|t| preset.decode_all(t)).collect();
+        rust[format!("preset_{name}")] = json!(encoded);
+        rust[format!("preset_decode_{name}")] = json!(decoded);
+    }
 
     let out = python(&["-c", PARITY], input.to_string().as_bytes());
     assert!(
@@ -280,6 +335,8 @@ fn python_ids_and_tags_are_the_rust_sdks_byte_for_byte() {
 fn describe(input: &Value, what: &str, i: usize) -> Value {
     let list = match what {
         "flat" => "pairs",
+        w if w.starts_with("preset_decode") => "tag_lists",
+        w if w.starts_with("preset_") => "pairs",
         "hostname" | "hostname_with_hash" => "hosts",
         "pair_token" => "tokens",
         "digest" | "labels" => "requests",

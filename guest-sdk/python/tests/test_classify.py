@@ -2,7 +2,7 @@
 
 import unittest
 
-from wasmprov_sdk.classify import Rule, classify, error_message
+from wasmprov_sdk.classify import ErrorAt, Rule, classify, error_message
 from wasmprov_sdk.http import Response
 
 
@@ -36,6 +36,16 @@ class Classify(unittest.TestCase):
         self.assertEqual(len(error_message(b"x" * 400)), 301)
         self.assertEqual(error_message(b'{"error":{"code":"quota_exceeded","message":"m"}}'),
                          "quota_exceeded: m")
+
+
+class Pointers(unittest.TestCase):
+    def test_a_cloud_says_where_its_errors_are(self):
+        linode = ErrorAt(("/errors/0/reason",), ("/errors/0/field",))
+        body = '{"errors":[{"reason":"Linode limit reached for this account"}]}'
+        e = classify(resp(400, body), "POST /v4/linode/instances", (Rule(400, "limit", "quota"),), linode)
+        self.assertEqual(e.kind, "quota")
+        self.assertTrue(e.message.endswith("(HTTP 400): Linode limit reached for this account"))
+        self.assertIn("errors", error_message(body.encode()), "the default reads raw JSON")
 
 
 if __name__ == "__main__":

@@ -37,6 +37,17 @@ class Paging(unittest.TestCase):
                        lambda r: ({"items": [1, 2] if r.query_value("page") == "1" else [3]}, []))
         self.assertEqual(len(asked), 2)
 
+    def test_a_count_of_pages_asks_exactly_that_many(self):
+        for items, want in [(1000, 2), (1001, 3), (0, 1), (499, 1)]:
+            pages_ = max(-(-items // 500), 1)
+            asked, _ = run(pages.Pages("page", "/pages"), Request.get("https://x/l?page_size=500"),
+                           lambda r: ({"data": [], "pages": pages_}, []))
+            self.assertEqual(len(asked), want, items)
+        with self.assertRaises(Transport) as e:
+            run(pages.Pages("page", "/pages"), Request.get("https://x/l"),
+                lambda r: ({"pages": "many"}, []))
+        self.assertIn("not a number", e.exception.message)
+
     def test_next_urls_links_and_tokens(self):
         asked, _ = run(pages.NextUrl("/links/next"), Request.get("https://x/a"),
                        lambda r: ({"links": {"next": "https://x/a?p=2" if r.url.endswith("/a") else None}}, []))

@@ -66,6 +66,23 @@ class Codecs(unittest.TestCase):
             self.assertEqual(tags.DIGITALOCEAN.encode(tags.REQUEST, id), f"{tags.REQUEST}:{id}")
 
 
+class Presets(unittest.TestCase):
+    def test_long_ids_take_the_hashed_long_form_and_read_back(self):
+        linode = tags.Preset.LINODE
+        id = "r" * 63
+        labels = {tags.REQUEST: id, tags.OWNER: "team-a", "a": ""}
+        written = linode.encode_all(labels)
+        self.assertTrue(all(3 <= len(t) <= 50 for t in written), written)
+        self.assertIn(linode.selector(tags.REQUEST, id), written)
+        self.assertEqual(linode.decode_all(written), labels)
+        self.assertEqual(linode.list_selector("team-a", None), f"{tags.OWNER}:team-a")
+        # A piece missing, or a foreign hash tag: not misread.
+        pieces = linode.encode(tags.REQUEST, id)
+        self.assertNotIn(tags.REQUEST, linode.decode_all(pieces[:-1]))
+        self.assertFalse(linode.matches([f"{tags.REQUEST}::0000000000000000"] + pieces[1:],
+                                        tags.REQUEST, id))
+
+
 class Names(unittest.TestCase):
     def test_hostnames_are_valid_and_distinct(self):
         self.assertEqual(tags.hostname("wp", "req-1", b"req-1"), "wp-req-1")

@@ -3,7 +3,7 @@ status and the error body, with a plugin's rules checked first
 (`wasmprov_guest::classify`, the same defaults and message)."""
 
 import json
-from typing import Iterable, NamedTuple, Optional
+from typing import Iterable, NamedTuple, Optional, Tuple
 
 from . import pointer
 from .errors import Error, error
@@ -45,6 +45,17 @@ MESSAGE_POINTERS = ("/message", "/error/message", "/error_description", "/error"
 CODE_POINTERS = ("/error/code", "/code", "/id", "/errors/0/code")
 
 
+class ErrorAt(NamedTuple):
+    """Where a cloud's error answers hold the message and the code (JSON
+    pointers, first string found wins): `ErrorAt.DEFAULT`, or a cloud's own
+    (Linode: `ErrorAt(("/errors/0/reason",), ("/errors/0/field",))`)."""
+    message: Tuple[str, ...]
+    code: Tuple[str, ...]
+
+
+ErrorAt.DEFAULT = ErrorAt(MESSAGE_POINTERS, CODE_POINTERS)
+
+
 def error_message(body: bytes, messages=MESSAGE_POINTERS, codes=CODE_POINTERS) -> str:
     """The message of an error body: the first string at `messages` (with
     the first string at `codes` in front), else the body's text; at most
@@ -69,9 +80,10 @@ def _cut(s: str) -> str:
     return s if len(s) <= 300 else s[:300] + "…"
 
 
-def classify(resp, what: str, rules: Iterable[Rule] = ()) -> Error:
-    """The contract error for error answer `resp` to `what` (`"POST /nodes"`)."""
-    message = error_message(resp.body)
+def classify(resp, what: str, rules: Iterable[Rule] = (), at: ErrorAt = ErrorAt.DEFAULT) -> Error:
+    """The contract error for error answer `resp` to `what` (`"POST /nodes"`),
+    the message read where `at` says."""
+    message = error_message(resp.body, at.message, at.code)
     kind = next((r.kind for r in rules if r.matches(resp.status, message)),
                 default_kind(resp.status))
     text = f"{what} (HTTP {resp.status}): {message}"

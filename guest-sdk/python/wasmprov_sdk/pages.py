@@ -1,5 +1,6 @@
 """Walking the pages of a list call, whichever way the cloud pages: page
-numbers, a next-page URL in the body, a `Link` header, or an opaque token
+numbers (with a next number, a page count, or a short last page), a
+next-page URL in the body, a `Link` header, or an opaque token
 (`wasmprov_guest::pages`). Every walk is bounded (`MAX_PAGES`) and stops
 with an error when the cloud names a page it already gave."""
 
@@ -25,6 +26,13 @@ class Numbers(NamedTuple):
     size: int
     next: Optional[str]
     items: str
+
+
+class Pages(NamedTuple):
+    """`?<page>=N` from 1, the number of pages at pointer `pages` (null or
+    absent: one): exactly that many pages are asked for."""
+    page: str
+    pages: str
 
 
 class NextUrl(NamedTuple):
@@ -61,11 +69,20 @@ def _without_query(url: str) -> str:
     return url.split("?", 1)[0]
 
 
+def _numbered(base: Request, page: str, n: int) -> Request:
+    req = Request(base.method, _without_query(base.url))
+    req.headers, req.body = list(base.headers), base.body
+    for k, v in base.query_pairs():
+        if k != page:
+            req = req.query(k, v)
+    return req.query(page, str(n))
+
+
 def walk(first: Request, paging, send: Callable[[Request], Response],
          each: Callable[[object], None]) -> None:
     """Sends `first` and every following page with `send` (which raises for
     an error answer), handing each page's JSON body to `each`, in order."""
-    request = first.query(paging.page, "1") if isinstance(paging, Numbers) else first
+    request = first.query(paging.page, "1") if isinstance(paging, (Numbers, Pages)) else first
     base, seen = request, set()
     for number in range(1, MAX_PAGES + 1):
         resp = send(request)
@@ -85,12 +102,16 @@ def walk(first: Request, paging, send: Callable[[Request], Response],
                 count = len(items) if isinstance(items, list) else 0
                 following = number + 1 if count >= paging.size else None
             if following is not None:
-                nxt = Request(base.method, _without_query(base.url))
-                nxt.headers, nxt.body = list(base.headers), base.body
-                for k, v in base.query_pairs():
-                    if k != paging.page:
-                        nxt = nxt.query(k, v)
-                nxt = nxt.query(paging.page, str(following))
+                nxt = _numbered(base, paging.page, following)
+        elif isinstance(paging, Pages):
+            total = pointer.get(body, paging.pages)
+            if total is None:
+                total = 1
+            if isinstance(total, bool) or not isinstance(total, int) or total < 0:
+                raise Transport(f"{resp.url}: the number of pages at {paging.pages} is "
+                                f"{total!r}, not a number")
+            if number < total:
+                nxt = _numbered(base, paging.page, number + 1)
         elif isinstance(paging, NextUrl):
             url = pointer.get(body, paging.pointer)
             if isinstance(url, str) and url:

@@ -37,6 +37,8 @@ class RestCloud(Provider):
     ONE_ITEM = "/node"
     #: Error rules checked before the status defaults.
     ERRORS: Sequence[classify.Rule] = ()
+    #: Where error answers hold the message and code.
+    ERROR_AT = classify.ErrorAt.DEFAULT
 
     def transport(self, request: Request) -> Response:
         """Sends a request and reads the whole answer, whatever its status."""
@@ -66,7 +68,7 @@ class RestCloud(Provider):
 
     def error(self, resp: Response, what: str):
         """The contract error for an error answer to `what`."""
-        return classify.classify(resp, what, self.ERRORS)
+        return classify.classify(resp, what, self.ERRORS, self.ERROR_AT)
 
     # --- what this module does with the above ---
 

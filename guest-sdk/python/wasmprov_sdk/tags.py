@@ -179,6 +179,104 @@ class FlatTags:
 #: DigitalOcean's tags: `[A-Za-z0-9:_-]`, at most 255 characters.
 DIGITALOCEAN = FlatTags(TagCodec("DigitalOcean tags ([A-Za-z0-9:_-], at most 255)",
                                  _ALNUM + "_-", "X", 255), ":")
+FlatTags.DIGITALOCEAN = DIGITALOCEAN
+#: Hetzner's label values (`[A-Za-z0-9_.-]`, at most 63): ids fit unchanged.
+HETZNER = LABEL_VALUE
+
+
+class Preset:
+    """A cloud's flat tags with its length limits (`wasmprov_guest::tags::Preset`):
+    a label whose tag `KEY:VALUE` fits is that tag; otherwise a hash tag
+    `KEY::<16 hex>` (the selector to filter by) and piece tags `KEY:1:...`,
+    `KEY:2:...` holding the encoded value, read back only when whole."""
+
+    def __init__(self, flat: FlatTags, min_len: int) -> None:
+        self.flat, self.min_len = flat, min_len
+
+    def _too_long(self, text: str) -> TooLong:
+        return TooLong(f"tag {_debug_str(text[:80])} is {len(text)} characters once encoded; "
+                       f"{self.flat.codec.name} stores at most {self.flat.codec.max_len}")
+
+    def encode(self, key: str, value: str) -> List[str]:
+        """The tags of label `key` = `value`: one plain tag, or the long form."""
+        codec, sep, limit = self.flat.codec, self.flat.separator, self.flat.codec.max_len
+        plain = codec._encode(key, None, "tag") + sep + codec._encode(value, None, "tag")
+        if self.min_len <= len(plain) <= limit:
+            return [plain]
+        ekey, _, rest = plain.partition(sep)
+        digest = hashlib.sha256(key.encode() + b"\0" + value.encode()).hexdigest()[:16]
+        tags = [f"{ekey}{sep}{sep}{digest}"]
+        if len(tags[0]) > limit:
+            raise self._too_long(tags[0])
+        while rest:
+            head = f"{ekey}{sep}{len(tags)}{sep}"
+            room = min(max(limit - len(head), 0), len(rest))
+            if room == 0:
+                raise self._too_long(plain)
+            tags.append(head + rest[:room])
+            rest = rest[room:]
+        return tags
+
+    def encode_all(self, labels: Dict[str, str]) -> List[str]:
+        """Every label as tags, in key order."""
+        return [t for k in sorted(labels) for t in self.encode(k, labels[k])]
+
+    def selector(self, key: str, value: str) -> str:
+        """The one tag that selects nodes labelled `key` = `value`."""
+        return self.encode(key, value)[0]
+
+    def list_selector(self, owner_id: str, request_id: Optional[str]) -> str:
+        """The request's selector when given (the narrower), else the owner's."""
+        return (self.selector(REQUEST, request_id) if request_id is not None
+                else self.selector(OWNER, owner_id))
+
+    def decode_all(self, tags: Iterable[str]) -> Dict[str, str]:
+        """The labels of `tags`: plain tags, and long forms whose pieces are
+        all there and hash to their hash tag; other tags are left out."""
+        tags = list(tags)
+        sep = self.flat.separator
+        labels = self.flat.decode_all(tags)
+        hashes: Dict[str, str] = {}
+        pieces: Dict[str, Dict[int, str]] = {}
+        for tag in tags:
+            key, found, rest = tag.partition(sep)
+            if not found:
+                continue
+            if rest.startswith(sep):
+                hashes[key] = rest[1:]
+                continue
+            digits, found, piece = rest.partition(sep)
+            if found and digits.isascii() and digits.isdigit() and str(int(digits)) == digits:
+                pieces.setdefault(key, {})[int(digits)] = piece
+        for ekey in sorted(hashes):
+            parts = pieces.pop(ekey, {})
+            run = 0
+            while run + 1 in parts and run < len(parts):
+                run += 1
+            key, value = (self.flat.codec.decode(ekey),
+                          self.flat.codec.decode("".join(parts[n] for n in range(1, run + 1))))
+            if key is None or value is None:
+                continue
+            try:
+                expected = self.encode(key, value)
+            except TooLong:
+                continue
+            given = [f"{ekey}{sep}{sep}{hashes[ekey]}"] + [
+                f"{ekey}{sep}{n}{sep}{parts[n]}" for n in range(1, run + 1)]
+            if given == expected:
+                labels[key] = value
+        return labels
+
+    def matches(self, tags: Iterable[str], key: str, value: str) -> bool:
+        """Whether `tags` carry label `key` = `value`."""
+        return self.decode_all(tags).get(key) == value
+
+
+_FLAT = _ALNUM + "_-"
+Preset.DIGITALOCEAN = Preset(DIGITALOCEAN, 1)
+Preset.LINODE = Preset(FlatTags(TagCodec("Linode tags (3 to 50 characters)", _FLAT, "X", 50), ":"), 3)
+Preset.VULTR = Preset(FlatTags(TagCodec("Vultr tags (at most 255 characters)", _FLAT, "X", 255),
+                               ":"), 1)
 
 
 def _fnv1a(data: bytes) -> int:

@@ -308,6 +308,11 @@ pub(crate) enum Command {
         /// app.js (ComponentizeJS) with the WIT, a manifest and a test.
         #[arg(long, value_enum, default_value_t = scaffold::Lang::Rust)]
         lang: scaffold::Lang,
+        /// What a Rust plugin starts as: `refcloud`, the reference cloud's plugin and
+        /// fake; `rest`, a REST cloud's plugin on the SDK's REST layer (tag presets,
+        /// page counts, error pointers, a const type table) and its fake, to fill in.
+        #[arg(long, value_enum, default_value_t = scaffold::RustTemplate::Refcloud)]
+        template: scaffold::RustTemplate,
     },
     /// Serve the plugins over gRPC (wasmprov.v1.Provisioner, bearer-token auth) and
     /// their metrics over HTTP (GET /metrics), hot-reloading the plugin directory.

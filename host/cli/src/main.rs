@@ -161,6 +161,7 @@ async fn run(cli: Cli) -> Result<()> {
             sdk,
             crates_io,
             lang,
+            template,
         } => {
             let built_from = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .ancestors()
@@ -178,6 +179,7 @@ async fn run(cli: Cli) -> Result<()> {
                 dest: dest.clone(),
                 checkout: checkout.clone(),
                 lang: *lang,
+                template: *template,
             })?;
             if json {
                 println!("{}", serde_json::json!({ "dir": dest, "files": written }));

@@ -36,6 +36,21 @@ pub struct ScaffoldOptions {
     pub checkout: Option<PathBuf>,
     /// The language of the plugin.
     pub lang: Lang,
+    /// What a Rust plugin starts as.
+    pub template: RustTemplate,
+}
+
+/// What a new Rust plugin starts as.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum RustTemplate {
+    /// A plugin and fake of the reference cloud, a small generic node API
+    /// (the default).
+    #[default]
+    Refcloud,
+    /// A plugin for a REST cloud on the SDK's REST layer (tag presets,
+    /// page counts, error pointers, a `const` type table; under 80 lines)
+    /// and its fake, to fill in.
+    Rest,
 }
 
 /// The language a new plugin is written in.
@@ -396,6 +411,31 @@ const TEMPLATES: &[Template] = &[
     },
 ];
 
+/// The files of `--template rest` that differ from the reference cloud's:
+/// (path, template).
+const REST: &[(&str, &str)] = &[
+    (
+        "src/lib.rs",
+        include_str!("../templates/new-rest/lib.rs.tmpl"),
+    ),
+    (
+        "fake/main.rs",
+        include_str!("../templates/new-rest/fake.rs.tmpl"),
+    ),
+    (
+        "{{name}}.toml",
+        include_str!("../templates/new-rest/manifest.toml.tmpl"),
+    ),
+    (
+        "capabilities.toml",
+        include_str!("../templates/new-rest/capabilities.toml.tmpl"),
+    ),
+    (
+        "README.md",
+        include_str!("../templates/new-rest/README.md.tmpl"),
+    ),
+];
+
 /// Writes the new plugin crate described by `opts` and returns the paths of
 /// the files written, in the order written.
 ///
@@ -438,6 +478,13 @@ pub fn scaffold(opts: &ScaffoldOptions) -> anyhow::Result<Vec<PathBuf>> {
     };
 
     let vars = [
+        (
+            "{{fake_deps}}",
+            match opts.template {
+                RustTemplate::Refcloud => String::new(),
+                RustTemplate::Rest => "base64 = \"0.22\"\n".to_string(),
+            },
+        ),
         ("{{name}}", opts.name.clone()),
         ("{{crate_name}}", opts.name.replace('-', "_")),
         ("{{type_name}}", type_name(&opts.name)),
@@ -454,6 +501,13 @@ pub fn scaffold(opts: &ScaffoldOptions) -> anyhow::Result<Vec<PathBuf>> {
         .with_context(|| format!("creating {}", opts.dest.display()))?;
     let mut written = Vec::with_capacity(TEMPLATES.len());
     for template in TEMPLATES {
+        let text = match opts.template {
+            RustTemplate::Refcloud => template.text,
+            RustTemplate::Rest => REST
+                .iter()
+                .find(|(path, _)| *path == template.path)
+                .map_or(template.text, |(_, text)| text),
+        };
         let path = opts.dest.join(render(template.path));
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)
@@ -463,7 +517,7 @@ pub fn scaffold(opts: &ScaffoldOptions) -> anyhow::Result<Vec<PathBuf>> {
         let text = if template.path == "Cargo.lock" {
             LOCK.to_string()
         } else {
-            render(template.text)
+            render(text)
         };
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
         written.push(path);
@@ -590,11 +644,46 @@ mod tests {
             dest: dir.join(name),
             checkout: Some(checkout),
             lang: Lang::Rust,
+            template: RustTemplate::Refcloud,
         }
     }
 
     fn read(path: &Path) -> String {
         std::fs::read_to_string(path).unwrap()
+    }
+
+    #[test]
+    fn the_rest_template_writes_a_rest_plugin_and_its_fake() {
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = ScaffoldOptions {
+            template: RustTemplate::Rest,
+            ..options(tmp.path(), "acme-cloud")
+        };
+        let written = scaffold(&opts).unwrap();
+        assert_eq!(written.len(), TEMPLATES.len());
+        for path in written.iter().filter(|p| !p.ends_with("Cargo.lock")) {
+            assert!(
+                !read(path).contains("{{"),
+                "{} has a placeholder left",
+                path.display()
+            );
+        }
+        let lib = read(&opts.dest.join("src/lib.rs"));
+        assert!(
+            lib.contains("impl RestCloud for AcmeCloudProvider"),
+            "{lib}"
+        );
+        assert!(lib.contains("tags::Preset::LINODE") && lib.contains("Paging::pages("));
+        let fake = read(&opts.dest.join("fake/main.rs"));
+        assert!(fake.contains("use acme_cloud::{INSTANCE, TYPES};"));
+        let cargo: toml::Table = toml::from_str(&read(&opts.dest.join("Cargo.toml"))).unwrap();
+        let native = &cargo["target"]["cfg(not(target_family = \"wasm\"))"]["dependencies"];
+        assert_eq!(native["base64"].as_str(), Some("0.22"));
+        assert!(read(&opts.dest.join("acme-cloud.toml")).contains("CLOUD_TOKEN"));
+        // The reference cloud's crate has no base64.
+        let plain = options(&tmp.path().join("plain"), "acme-cloud");
+        scaffold(&plain).unwrap();
+        assert!(!read(&plain.dest.join("Cargo.toml")).contains("base64"));
     }
 
     #[test]
@@ -867,6 +956,7 @@ mod tests {
                 dest: dest.clone(),
                 checkout: None,
                 lang,
+                template: RustTemplate::Refcloud,
             })
             .unwrap();
             assert!(written.iter().any(|p| p.ends_with("wit/provisioner.wit")));
@@ -900,6 +990,7 @@ mod tests {
             dest: dir.path().join("acme"),
             checkout: None,
             lang: Lang::Js,
+            template: RustTemplate::Refcloud,
         })
         .unwrap();
         let package = std::fs::read_to_string(dir.path().join("acme/package.json")).unwrap();

@@ -769,6 +769,73 @@ fn a_scaffolded_plugin_builds_and_passes_its_test_unchanged() {
     assert!(stdout.contains("no `wasmprov` binary"), "{stdout}");
 }
 
+/// `wasmprov new NAME --template rest` makes a REST cloud's plugin (on the
+/// SDK's REST layer, in at most 80 counted lines) and its fake, which build
+/// and pass their conformance test unchanged, plainly and under faults,
+/// without compiling the host.
+#[test]
+fn a_scaffolded_rest_plugin_builds_and_passes_its_test_unchanged() {
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf();
+    let dir = tempfile::tempdir().unwrap();
+    let crate_dir = dir.path().join("rest-cloud");
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmprov"))
+        .args(["new", "rest-cloud", "--template", "rest", "--path"])
+        .arg(&crate_dir)
+        .arg("--sdk")
+        .arg(&workspace)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Counted as docs/BENCHMARKS.md section 7 counts: no blank or comment
+    // lines, the type table's rows apart.
+    let lib = std::fs::read_to_string(crate_dir.join("src/lib.rs")).unwrap();
+    let (mut counted, mut in_table) = (0, false);
+    for line in lib.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with("//") {
+            continue;
+        }
+        if in_table && line != "];" {
+            continue;
+        }
+        in_table = line.ends_with(": &[Entry] = &[");
+        counted += 1;
+    }
+    assert!(
+        counted <= 80,
+        "the REST template is {counted} counted lines"
+    );
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace.join("target"), std::path::PathBuf::from);
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .arg("test")
+        .current_dir(&crate_dir)
+        .env("CARGO_TARGET_DIR", &target)
+        .env("WASMPROV", env!("CARGO_BIN_EXE_wasmprov"))
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "cargo test of the REST crate failed\nstdout: {stdout}\nstderr: {stderr}"
+    );
+    for test in ["passes_the_conformance_suite", "passes_under_faults"] {
+        assert!(stdout.contains(&format!("{test} ... ok")), "{stdout}");
+    }
+    assert!(!stderr.contains("Compiling wasmtime"), "{stderr}");
+}
+
 /// Hardening: text a plugin answers reaches the terminal escaped. The
 /// probe guest (built by this test) answers a node whose provider id,
 /// instance type and zone are its configured text — a screen clear, an

@@ -20,6 +20,10 @@ const DROPLET: Fields = Fields {
 const SOLD: Listing =
     Listing::new("/sizes", "/slug", "/price_hourly", "/regions").available("/available");
 
+/// A droplet as the API returns it: now its JSON, read with `rest::handle_of`.
+#[deprecated(note = "droplets are serde_json::Value, read with rest::handle_of(d, &DROPLET)")]
+pub type Droplet = Value;
+
 /// The plugin: configuration read once per instance.
 #[derive(Clone, Debug)]
 pub struct DigitalOcean(Settings);

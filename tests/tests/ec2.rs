@@ -44,7 +44,7 @@ fn moto_available() -> bool {
 
 macro_rules! require_moto {
     () => {
-        if !moto_available() {
+        if !crate::moto_available() {
             eprintln!("skipping: moto is not installed (pip install 'moto[server]')");
             return;
         }
@@ -275,8 +275,9 @@ struct Account {
     image_id: String,
 }
 
-/// EC2, and the IAM and SSM the launch-settings test sets up and reads.
-const EC2_ALL: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["ec2:*","iam:*","ssm:*"],"Resource":"*"}]}"#;
+/// EC2, the IAM and SSM the launch-settings test sets up and reads, and
+/// the ELBv2 target groups of the networking tests.
+const EC2_ALL: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["ec2:*","iam:*","ssm:*","elasticloadbalancing:*"],"Resource":"*"}]}"#;
 const TRUST_ANYONE: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"*"},"Action":"sts:AssumeRole"}]}"#;
 
 /// Exactly [`BOOTSTRAP_CALLS`] unsigned calls, then a check that moto now
@@ -373,7 +374,7 @@ fn add_plugin(dir: &PluginDir, name: &str, moto: &Moto, image_id: &str, extra: &
         name,
         guests::AWS_EC2,
         &format!(
-            "[config]\nregion = \"{REGION}\"\nendpoint = \"{url}\"\nimage_id = \"{image_id}\"\n{extra}\n\
+            "[config]\nregion = \"{REGION}\"\nendpoint = \"{url}\"\nelb_endpoint = \"{url}\"\nimage_id = \"{image_id}\"\n{extra}\n\
              [secrets]\naccess_key_id = {{ env = \"{upper}_KEY\" }}\n\
              secret_access_key = {{ env = \"{upper}_SECRET\" }}\n\
              session_token = {{ env = \"{upper}_TOKEN\" }}\n\
@@ -942,6 +943,7 @@ fn boto3(moto: &Moto, creds: &Creds, region: &str, script: &str) -> serde_json::
          ec2 = session.client('ec2', endpoint_url='{url}')\n\
          iam = session.client('iam', endpoint_url='{url}')\n\
          ssm = session.client('ssm', endpoint_url='{url}')\n\
+         elbv2 = session.client('elbv2', endpoint_url='{url}')\n\
          def out(v):\n    print(json.dumps(v, default=str))\n",
         url = moto.url()
     );
@@ -1844,3 +1846,12 @@ async fn ec2_offerings_figures() {
     assert!(rows[1].2 >= 2.0, "a cold read asks EC2: {rows:?}");
     assert_eq!(rows[2].2, 0.0, "a cached catalogue asks nothing: {rows:?}");
 }
+
+// Contract 0.3 on EC2, and the seed systems ported onto it; each module
+// uses this file's moto helpers.
+#[path = "ec2/networking.rs"]
+mod networking;
+#[path = "ec2/seed_002.rs"]
+mod seed_002;
+#[path = "ec2/seed_004.rs"]
+mod seed_004;

@@ -1367,7 +1367,7 @@ impl<'a, T: Transport> Client<'a, T> {
         labels: &wasmprov_guest::Labels,
     ) -> Result<NodeHandle> {
         let instance = self.owned_instance(owner_id, provider_id)?;
-        let change = tagging::relabel(&instance, labels, &self.settings.launch.tags)?;
+        let change = tagging::relabel(&instance, labels)?;
         if change.is_empty() {
             return Ok(instance.to_handle());
         }

@@ -30,10 +30,11 @@ pub mod settings;
 pub mod sign;
 pub mod tagging;
 
+use wasmprov_api::{AddressRequest, StableAddress, SubnetCapacity, Target};
 use wasmprov_guest::http::{Request, Response};
 use wasmprov_guest::{
-    BootSupport, CapacityType, NodeHandle, NodeShape, Offering, PriceHint, Provider,
-    ProvisionRequest, Result, config, log,
+    BootSupport, CapacityType, Labels, Networking, NodeHandle, NodeShape, Offering, PriceHint,
+    Provider, ProvisionRequest, Result, config, log,
 };
 
 use crate::client::{ApiRequest, Client, JsonApi, JsonCall, QueryApi, Transport};
@@ -101,6 +102,10 @@ impl Provider for Ec2 {
         ssh_keys: true,
     };
 
+    /// A request's subnet becomes `SubnetId` (checked first with
+    /// `DescribeSubnets`).
+    const SUBNET: bool = true;
+
     /// On-demand and spot.
     fn capacity_types() -> Vec<CapacityType> {
         vec![CapacityType::OnDemand, CapacityType::Spot]
@@ -133,6 +138,45 @@ impl Provider for Ec2 {
 
     fn offerings(&self) -> Result<Vec<Offering>> {
         self.client()?.offerings()
+    }
+
+    fn set_labels(&self, owner_id: &str, provider_id: &str, labels: &Labels) -> Result<NodeHandle> {
+        self.client()?.set_labels(owner_id, provider_id, labels)
+    }
+}
+
+/// Stable addresses (secondary private IPs, Elastic IPs), ELBv2 target
+/// groups and subnet capacity: see [`network`].
+impl Networking for Ec2 {
+    fn assign_address(
+        &self,
+        owner_id: &str,
+        provider_id: &str,
+        request: &AddressRequest,
+    ) -> Result<StableAddress> {
+        self.client()?
+            .assign_address(owner_id, provider_id, request)
+    }
+
+    fn release_address(&self, owner_id: &str, provider_id: &str, address: &str) -> Result<()> {
+        self.client()?
+            .release_address(owner_id, provider_id, address)
+    }
+
+    fn register_target(&self, owner_id: &str, target: &Target) -> Result<()> {
+        self.client()?.register_target(owner_id, target)
+    }
+
+    fn deregister_target(&self, owner_id: &str, target: &Target) -> Result<()> {
+        self.client()?.deregister_target(owner_id, target)
+    }
+
+    fn list_targets(&self, _owner_id: &str, group: &str) -> Result<Vec<Target>> {
+        self.client()?.list_targets(group)
+    }
+
+    fn subnet_capacity(&self, subnet: &str) -> Result<SubnetCapacity> {
+        self.client()?.subnet_capacity(subnet)
     }
 }
 
@@ -231,7 +275,7 @@ impl Transport for Wasi {
     }
 }
 
-wasmprov_guest::export_provider!(Ec2, capabilities = "capabilities.toml");
+wasmprov_guest::export_provider!(Ec2, networking, capabilities = "capabilities.toml");
 
 #[cfg(test)]
 mod tests {

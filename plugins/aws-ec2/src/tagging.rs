@@ -106,21 +106,17 @@ impl Relabel {
     }
 }
 
-/// The tag changes that make `instance`'s tags its kept ones ([`is_kept`])
-/// plus `labels`: a label that names a reserved tag is left out (the host
-/// refuses such labels before the plugin sees them), one named `aws:…`
-/// refused; `Name` becomes
-/// `wasmprov-<request id>` when `labels` has none, as at launch; the
-/// operator's `tags` (config) stay unless a label names them.
+/// The tag changes that make `instance`'s tags exactly its kept ones
+/// ([`is_kept`]) plus `labels`, as the contract's `set-labels` says: every
+/// other tag goes, `Name` and the operator's `tags` (config) included
+/// unless `labels` names them. A label that names a reserved tag is left
+/// out (the host refuses such labels before the plugin sees them); one
+/// named `aws:…` is refused.
 ///
 /// # Errors
 /// [`Error::Unsupported`] for a label EC2 would refuse, or more than 50
 /// tags in all, before anything is changed.
-pub fn relabel(
-    instance: &Instance,
-    labels: &Labels,
-    operator: &std::collections::BTreeMap<String, String>,
-) -> Result<Relabel> {
+pub fn relabel(instance: &Instance, labels: &Labels) -> Result<Relabel> {
     let mut want: Vec<(String, String)> = Vec::new();
     for (k, v) in labels {
         if wasmprov_api::provenance::is_reserved_label(k) {
@@ -128,16 +124,6 @@ pub fn relabel(
         }
         check_label(k, v)?;
         want.push((k.clone(), v.clone()));
-    }
-    if !labels.contains_key("Name")
-        && let Some(request) = instance.tag(REQUEST)
-    {
-        want.push(("Name".into(), format!("{NAME_PREFIX}{request}")));
-    }
-    for (k, v) in operator {
-        if !is_kept(k) && !want.iter().any(|(w, _)| w == k) {
-            want.push((k.clone(), v.clone()));
-        }
     }
     let kept = instance.tags.iter().filter(|(k, _)| is_kept(k)).count();
     if kept + want.len() > MAX_TAGS {
@@ -271,70 +257,45 @@ mod tests {
         let labels = Labels::from([
             ("pool".to_string(), "green".to_string()),
             ("fresh".to_string(), String::new()),
+            ("team".to_string(), "platform".to_string()),
             (OWNER.to_string(), "forged".to_string()),
             ("wasmprov-group".to_string(), "forged".to_string()),
         ]);
-        let operator = std::collections::BTreeMap::from([
-            ("team".to_string(), "platform".to_string()),
-            ("cost".to_string(), "c1".to_string()),
-        ]);
-        let change = relabel(&node, &labels, &operator).unwrap();
-        assert_eq!(change.delete, ["stale"]);
+        let change = relabel(&node, &labels).unwrap();
+        assert_eq!(change.delete, ["Name", "stale"]);
         assert_eq!(
             change.create,
             [
                 ("fresh".to_string(), String::new()),
                 ("pool".into(), "green".into()),
-                ("cost".into(), "c1".into()),
             ]
         );
-        for (k, _) in change.create.iter().chain(node.tags.iter().take(6)) {
-            assert!(!change.delete.contains(k), "{k}");
-        }
         // Asked again of the node as it now is: nothing to do.
         let mut now = node.clone();
-        now.tags.retain(|(k, _)| k != "stale");
+        now.tags.retain(|(k, _)| k != "stale" && k != "Name");
         now.tags.push(("fresh".into(), String::new()));
-        now.tags.push(("cost".into(), "c1".into()));
         now.tags
             .iter_mut()
             .filter(|(k, _)| k == "pool")
             .for_each(|(_, v)| *v = "green".into());
-        assert!(relabel(&now, &labels, &operator).unwrap().is_empty());
-
-        // A Name label wins; without a request tag there is no default Name.
-        let named = Labels::from([("Name".to_string(), "db-1".to_string())]);
-        let change = relabel(&node, &named, &Default::default()).unwrap();
-        assert_eq!(change.create, [("Name".to_string(), "db-1".to_string())]);
-        let change = relabel(
-            &tagged(&[(OWNER, "o"), ("Name", "x")]),
-            &Labels::new(),
-            &Default::default(),
-        )
-        .unwrap();
-        assert_eq!(change.delete, ["Name"]);
+        assert!(relabel(&now, &labels).unwrap().is_empty());
+        // No labels: every tag but the kept ones goes.
+        let bare = relabel(&node, &Labels::new()).unwrap();
+        assert_eq!(bare.delete, ["Name", "pool", "stale", "team"]);
+        assert!(bare.create.is_empty());
     }
 
     #[test]
     fn relabel_refuses_what_ec2_would_refuse_before_changing_anything() {
         let node = tagged(&[(OWNER, "o"), (REQUEST, "r")]);
         let bad = Labels::from([("aws:x".to_string(), "1".to_string())]);
+        assert!(matches!(relabel(&node, &bad), Err(Error::Unsupported(_))));
+        // 2 kept + 48 labels = 50: allowed; one more is not.
+        let fits: Labels = (0..48).map(|i| (format!("k{i}"), String::new())).collect();
+        assert_eq!(relabel(&node, &fits).unwrap().create.len(), 48);
+        let over: Labels = (0..49).map(|i| (format!("k{i}"), String::new())).collect();
         assert!(matches!(
-            relabel(&node, &bad, &Default::default()),
-            Err(Error::Unsupported(_))
-        ));
-        // 2 kept + Name + 47 labels = 50: allowed; one more is not.
-        let fits: Labels = (0..47).map(|i| (format!("k{i}"), String::new())).collect();
-        assert_eq!(
-            relabel(&node, &fits, &Default::default())
-                .unwrap()
-                .create
-                .len(),
-            48
-        );
-        let over: Labels = (0..48).map(|i| (format!("k{i}"), String::new())).collect();
-        assert!(matches!(
-            relabel(&node, &over, &Default::default()),
+            relabel(&node, &over),
             Err(Error::Unsupported(m)) if m.contains("50")
         ));
         assert!(is_kept("AWS:cloudformation:stack-id") && is_kept(OWNER) && !is_kept("Name"));

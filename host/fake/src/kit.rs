@@ -33,7 +33,7 @@
 //! # }
 //! ```
 //!
-//! [`Fake::run_until_stopped`] is the `main` of a fake started by the
+//! [`Running::run_until_stopped`] is the `main` of a fake started by the
 //! suite's `--fake-command`: it prints the fake's URL as the first line of
 //! standard output and serves until it is killed or standard input closes.
 

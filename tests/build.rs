@@ -38,6 +38,11 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ),
     ("LINODE", "wasmprov-plugin-linode", "plugins/linode"),
     (
+        "NETCLOUD",
+        "wasmprov-test-netcloud",
+        "tests/guests/netcloud",
+    ),
+    (
         "BUGGY_REFCLOUD",
         "wasmprov-test-buggy-refcloud",
         "tests/guests/buggy-refcloud",
@@ -86,7 +91,7 @@ const HOSTILE: &[&str] = &[
 
 /// Guests that also export `networking` (`export_provider!(P, networking)`),
 /// checked against the `networked-provider` world.
-const NETWORKED: &[&str] = &[];
+const NETWORKED: &[&str] = &["wasmprov-test-netcloud"];
 
 /// Support crates under `guests/`: libraries the guests link, not components.
 const SUPPORT: &[&str] = &["tests/guests/hostile-kit"];

@@ -106,6 +106,23 @@ pub trait RestCloud {
     /// decoded from however the cloud stores them.
     fn handle(&self, node: &Self::Node) -> NodeHandle;
 
+    /// The request that replaces every label of node `id` with `labels`
+    /// (the caller's, plus the reserved ones the node keeps: owner, request
+    /// id, digest), encoded as the cloud stores them; its answer holds the
+    /// node at [`RestCloud::ONE_ITEM`], or is empty (then the node is read
+    /// again). [`set_labels`] calls it after checking the owner. The
+    /// default is `unsupported`: a cloud that cannot relabel a live node.
+    ///
+    /// # Errors
+    /// Any contract error.
+    fn relabel(&self, id: &str, labels: &Labels) -> Result<Request> {
+        let _ = (id, labels);
+        Err(Error::Unsupported(format!(
+            "{} cannot change the labels of a live node",
+            Self::CLOUD
+        )))
+    }
+
     /// The contract error for an error answer to `what`: [`RestCloud::ERRORS`]
     /// and the status defaults, the message read at [`RestCloud::ERROR_AT`]
     /// ([`classify::classify_at`]). Override it for a cloud whose errors say
@@ -605,6 +622,54 @@ pub fn describe<C: RestCloud + ?Sized>(
     owner_id: &str,
 ) -> Result<Vec<NodeHandle>> {
     find(cloud, transport, owner_id, None)
+}
+
+/// Replaces the labels of node `provider_id`, if `owner_id` owns it, with
+/// `labels`, keeping its reserved labels (owner, request id, digest,
+/// journal, group: [`wasmprov_api::provenance::is_reserved_label`]), through
+/// [`RestCloud::relabel`]; answers the node as it is now.
+///
+/// # Errors
+/// `not_found` when it is gone, never was, or is another owner's; the
+/// cloud's classified errors otherwise.
+pub fn set_labels<C: RestCloud + ?Sized>(
+    cloud: &C,
+    transport: &impl Transport,
+    owner_id: &str,
+    provider_id: &str,
+    labels: &Labels,
+) -> Result<NodeHandle> {
+    let Some(node) = get(cloud, transport, owner_id, provider_id)? else {
+        return Err(Error::NotFound(format!(
+            "{} node {provider_id:?} does not exist or is not owned by this host",
+            C::CLOUD
+        )));
+    };
+    let mut all = labels.clone();
+    all.extend(
+        node.labels
+            .into_iter()
+            .filter(|(k, _)| wasmprov_api::provenance::is_reserved_label(k)),
+    );
+    let resp = send(cloud, transport, cloud.relabel(provider_id, &all)?)?;
+    let answered = if C::ONE_ITEM.is_empty() {
+        resp.json::<serde_json::Value>()
+            .ok()
+            .filter(|v| !v.is_null())
+    } else {
+        resp.json::<serde_json::Value>()
+            .ok()
+            .and_then(|v| v.pointer(C::ONE_ITEM).cloned())
+    };
+    match answered.and_then(|v| serde_json::from_value::<C::Node>(v).ok()) {
+        Some(n) => Ok(cloud.handle(&n)),
+        None => get(cloud, transport, owner_id, provider_id)?.ok_or_else(|| {
+            Error::NotFound(format!(
+                "{} node {provider_id:?} went away while its labels were set",
+                C::CLOUD
+            ))
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -485,6 +485,140 @@ pub(crate) fn cut(s: &str) -> String {
 mod tests {
     use super::*;
 
+    fn faulted<T: std::fmt::Debug>(r: Result<T, ProvisionerError>, word: &str) {
+        match r {
+            Err(ProvisionerError::Plugin {
+                fault: PluginFault::Contract,
+                message,
+                ..
+            }) => assert!(message.contains(word), "{word:?} not in {message}"),
+            other => panic!("expected a contract fault naming {word}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_relabelled_node_is_the_one_asked_owned_and_labelled_as_asked() {
+        let asked: Labels = [("role".to_string(), "db".to_string())].into();
+        let node = |id: &str, owner: &str, extra: &[(&str, &str)]| {
+            let mut labels: Labels = [
+                ("wasmprov-owner".to_string(), owner.to_string()),
+                ("wasmprov-request".to_string(), "r1".to_string()),
+            ]
+            .into();
+            labels.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            NodeHandle {
+                provider_id: id.into(),
+                labels,
+                ..NodeHandle::default()
+            }
+        };
+        let ok = relabelled("p", "me", "n1", &asked, node("n1", "me", &[("role", "db")]));
+        assert!(ok.is_ok(), "{ok:?}");
+        faulted(
+            relabelled("p", "me", "n1", &asked, node("n2", "me", &[("role", "db")])),
+            "provider_id",
+        );
+        faulted(
+            relabelled(
+                "p",
+                "me",
+                "n1",
+                &asked,
+                node("n1", "you", &[("role", "db")]),
+            ),
+            "owner",
+        );
+        faulted(
+            relabelled(
+                "p",
+                "me",
+                "n1",
+                &asked,
+                node("n1", "me", &[("role", "web")]),
+            ),
+            "role",
+        );
+        faulted(
+            relabelled(
+                "p",
+                "me",
+                "n1",
+                &asked,
+                node("n1", "me", &[("role", "db"), ("Name", "x")]),
+            ),
+            "Name",
+        );
+        faulted(
+            relabelled("p", "me", "n1", &asked, node("n1", "me", &[])),
+            "role",
+        );
+    }
+
+    #[test]
+    fn networking_answers_say_what_was_asked() {
+        let private = AddressRequest {
+            kind: wasmprov_api::AddressKind::Private,
+            address: None,
+        };
+        let addr = |a: &str, kind, on: Option<&str>| StableAddress {
+            address: a.into(),
+            kind,
+            resource_id: None,
+            provider_id: on.map(str::to_string),
+        };
+        use wasmprov_api::AddressKind::{Private, Public};
+        assert!(stable_address("p", "n1", &private, addr("10.0.0.5", Private, Some("n1"))).is_ok());
+        assert!(stable_address("p", "n1", &private, addr("fd00::5", Private, None)).is_ok());
+        faulted(
+            stable_address("p", "n1", &private, addr("ten.0.0.5", Private, None)),
+            "IP",
+        );
+        faulted(
+            stable_address("p", "n1", &private, addr("10.0.0.5", Public, None)),
+            "kind",
+        );
+        faulted(
+            stable_address("p", "n1", &private, addr("10.0.0.5", Private, Some("n2"))),
+            "provider_id",
+        );
+        let by_ip = AddressRequest {
+            kind: Private,
+            address: Some("10.0.0.7".into()),
+        };
+        faulted(
+            stable_address("p", "n1", &by_ip, addr("10.0.0.5", Private, None)),
+            "10.0.0.7",
+        );
+        let by_id = AddressRequest {
+            kind: Private,
+            address: Some("eipalloc-1".into()),
+        };
+        assert!(stable_address("p", "n1", &by_id, addr("10.0.0.5", Private, None)).is_ok());
+
+        let t = |g: &str| Target {
+            group: g.into(),
+            provider_id: "n1".into(),
+            port: None,
+            health: None,
+        };
+        assert!(targets("p", "tg", vec![t("tg")]).is_ok());
+        faulted(targets("p", "tg", vec![t("tg"), t("other")]), "other");
+
+        let cap = |s: &str, avail, total| SubnetCapacity {
+            subnet: s.into(),
+            available_addresses: avail,
+            total_addresses: total,
+            zone: None,
+        };
+        assert!(subnet_capacity("p", "s1", cap("s1", 3, Some(3))).is_ok());
+        assert!(subnet_capacity("p", "s1", cap("s1", 3, None)).is_ok());
+        faulted(subnet_capacity("p", "s1", cap("s2", 3, None)), "subnet");
+        faulted(
+            subnet_capacity("p", "s1", cap("s1", 4, Some(3))),
+            "available",
+        );
+    }
+
     fn est(usd: f64) -> PriceHint {
         PriceHint {
             hourly_usd: usd,

@@ -36,7 +36,11 @@ const MAX_LABEL_LEN: usize = 63;
 /// Longest `Idempotency-Key`.
 const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 /// Fields a create body may have.
-const CREATE_FIELDS: [&str; 4] = ["type", "zone", "capacity_type", "labels"];
+const CREATE_FIELDS: [&str; 5] = ["type", "zone", "capacity_type", "labels", "subnet"];
+/// The subnets: (id, zone, addresses for nodes).
+pub const SUBNETS: [(&str, &str, u64); 2] = [("subnet-a", "zone-a", 8), ("subnet-b", "zone-b", 8)];
+/// The target group every fake has.
+pub const TARGET_GROUP: &str = "tg-web";
 
 /// The router: a single fallback handler for every method and path.
 pub(crate) fn router(state: Arc<Mutex<FakeState>>) -> Router {
@@ -115,6 +119,13 @@ fn not_found(id: &str) -> ErrorResponse {
     render_error(ErrorCode::NotFound, &format!("node {id} not found"))
 }
 
+fn group_not_found(group: &str) -> ErrorResponse {
+    render_error(
+        ErrorCode::NotFound,
+        &format!("target group {group} not found"),
+    )
+}
+
 fn unauthorized() -> ErrorResponse {
     render_error(
         ErrorCode::Unauthorized,
@@ -130,6 +141,7 @@ struct CreateSpec {
     zone: &'static str,
     capacity_type: &'static str,
     labels: BTreeMap<String, String>,
+    subnet: Option<&'static str>,
 }
 
 /// One live node.
@@ -168,6 +180,7 @@ impl Node {
             "address": self.address.to_string(),
             "labels": self.spec.labels,
             "created": self.created,
+            "subnet": self.spec.subnet,
         })
     }
 
@@ -261,6 +274,13 @@ enum Route<'a> {
     Create,
     Get(&'a str),
     Delete(&'a str),
+    SetLabels(&'a str),
+    Assign(&'a str),
+    Release(&'a str, &'a str),
+    Targets(&'a str),
+    Register(&'a str, &'a str),
+    Deregister(&'a str, &'a str),
+    Subnet(&'a str),
     Unknown,
 }
 
@@ -275,6 +295,13 @@ fn route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         (&Method::POST, ["nodes"]) => Route::Create,
         (&Method::GET, ["nodes", id]) => Route::Get(id),
         (&Method::DELETE, ["nodes", id]) => Route::Delete(id),
+        (&Method::PUT, ["nodes", id, "labels"]) => Route::SetLabels(id),
+        (&Method::POST, ["nodes", id, "addresses"]) => Route::Assign(id),
+        (&Method::DELETE, ["nodes", id, "addresses", a]) => Route::Release(id, a),
+        (&Method::GET, ["target-groups", g, "targets"]) => Route::Targets(g),
+        (&Method::PUT, ["target-groups", g, "targets", id]) => Route::Register(g, id),
+        (&Method::DELETE, ["target-groups", g, "targets", id]) => Route::Deregister(g, id),
+        (&Method::GET, ["subnets", id]) => Route::Subnet(id),
         _ => Route::Unknown,
     }
 }
@@ -289,6 +316,30 @@ pub(crate) struct FakeState {
     next_seq: u64,
     pub(crate) faults: VecDeque<RefFault>,
     pub(crate) request_count: u64,
+    /// Stable addresses, in the order they were taken.
+    pub(crate) addresses: Vec<StableAddr>,
+    /// Target group → node → port.
+    pub(crate) groups: BTreeMap<String, BTreeMap<u64, Option<u16>>>,
+}
+
+/// A stable address of the account.
+#[derive(Clone, Debug)]
+pub(crate) struct StableAddr {
+    pub(crate) id: String,
+    pub(crate) ip: Ipv4Addr,
+    pub(crate) kind: &'static str,
+    pub(crate) node: Option<u64>,
+}
+
+impl StableAddr {
+    fn to_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "ip": self.ip.to_string(),
+            "kind": self.kind,
+            "node_id": self.node.map(node_id),
+        })
+    }
 }
 
 impl FakeState {
@@ -300,6 +351,8 @@ impl FakeState {
             next_seq: 1,
             faults: VecDeque::new(),
             request_count: 0,
+            addresses: Vec::new(),
+            groups: BTreeMap::from([(TARGET_GROUP.to_string(), BTreeMap::new())]),
         }
     }
 
@@ -315,6 +368,7 @@ impl FakeState {
                 state: n.state().to_string(),
                 address: n.address.to_string(),
                 labels: n.spec.labels.clone(),
+                subnet: n.spec.subnet.map(str::to_string),
                 created: n.created.clone(),
                 reads: n.reads,
                 idempotency_key: n.idempotency_key.clone(),
@@ -329,6 +383,7 @@ impl FakeState {
             zone: DEFAULT_ZONE,
             capacity_type: ON_DEMAND,
             labels,
+            subnet: None,
         };
         let seq = self.insert(spec, None);
         node_id(seq)
@@ -401,13 +456,189 @@ impl FakeState {
                 {
                     self.keys.remove(&key);
                 }
+                // What was on the node stays the account's, on no node.
+                for a in &mut self.addresses {
+                    if a.node == Some(seq) {
+                        a.node = None;
+                    }
+                }
+                for members in self.groups.values_mut() {
+                    members.remove(&seq);
+                }
                 Ok(Reply::NoContent)
+            }
+            Route::SetLabels(id) => {
+                let seq = self.seq_of(id)?;
+                let body = body.map_err(|e| invalid(format!("unreadable request body: {e}")))?;
+                let value: Value = serde_json::from_slice(&body)
+                    .map_err(|e| invalid(format!("request body is not valid JSON: {e}")))?;
+                let labels = parse_labels(value.get("labels"))?;
+                let node = self.nodes.get_mut(&seq).ok_or_else(|| not_found(id))?;
+                node.spec.labels = labels;
+                Ok(Reply::Json(
+                    StatusCode::OK,
+                    json!({ "node": node.to_json() }),
+                ))
+            }
+            Route::Assign(id) => {
+                let seq = self.seq_of(id)?;
+                let body = body.map_err(|e| invalid(format!("unreadable request body: {e}")))?;
+                self.assign(seq, &body)
+            }
+            Route::Release(id, address) => {
+                let seq = self.seq_of(id)?;
+                let a = self
+                    .addresses
+                    .iter_mut()
+                    .find(|a| {
+                        a.node == Some(seq) && (a.id == address || a.ip.to_string() == address)
+                    })
+                    .ok_or_else(|| {
+                        render_error(
+                            ErrorCode::NotFound,
+                            &format!("address {address} is not on node {id}"),
+                        )
+                    })?;
+                a.node = None;
+                Ok(Reply::NoContent)
+            }
+            Route::Targets(group) => {
+                let members = self
+                    .groups
+                    .get(group)
+                    .ok_or_else(|| group_not_found(group))?;
+                let targets: Vec<Value> = members
+                    .iter()
+                    .map(|(seq, port)| {
+                        let health = match self.nodes.get(seq) {
+                            Some(n) if n.reads > 0 => "healthy",
+                            _ => "initial",
+                        };
+                        json!({"node_id": node_id(*seq), "port": port, "health": health})
+                    })
+                    .collect();
+                Ok(Reply::Json(StatusCode::OK, json!({ "targets": targets })))
+            }
+            Route::Register(group, id) => {
+                let seq = self.seq_of(id)?;
+                let body = body.map_err(|e| invalid(format!("unreadable request body: {e}")))?;
+                let port = if body.is_empty() {
+                    None
+                } else {
+                    let value: Value = serde_json::from_slice(&body)
+                        .map_err(|e| invalid(format!("request body is not valid JSON: {e}")))?;
+                    match value.get("port") {
+                        None | Some(Value::Null) => None,
+                        Some(p) => Some(
+                            p.as_u64()
+                                .and_then(|p| u16::try_from(p).ok())
+                                .filter(|p| *p > 0)
+                                .ok_or_else(|| invalid("port: must be 1 to 65535"))?,
+                        ),
+                    }
+                };
+                let members = self
+                    .groups
+                    .get_mut(group)
+                    .ok_or_else(|| group_not_found(group))?;
+                members.insert(seq, port);
+                Ok(Reply::NoContent)
+            }
+            Route::Deregister(group, id) => {
+                let seq = self.seq_of(id)?;
+                let members = self
+                    .groups
+                    .get_mut(group)
+                    .ok_or_else(|| group_not_found(group))?;
+                members.remove(&seq).ok_or_else(|| {
+                    render_error(
+                        ErrorCode::NotFound,
+                        &format!("node {id} is not a target of {group}"),
+                    )
+                })?;
+                Ok(Reply::NoContent)
+            }
+            Route::Subnet(id) => {
+                let (subnet, zone, total) =
+                    SUBNETS.iter().find(|s| s.0 == id).ok_or_else(|| {
+                        render_error(ErrorCode::NotFound, &format!("subnet {id} not found"))
+                    })?;
+                let used = self.in_subnet(subnet);
+                Ok(Reply::Json(
+                    StatusCode::OK,
+                    json!({"subnet": {"id": subnet, "zone": zone, "total_addresses": total,
+                        "available_addresses": total.saturating_sub(used)}}),
+                ))
             }
             Route::Unknown => Err(render_error(
                 ErrorCode::NotFound,
                 &format!("no such endpoint: {method} {}", uri.path()),
             )),
         }
+    }
+
+    /// The sequence number of live node `id`, or 404.
+    fn seq_of(&self, id: &str) -> Result<u64, ErrorResponse> {
+        parse_node_id(id)
+            .filter(|seq| self.nodes.contains_key(seq))
+            .ok_or_else(|| not_found(id))
+    }
+
+    /// Nodes in `subnet`.
+    fn in_subnet(&self, subnet: &str) -> u64 {
+        self.nodes
+            .values()
+            .filter(|n| n.spec.subnet == Some(subnet))
+            .count() as u64
+    }
+
+    /// `POST /v1/nodes/{id}/addresses`: `{"kind": "private"|"public",
+    /// "address": IP or id}`; without `address` a new one is taken.
+    fn assign(&mut self, seq: u64, body: &[u8]) -> Result<Reply, ErrorResponse> {
+        let value: Value = serde_json::from_slice(body)
+            .map_err(|e| invalid(format!("request body is not valid JSON: {e}")))?;
+        let kind = match value.get("kind").and_then(Value::as_str) {
+            Some("private") => "private",
+            Some("public") => "public",
+            _ => return Err(invalid("kind: must be \"private\" or \"public\"")),
+        };
+        let index = match value.get("address") {
+            None | Some(Value::Null) => {
+                let n = self.addresses.iter().filter(|a| a.kind == kind).count() as u8 + 1;
+                let ip = if kind == "private" {
+                    Ipv4Addr::new(10, 9, 0, n)
+                } else {
+                    Ipv4Addr::new(203, 0, 113, n)
+                };
+                self.addresses.push(StableAddr {
+                    id: format!("ip-{:06}", self.addresses.len() + 1),
+                    ip,
+                    kind,
+                    node: None,
+                });
+                self.addresses.len() - 1
+            }
+            Some(Value::String(wanted)) => {
+                let index = self
+                    .addresses
+                    .iter()
+                    .position(|a| a.id == *wanted || a.ip.to_string() == *wanted)
+                    .ok_or_else(|| {
+                        render_error(ErrorCode::NotFound, &format!("address {wanted} not found"))
+                    })?;
+                if self.addresses[index].kind != kind {
+                    return Err(invalid(format!("address {wanted} is not a {kind} address")));
+                }
+                index
+            }
+            Some(_) => return Err(invalid("address: must be a string")),
+        };
+        let a = &mut self.addresses[index];
+        a.node = Some(seq);
+        Ok(Reply::Json(
+            StatusCode::OK,
+            json!({ "address": a.to_json() }),
+        ))
     }
 
     /// Pops the first queued fault that applies to this request.
@@ -504,6 +735,15 @@ impl FakeState {
         if self.nodes.len() >= self.opts.max_nodes {
             return Err(quota_error(self.opts.max_nodes));
         }
+        if let Some(subnet) = spec.subnet
+            && let Some((_, _, total)) = SUBNETS.iter().find(|s| s.0 == subnet)
+            && self.in_subnet(subnet) >= *total
+        {
+            return Err(render_error(
+                ErrorCode::InsufficientCapacity,
+                &format!("subnet {subnet} has no free address"),
+            ));
+        }
         let seq = self.insert(spec, key.clone());
         if let Some(key) = key {
             self.keys.insert(key, seq);
@@ -566,7 +806,17 @@ fn parse_create(body: &[u8]) -> Result<CreateSpec, ErrorResponse> {
         None | Some(Value::Null) => return Err(invalid("type: required field is missing")),
         Some(_) => return Err(invalid("type: must be a string")),
     };
+    let subnet = match opt_string(&obj, "subnet")? {
+        None => None,
+        Some(id) => Some(SUBNETS.iter().find(|s| s.0 == id).ok_or_else(|| {
+            invalid(format!(
+                "subnet: unknown subnet {id:?}; known subnets are {}",
+                SUBNETS.map(|s| s.0).join(", ")
+            ))
+        })?),
+    };
     let zone = match opt_string(&obj, "zone")? {
+        None if subnet.is_some() => subnet.map_or(DEFAULT_ZONE, |s| s.1),
         None => DEFAULT_ZONE,
         Some(z) => catalog::zone(z).ok_or_else(|| {
             invalid(format!(
@@ -584,12 +834,20 @@ fn parse_create(body: &[u8]) -> Result<CreateSpec, ErrorResponse> {
             )));
         }
     };
+    if let Some((id, subnet_zone, _)) = subnet
+        && *subnet_zone != zone
+    {
+        return Err(invalid(format!(
+            "subnet: {id} is in {subnet_zone}, not in zone {zone}"
+        )));
+    }
     let labels = parse_labels(obj.get("labels"))?;
     Ok(CreateSpec {
         node_type: node_type.name,
         zone,
         capacity_type,
         labels,
+        subnet: subnet.map(|s| s.0),
     })
 }
 
@@ -692,9 +950,20 @@ mod tests {
                 node_type: "small",
                 zone: "zone-a",
                 capacity_type: "on-demand",
-                labels: BTreeMap::new()
+                labels: BTreeMap::new(),
+                subnet: None,
             }
         );
+        let spec = parse_create(br#"{"type":"small","subnet":"subnet-b"}"#).unwrap();
+        assert_eq!((spec.zone, spec.subnet), ("zone-b", Some("subnet-b")));
+        for bad in [
+            r#"{"type":"small","subnet":"subnet-x"}"#,
+            r#"{"type":"small","subnet":"subnet-b","zone":"zone-a"}"#,
+            r#"{"type":"small","subnet":7}"#,
+        ] {
+            let err = parse_create(bad.as_bytes()).unwrap_err();
+            assert!(err.body.contains("subnet"), "{bad}: {}", err.body);
+        }
         let spec = parse_create(
             br#"{"type":"gpu","zone":"zone-b","capacity_type":"spot","labels":{"k":"v"}}"#,
         )

@@ -31,7 +31,17 @@
 //! | `GET /v1/nodes/{id}` | 200 `{"node": {...}}`, or 404 `not_found` |
 //! | `POST /v1/nodes` | 201 `{"node": {...}}` (200 for an idempotent replay) |
 //! | `DELETE /v1/nodes/{id}` | 204 with no body, or 404 `not_found` |
+//! | `PUT /v1/nodes/{id}/labels` | `{"labels": {...}}` replaces every label: 200 `{"node": {...}}` (not a read), or 404 |
+//! | `POST /v1/nodes/{id}/addresses` | `{"kind": "private"\|"public", "address": IP or id}`: 200 `{"address": {"id", "ip", "kind", "node_id"}}`, the address now on the node (moved from any other); without `address` a new one is taken (private from 10.9.0.1, public from 203.0.113.1, ids `ip-000001`...); an unknown address 404, one of the other kind 400 |
+//! | `DELETE /v1/nodes/{id}/addresses/{IP or id}` | 204, the address stays the account's on no node; 404 when it is not on the node |
+//! | `GET /v1/target-groups/{group}/targets` | 200 `{"targets": [{"node_id", "port", "health"}]}` (`initial` until the node was read, then `healthy`); 404 for a group that does not exist (there is one, [`TARGET_GROUP`]) |
+//! | `PUT /v1/target-groups/{group}/targets/{id}` | optional `{"port": N}`; 204, again no change; 404 for an unknown group or node |
+//! | `DELETE /v1/target-groups/{group}/targets/{id}` | 204, or 404 when the node is not a target |
+//! | `GET /v1/subnets/{id}` | 200 `{"subnet": {"id", "zone", "total_addresses", "available_addresses"}}` ([`SUBNETS`]; a node created in it takes an address), or 404 |
 //! | anything else | 404 `not_found` |
+//!
+//! Deleting a node takes it out of every target group and leaves its
+//! stable addresses on no node.
 //!
 //! **Listing.** Nodes come in creation (id) order. `label_selector` is a
 //! comma-separated list of exact `key=value` terms, all of which must match
@@ -42,9 +52,11 @@
 //! last page; a page past the end is empty.
 //!
 //! **Creating.** The body is
-//! `{"type": "small", "zone": "zone-a", "capacity_type": "on-demand", "labels": {...}}`:
-//! `type` is required; `zone` defaults to `zone-a`, `capacity_type` (`on-demand`
-//! or `spot`) to `on-demand`, `labels` to none. Label keys and values must
+//! `{"type": "small", "zone": "zone-a", "capacity_type": "on-demand", "labels": {...}, "subnet": "subnet-a"}`:
+//! `type` is required; `zone` defaults to `zone-a` (or the subnet's zone),
+//! `capacity_type` (`on-demand` or `spot`) to `on-demand`, `labels` to
+//! none, `subnet` to none (an unknown subnet, or one in another zone than
+//! `zone`, is 400; a full one 422 `insufficient_capacity`). Label keys and values must
 //! match `[A-Za-z0-9._/-]{1,63}`. Bad JSON, an unknown field, type or zone,
 //! or a bad label is 400 `invalid_request` with a message naming the field.
 //! A type the catalogue does not offer in the zone (`gpu` outside `zone-b`),
@@ -96,6 +108,7 @@ use anyhow::{Context as _, bail};
 
 use crate::wire::lock;
 
+pub use api::{SUBNETS, TARGET_GROUP};
 pub use catalog::{DEFAULT_ZONE, NODE_TYPES, NodeType, ON_DEMAND, SPOT, ZONES, node_type};
 pub use errors::{
     ErrorCode, ErrorResponse, capacity_error, quota_error, rate_limited_error, render_error,
@@ -140,14 +153,29 @@ pub struct RefNode {
     pub state: String,
     /// Private IPv4 address.
     pub address: String,
-    /// Labels as created.
+    /// Labels as created, or as last replaced.
     pub labels: BTreeMap<String, String>,
+    /// The subnet it was created in, if any.
+    pub subnet: Option<String>,
     /// Creation time, RFC 3339.
     pub created: String,
     /// GETs that have returned the node so far.
     pub reads: u32,
     /// The `Idempotency-Key` it was created with, if any.
     pub idempotency_key: Option<String>,
+}
+
+/// A stable address as the fake holds it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct RefAddress {
+    /// Its id, `ip-000001`...
+    pub id: String,
+    /// The IPv4 address.
+    pub ip: String,
+    /// `private` or `public`.
+    pub kind: String,
+    /// The node it is on, if any.
+    pub node_id: Option<String>,
 }
 
 /// A one-shot failure to inject (see the module docs for which requests
@@ -230,6 +258,32 @@ impl RefCloudFake {
     /// `zone-a`, `provisioning` like any new node.
     pub fn plant(&self, labels: BTreeMap<String, String>) -> String {
         lock(&self.state).plant(labels)
+    }
+
+    /// The account's stable addresses, in the order they were taken
+    /// (ground truth).
+    pub fn addresses(&self) -> Vec<RefAddress> {
+        lock(&self.state)
+            .addresses
+            .iter()
+            .map(|a| RefAddress {
+                id: a.id.clone(),
+                ip: a.ip.to_string(),
+                kind: a.kind.to_string(),
+                node_id: a.node.map(|seq| format!("n-{seq:06}")),
+            })
+            .collect()
+    }
+
+    /// The targets of `group`: (node id, port), in node order; `None` for
+    /// a group that does not exist (ground truth).
+    pub fn targets(&self, group: &str) -> Option<Vec<(String, Option<u16>)>> {
+        lock(&self.state).groups.get(group).map(|members| {
+            members
+                .iter()
+                .map(|(seq, port)| (format!("n-{seq:06}"), *port))
+                .collect()
+        })
     }
 
     /// Total HTTP requests served so far, including rejected ones.

@@ -1,10 +1,10 @@
 //! Mutation test of the conformance suite: one-line mutants of the
-//! DigitalOcean plugin (each a bug real plugins shipped or nearly shipped),
-//! applied by this test to copies of the plugin's source, built to
-//! components in one cargo invocation, and run through the suite against
-//! the plugin's fake. The suite must fail every mutant, by the rule meant to
-//! catch it; the unmutated copy must pass. The shipped plugin is never
-//! changed.
+//! DigitalOcean and Hetzner plugins (each a bug real plugins shipped or
+//! nearly shipped), applied by this test to copies of the plugins' source,
+//! built to components in one cargo invocation, and run through the suite
+//! against each plugin's fake. The suite must fail every mutant, by the rule
+//! meant to catch it; each unmutated copy must pass. The shipped plugins are
+//! never changed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,7 +13,7 @@ use std::time::Instant;
 use wasmprov_testkit::{Fake, Suite};
 use wasmprov_tests::run_suite as run;
 
-/// The manifest the plugin's own test uses.
+/// The manifest the DigitalOcean plugin's own test uses.
 const MANIFEST: &str = r#"
 name = "digitalocean"
 component = "digitalocean.wasm"
@@ -28,6 +28,18 @@ token = { env = "DIGITALOCEAN_TOKEN" }
 allow = ["https://api.digitalocean.com"]
 "#;
 
+/// The manifest the Hetzner plugin's conformance test uses.
+const HETZNER_MANIFEST: &str = r#"
+name = "hetzner"
+component = "hetzner.wasm"
+
+[secrets]
+token = { env = "HCLOUD_TOKEN" }
+
+[http]
+allow = ["https://api.hetzner.cloud"]
+"#;
+
 /// One mutant: a line of `src/lib.rs` replaced, and the rule that must
 /// catch it.
 struct Mutant {
@@ -36,6 +48,57 @@ struct Mutant {
     to: &'static str,
     rule: &'static str,
 }
+
+/// A plugin whose copies are mutated.
+struct Plugin {
+    /// The plugin's directory in the workspace.
+    dir: &'static str,
+    /// Prefix of the copies' package names and directories.
+    prefix: &'static str,
+    /// The plugin's name, as its manifest says.
+    name: &'static str,
+    manifest: &'static str,
+    fake: Fake,
+    /// What a copy takes besides `Cargo.toml` (a directory is copied whole).
+    files: &'static [&'static str],
+    /// The file the mutants change.
+    mutated: &'static str,
+    mutants: &'static [Mutant],
+}
+
+/// One-line mutants of the Hetzner plugin, for contract 0.3's rules.
+const HETZNER_MUTANTS: &[Mutant] = &[
+    Mutant {
+        name: "set-labels-drops-owner",
+        from: ".filter(|(k, _)| labels::is_reserved(k))",
+        to: ".filter(|(k, _)| labels::is_reserved(k) && k.as_str() != tags::OWNER)",
+        rule: "labels.set",
+    },
+    Mutant {
+        name: "subnet-ignored",
+        from: "            start_after_create: true,\n            networks,\n",
+        to: "            start_after_create: true,\n            networks: &[],\n",
+        rule: "request.subnet",
+    },
+    Mutant {
+        name: "release-not-checked",
+        from: "        if fip.server != Some(server.id) {\n            return Err(Error::NotFound(format!(\n                \"floating IP {} is not on server {}\",",
+        to: "        if fip.server.is_none() && fip.server.is_some() {\n            return Err(Error::NotFound(format!(\n                \"floating IP {} is not on server {}\",",
+        rule: "address.assign",
+    },
+    Mutant {
+        name: "ipv6-dropped",
+        from: ".and_then(Ipv6::address),",
+        to: ".and(None::<String>),",
+        rule: "handle.ipv6",
+    },
+    Mutant {
+        name: "hostname-dropped",
+        from: "hostname: Some(self.name.clone()).filter(|n| !n.is_empty()),",
+        to: "hostname: None,",
+        rule: "handle.hostname",
+    },
+];
 
 const MUTANTS: &[Mutant] = &[
     Mutant {
@@ -101,10 +164,36 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The plugins whose mutants the suite must kill.
+fn plugins() -> [Plugin; 2] {
+    [
+        Plugin {
+            dir: "plugins/digitalocean",
+            prefix: "do",
+            name: "digitalocean",
+            manifest: MANIFEST,
+            fake: Fake::DigitalOcean,
+            files: &["capabilities.toml", "src/sizes.rs"],
+            mutated: "src/lib.rs",
+            mutants: MUTANTS,
+        },
+        Plugin {
+            dir: "plugins/hetzner",
+            prefix: "hz",
+            name: "hetzner",
+            manifest: HETZNER_MANIFEST,
+            fake: Fake::Hetzner,
+            files: &["capabilities.toml", "src"],
+            mutated: "",
+            mutants: HETZNER_MUTANTS,
+        },
+    ]
+}
+
 /// The plugin's `[dependencies]`, with the workspace's resolved: the SDK
 /// by path, serde as the workspace gives it.
-fn dependencies(root: &Path) -> String {
-    let manifest = std::fs::read_to_string(root.join("plugins/digitalocean/Cargo.toml")).unwrap();
+fn dependencies(root: &Path, plugin: &Plugin) -> String {
+    let manifest = std::fs::read_to_string(root.join(plugin.dir).join("Cargo.toml")).unwrap();
     let listed = manifest
         .split("[dependencies]")
         .nth(1)
@@ -127,7 +216,8 @@ fn dependencies(root: &Path) -> String {
     assert_eq!(
         listed,
         ["wasmprov-guest"],
-        "the plugin's dependencies changed; update the mutants' manifest"
+        "the dependencies of {} changed; update the mutants' manifest",
+        plugin.dir
     );
     format!(
         "wasmprov-guest = {{ path = {:?} }}\nserde = {{ version = \"1\", features = [\"derive\"] }}\nserde_json = \"1\"\n",
@@ -135,32 +225,99 @@ fn dependencies(root: &Path) -> String {
     )
 }
 
-/// Copies the plugin into `dir/<name>` as package `do-mutant-<name>`, with
-/// `mutant` applied to `src/lib.rs` (the line must occur exactly once, so a
-/// mutant that no longer fits the plugin fails here, not silently).
-fn write_copy(root: &Path, dir: &Path, name: &str, deps: &str, mutant: Option<&Mutant>) {
-    let plugin = root.join("plugins/digitalocean");
-    let to = dir.join(name);
+/// Copies `from` (a file, or a directory with everything in it) to `to`.
+fn copy(from: &Path, to: &Path) {
+    if from.is_dir() {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            copy(&entry.path(), &to.join(entry.file_name()));
+        }
+    } else {
+        write_if_changed(to, &std::fs::read_to_string(from).unwrap());
+    }
+}
+
+/// The copy of `plugin` named `name`: its directory and package name.
+fn copy_name(plugin: &Plugin, name: &str) -> String {
+    format!("{}-{name}", plugin.prefix)
+}
+
+/// Copies the plugin into `dir/<prefix>-<name>` as package
+/// `<prefix>-mutant-<name>`, with `mutant` applied (its line must occur
+/// exactly once in the plugin's source, so a mutant that no longer fits
+/// the plugin fails here, not silently).
+fn write_copy(
+    root: &Path,
+    dir: &Path,
+    plugin: &Plugin,
+    name: &str,
+    deps: &str,
+    mutant: Option<&Mutant>,
+) {
+    let from = root.join(plugin.dir);
+    let to = dir.join(copy_name(plugin, name));
     std::fs::create_dir_all(to.join("src")).unwrap();
-    for file in ["capabilities.toml", "src/sizes.rs"] {
-        std::fs::copy(plugin.join(file), to.join(file)).unwrap();
+    for file in plugin.files {
+        copy(&from.join(file), &to.join(file));
     }
-    let mut lib = std::fs::read_to_string(plugin.join("src/lib.rs")).unwrap();
-    if let Some(m) = mutant {
-        assert_eq!(
-            lib.matches(m.from).count(),
-            1,
-            "mutant {}: {:?} is not once in plugins/digitalocean/src/lib.rs; update the mutant",
-            m.name,
-            m.from
+    // The mutated file: the one named, or the one source file of the
+    // plugin that holds the line.
+    let candidates: Vec<PathBuf> = if plugin.mutated.is_empty() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(from.join("src"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+            .collect();
+        files.sort();
+        files
+    } else {
+        vec![from.join(plugin.mutated)]
+    };
+    let Some(m) = mutant else {
+        for file in &candidates {
+            let rel = file.strip_prefix(&from).unwrap();
+            copy(file, &to.join(rel));
+        }
+        write_manifest(&to, plugin, name, deps);
+        return;
+    };
+    let holding: Vec<(&PathBuf, String)> = candidates
+        .iter()
+        .map(|f| (f, std::fs::read_to_string(f).unwrap()))
+        .filter(|(_, text)| text.contains(m.from))
+        .collect();
+    let [(file, text)] = holding.as_slice() else {
+        panic!(
+            "mutant {}: {:?} is not in exactly one source file of {}; update the mutant",
+            m.name, m.from, plugin.dir
         );
-        lib = lib.replace(m.from, m.to);
+    };
+    assert_eq!(
+        text.matches(m.from).count(),
+        1,
+        "mutant {}: {:?} is not once in {}; update the mutant",
+        m.name,
+        m.from,
+        file.display()
+    );
+    for other in &candidates {
+        let rel = other.strip_prefix(&from).unwrap();
+        if other == *file {
+            write_if_changed(&to.join(rel), &text.replace(m.from, m.to));
+        } else {
+            copy(other, &to.join(rel));
+        }
     }
-    write_if_changed(&to.join("src/lib.rs"), &lib);
+    write_manifest(&to, plugin, name, deps);
+}
+
+fn write_manifest(to: &Path, plugin: &Plugin, name: &str, deps: &str) {
     write_if_changed(
         &to.join("Cargo.toml"),
         &format!(
-            "[package]\nname = \"do-mutant-{name}\"\nversion = \"0.0.0\"\nedition = \"2024\"\npublish = false\n\n[lib]\ncrate-type = [\"cdylib\"]\n\n[dependencies]\n{deps}"
+            "[package]\nname = \"{}-mutant-{name}\"\nversion = \"0.0.0\"\nedition = \"2024\"\npublish = false\n\n[lib]\ncrate-type = [\"cdylib\"]\n\n[dependencies]\n{deps}",
+            plugin.prefix
         ),
     );
 }
@@ -168,22 +325,29 @@ fn write_copy(root: &Path, dir: &Path, name: &str, deps: &str, mutant: Option<&M
 /// Writes only what changed, so that a warm rebuild rebuilds nothing.
 fn write_if_changed(path: &Path, text: &str) {
     if std::fs::read_to_string(path).ok().as_deref() != Some(text) {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
         std::fs::write(path, text).unwrap();
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_suite_kills_every_mutant_of_the_digitalocean_plugin() {
+async fn the_suite_kills_every_mutant_of_the_digitalocean_and_hetzner_plugins() {
     let root = root();
     // Under target/, so the workspace's `.cargo/config.toml` applies; built
     // into the guests' target directory, whose SDK and serde it reuses.
-    let dir = root.join("target").join("do-mutants");
-    let deps = dependencies(&root);
-    let mut members = vec!["unmutated".to_string()];
-    write_copy(&root, &dir, "unmutated", &deps, None);
-    for m in MUTANTS {
-        write_copy(&root, &dir, m.name, &deps, Some(m));
-        members.push(m.name.to_string());
+    let dir = root.join("target").join("plugin-mutants");
+    let plugins = plugins();
+    let mut members = Vec::new();
+    for plugin in &plugins {
+        let deps = dependencies(&root, plugin);
+        write_copy(&root, &dir, plugin, "unmutated", &deps, None);
+        members.push(copy_name(plugin, "unmutated"));
+        for m in plugin.mutants {
+            write_copy(&root, &dir, plugin, m.name, &deps, Some(m));
+            members.push(copy_name(plugin, m.name));
+        }
     }
     write_if_changed(
         &dir.join("Cargo.toml"),
@@ -222,51 +386,66 @@ async fn the_suite_kills_every_mutant_of_the_digitalocean_plugin() {
     let status = cmd.status().expect("running cargo");
     assert!(status.success(), "building the mutants failed");
     eprintln!(
-        "built {} copies of the plugin in {:.1} s",
+        "built {} copies of the plugins in {:.1} s",
         members.len(),
         started.elapsed().as_secs_f64()
     );
-    let wasm = |name: &str| {
-        target_dir
-            .join("wasm32-wasip2/release")
-            .join(format!("do_mutant_{}.wasm", name.replace('-', "_")))
+    let wasm = |plugin: &Plugin, name: &str| {
+        target_dir.join("wasm32-wasip2/release").join(format!(
+            "{}_mutant_{}.wasm",
+            plugin.prefix,
+            name.replace('-', "_")
+        ))
     };
-
-    let suite = |name: &str| {
-        Suite::from_component("digitalocean", &wasm(name), MANIFEST).fake(Fake::DigitalOcean)
-    };
-    let clean = run(suite("unmutated")).await;
-    assert!(
-        clean.passed(),
-        "the unmutated copy must pass, or the kills mean nothing: {clean}"
-    );
 
     let mut killed = Vec::new();
     let mut survived = Vec::new();
-    for m in MUTANTS {
-        let report = run(suite(m.name)).await;
-        let failed: Vec<&str> = report.failures().map(|r| r.rule).collect();
-        if failed.contains(&m.rule) {
-            killed.push(format!(
-                "{} killed by {} (failed: {})",
+    for plugin in &plugins {
+        let suite = |name: &str| {
+            Suite::from_component(plugin.name, &wasm(plugin, name), plugin.manifest)
+                .fake(plugin.fake.clone())
+        };
+        let clean = run(suite("unmutated")).await;
+        assert!(
+            clean.passed(),
+            "the unmutated copy of {} must pass, or the kills mean nothing: {clean}",
+            plugin.dir
+        );
+        for m in plugin.mutants {
+            let report = run(suite(m.name)).await;
+            let failed: Vec<&str> = report.failures().map(|r| r.rule).collect();
+            let line = format!(
+                "{} {} {} {} (failed: {})",
+                plugin.name,
                 m.name,
-                m.rule,
-                failed.join(", ")
-            ));
-        } else {
-            survived.push(format!(
-                "{} survived {} (failed: {})",
-                m.name,
+                if failed.contains(&m.rule) {
+                    "killed by"
+                } else {
+                    "survived"
+                },
                 m.rule,
                 if failed.is_empty() {
                     "nothing".to_string()
                 } else {
                     failed.join(", ")
                 }
-            ));
+            );
+            if failed.contains(&m.rule) {
+                killed.push(line);
+            } else {
+                survived.push(line);
+            }
         }
     }
-    println!("killed {} of {} mutants", killed.len(), MUTANTS.len());
+    let total: usize = plugins.iter().map(|p| p.mutants.len()).sum();
+    println!("killed {} of {total} mutants", killed.len());
+    for plugin in &plugins {
+        let n = killed
+            .iter()
+            .filter(|k| k.starts_with(&format!("{} ", plugin.name)))
+            .count();
+        println!("  {}: killed {n} of {}", plugin.name, plugin.mutants.len());
+    }
     for k in &killed {
         println!("  {k}");
     }

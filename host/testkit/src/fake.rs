@@ -53,6 +53,83 @@ pub struct NodeRecord {
     pub private_address: Option<String>,
     /// Its public address.
     pub public_address: Option<String>,
+    /// Its IPv6 address.
+    pub ipv6_address: Option<String>,
+    /// The host name the cloud gave it.
+    pub hostname: Option<String>,
+    /// The subnet (network, VPC) its network interface is in, by the id a
+    /// provision request names it with; `Some("")`: in none.
+    pub subnet: Option<String>,
+}
+
+/// What a fake set up for the networking rules (`request.subnet`,
+/// `subnet.capacity`, `address.assign`, `targets`) and what it holds now.
+/// Build one with `NetworkTruth::default()` and fill in what the fake has.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct NetworkTruth {
+    /// Subnets a node can be placed in, with their free addresses now.
+    pub subnets: Vec<TruthSubnet>,
+    /// Target groups (load balancers) and the nodes in each now.
+    pub groups: Vec<TruthGroup>,
+    /// The account's stable addresses and the node each is on now.
+    pub addresses: Vec<TruthAddress>,
+}
+
+/// A subnet as the fake holds it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TruthSubnet {
+    /// The id a provision request and `subnet-capacity` name it by.
+    pub id: String,
+    /// Addresses still free for new nodes.
+    pub available: u64,
+    /// Every address it has for nodes, when the fake says.
+    pub total: Option<u64>,
+}
+
+/// A target group as the fake holds it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TruthGroup {
+    /// The id the plugin names it by.
+    pub id: String,
+    /// The ids of the nodes that are its targets.
+    pub targets: Vec<String>,
+}
+
+/// A stable address as the fake holds it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TruthAddress {
+    /// The IP address.
+    pub address: String,
+    /// The cloud's id of it.
+    pub resource_id: Option<String>,
+    /// The node it is on.
+    pub node: Option<String>,
+}
+
+impl NetworkTruth {
+    /// The node address `ip` is on (`None`: on none); `Err` when the
+    /// account has no such address.
+    ///
+    /// # Errors
+    /// When the fake holds no address `ip`.
+    pub fn address_node(&self, ip: &str) -> Result<Option<&str>, String> {
+        self.addresses
+            .iter()
+            .find(|a| a.address == ip)
+            .map(|a| a.node.as_deref())
+            .ok_or_else(|| format!("the cloud has no address {ip}"))
+    }
+
+    /// The targets of group `id`.
+    #[must_use]
+    pub fn targets(&self, id: &str) -> Vec<&str> {
+        self.groups
+            .iter()
+            .filter(|g| g.id == id)
+            .flat_map(|g| g.targets.iter().map(String::as_str))
+            .collect()
+    }
 }
 
 /// A stand-in for a cloud, on 127.0.0.1 or in-process.
@@ -141,6 +218,15 @@ pub trait FakeCloud: Send + Sync + 'static {
     /// `boot.image`; `None` (the default) skips that rule.
     fn boot_image(&self) -> Option<String> {
         None
+    }
+
+    /// The subnets, target groups and stable addresses the fake has now
+    /// ([`NetworkTruth`]); `None` (the default) when it has no networking:
+    /// the networking rules then check only that a plugin without the
+    /// interface answers `unsupported`, and that a subnet that does not
+    /// exist is refused.
+    async fn network(&self) -> anyhow::Result<Option<NetworkTruth>> {
+        Ok(None)
     }
 }
 

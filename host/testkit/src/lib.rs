@@ -17,7 +17,9 @@ mod harness;
 pub mod report;
 mod suite;
 
-pub use fake::{Fake, FakeCloud, NodeRecord, TruthNode};
+pub use fake::{
+    Fake, FakeCloud, NetworkTruth, NodeRecord, TruthAddress, TruthGroup, TruthNode, TruthSubnet,
+};
 pub use faults::{FaultKind, FaultSpec};
 pub use report::{Report, RuleResult, Status};
 pub use suite::{MAX_ATTEMPTS, OWNER_LABEL, REQUEST_LABEL, Suite};

@@ -122,6 +122,34 @@ pub const RULES: &[(&str, &str)] = &[
         "valid but awkward request ids (a--b, a_b__c, 63 characters) round-trip: labels in the cloud, handle, retry, describe, get, terminate",
     ),
     (
+        "handle.ipv6",
+        "a handle's IPv6 address is the one the cloud gave the node (where the fake records it)",
+    ),
+    (
+        "handle.hostname",
+        "a handle's hostname is the one the cloud gave the node (where the fake records it)",
+    ),
+    (
+        "labels.set",
+        "set-labels replaces a node's labels (the answer, get, describe and the cloud show them), keeps the owner and request tags, refuses a reserved key, and is not-found for another owner's node or one gone; without the call, unsupported",
+    ),
+    (
+        "request.subnet",
+        "a subnet no cloud has is refused and makes nothing; a node asked in the fake's subnet is made there (as the fake records it) or refused as unsupported, never placed elsewhere",
+    ),
+    (
+        "address.assign",
+        "a stable address is assigned (the cloud has it on the node), assigned again (no change), moved to a second node, released, released again (not-found); another owner's node is not-found; without networking, unsupported",
+    ),
+    (
+        "targets",
+        "a node is registered in the fake's target group (the cloud and list-targets show it once, again no change), deregistered, deregistered again (not-found); another owner's node is not-found; without networking, unsupported",
+    ),
+    (
+        "subnet.capacity",
+        "the free (and total) addresses subnet-capacity says a subnet has are the cloud's; without networking, unsupported",
+    ),
+    (
         "errors.classified",
         "every error is the contract variant that fits what the cloud did (rate-limited for 429, transport for 5xx and lost connections, capacity, quota, not-found)",
     ),

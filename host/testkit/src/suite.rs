@@ -22,7 +22,10 @@
 //! zone; four more provisions (the ones faults hit most); foreign nodes
 //! checked in describe and refused by terminate; terminate, describe,
 //! terminate again; an impossible shape; then clean-up (without faults)
-//! and the leak check against the fake's own record of what exists.
+//! and the leak check against the fake's own record of what exists; then
+//! contract 0.3's rules on nodes of their own (set-labels, a request's
+//! subnet, and, with a fake that has them, subnet capacity, stable
+//! addresses and target groups), removed again.
 //!
 //! With faults, every call that fails while a fault hit its last request is
 //! checked against the fault (`errors.classified`) and tried again, up to
@@ -46,6 +49,8 @@ use crate::fake::{Fake, FakeCloud, NodeRecord, TruthNode};
 use crate::faults::{FaultSpec, Injector};
 use crate::harness::{Denials, Harness, Target};
 use crate::report::{Checks, Report};
+
+mod net;
 
 /// Label carrying the owner id (as the guest SDK writes it).
 pub const OWNER_LABEL: &str = "wasmprov-owner";
@@ -360,6 +365,7 @@ impl Suite {
             paged: Vec::new(),
             offerings: Vec::new(),
             started_ms: now_ms(),
+            subnet_node: None,
         };
         let outcome = tokio::time::timeout(RUN_LIMIT, run.steps()).await;
         let mut notes = Vec::new();
@@ -652,6 +658,9 @@ struct Run {
     offerings: Vec<Offering>,
     /// When the run started, in milliseconds since the Unix epoch.
     started_ms: u64,
+    /// The node `request.subnet` placed in the fake's subnet, kept until
+    /// `subnet.capacity` has counted it.
+    subnet_node: Option<String>,
 }
 
 type CallResult<T> = Result<T, ProvisionerError>;
@@ -841,6 +850,10 @@ impl Run {
         // the same run, and a `get` answered from `describe` repeats its
         // request; anywhere earlier that would shift the cassette.
         self.step_get_foreign(&planted).await;
+        // Contract 0.3's rules, on nodes of their own; after everything
+        // else, since without a fake (a replay) the networking ones do
+        // not run.
+        self.step_contract_03().await;
     }
 
     fn identity(&mut self) {
@@ -1412,6 +1425,31 @@ impl Run {
                 Some(g) if g == want => {}
                 Some(g) => problems.push(format!("its {name} is {g}, the cloud says {want}")),
                 None => problems.push(format!("it has no {name}, the cloud says {want}")),
+            }
+        }
+        for (rule, name, got, want) in [
+            (
+                "handle.ipv6",
+                "IPv6 address",
+                &h.ipv6_address,
+                &r.ipv6_address,
+            ),
+            ("handle.hostname", "hostname", &h.hostname, &r.hostname),
+        ] {
+            match (got, want) {
+                (_, None) => self.checks.skip(
+                    rule,
+                    format!("the fake does not record a node's {name} (NodeRecord)"),
+                ),
+                (Some(g), Some(w)) if g == w => self.checks.pass(rule),
+                (Some(g), Some(w)) => self.checks.fail(
+                    rule,
+                    format!("{what} → {id}: its {name} is {g}, the cloud says {w}"),
+                ),
+                (None, Some(w)) => self.checks.fail(
+                    rule,
+                    format!("{what} → {id} has no {name}, the cloud says {w}"),
+                ),
             }
         }
         if known == 0 {

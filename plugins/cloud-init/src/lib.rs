@@ -108,6 +108,20 @@ impl Provider for CloudInit {
         self.client().describe(owner_id)
     }
 
+    /// Unsupported: the command protocol has no command that changes a
+    /// live node's labels (they are what `create` stored, as `list`
+    /// reports them).
+    fn set_labels(
+        &self,
+        _owner_id: &str,
+        _provider_id: &str,
+        _labels: &wasmprov_guest::Labels,
+    ) -> Result<NodeHandle> {
+        Err(wasmprov_guest::Error::Unsupported(
+            "the cloud-init plugin cannot change a live node's labels: its commands (create, list, destroy) have none that does; labels are what create stored".into(),
+        ))
+    }
+
     /// The `instance_types` catalogue; unsupported without one.
     fn offerings(&self) -> Result<Vec<wasmprov_guest::Offering>> {
         match &self.settings.catalogue {

@@ -8,7 +8,10 @@ use bytes::Bytes;
 use wasmprov_fake::{HetznerFake, HetznerFakeOptions};
 use wasmprov_host::intercept::OutgoingRequest;
 
-use crate::fake::{FakeCloud, NodeRecord, TruthNode, json_response};
+use crate::fake::{
+    FakeCloud, NetworkTruth, NodeRecord, TruthAddress, TruthGroup, TruthNode, TruthSubnet,
+    json_response,
+};
 use crate::faults::FaultKind;
 
 /// Small pages, so that describe's paging is exercised.
@@ -18,6 +21,10 @@ pub(crate) struct Hetzner {
     fake: HetznerFake,
     planted: AtomicU32,
 }
+
+/// The network the suite places nodes in and asks the capacity of: one
+/// /24 subnet, 253 addresses for servers.
+const NETWORK: (&str, &str, &[&str]) = ("conformance-net", "10.0.0.0/16", &["10.0.1.0/24"]);
 
 impl Hetzner {
     pub(crate) async fn start() -> anyhow::Result<Self> {
@@ -30,6 +37,9 @@ impl Hetzner {
             },
         )
         .await?;
+        let (name, range, subnets) = NETWORK;
+        fake.add_network(name, range, subnets)?;
+        fake.add_load_balancer("conformance-lb", "fsn1")?;
         Ok(Self {
             fake,
             planted: AtomicU32::new(0),
@@ -80,8 +90,63 @@ impl FakeCloud for Hetzner {
                 instance_type: Some(s.server_type),
                 state: Some(s.status),
                 public_address: Some(s.ipv4),
+                private_address: Some(
+                    s.private_net
+                        .first()
+                        .map(|n| n.ip.clone())
+                        .unwrap_or_default(),
+                )
+                .filter(|ip| !ip.is_empty()),
+                // The server's address is the first host of its /64.
+                ipv6_address: first_host(&s.ipv6),
+                hostname: Some(s.name),
+                subnet: Some(
+                    s.private_net
+                        .first()
+                        .map(|n| n.network.to_string())
+                        .unwrap_or_default(),
+                ),
                 ..NodeRecord::default()
             }))
+    }
+
+    /// The network, the load balancer and the floating IPs, with where
+    /// each is now. The network's free addresses are its subnets'.
+    async fn network(&self) -> anyhow::Result<Option<NetworkTruth>> {
+        let subnets = self
+            .fake
+            .networks()
+            .into_iter()
+            .map(|n| TruthSubnet {
+                id: n.id.to_string(),
+                available: n.subnets.iter().map(|s| s.free).sum(),
+                total: Some(n.subnets.iter().map(|s| s.total).sum()),
+            })
+            .collect();
+        let groups = self
+            .fake
+            .load_balancers()
+            .into_iter()
+            .map(|lb| TruthGroup {
+                id: lb.id.to_string(),
+                targets: lb.targets.iter().map(ToString::to_string).collect(),
+            })
+            .collect();
+        let addresses = self
+            .fake
+            .floating_ips()
+            .into_iter()
+            .map(|f| TruthAddress {
+                address: f.ip,
+                resource_id: Some(f.id.to_string()),
+                node: f.server.map(|s| s.to_string()),
+            })
+            .collect();
+        Ok(Some(NetworkTruth {
+            subnets,
+            groups,
+            addresses,
+        }))
     }
 
     fn page_size(&self) -> Option<usize> {
@@ -131,4 +196,10 @@ impl FakeCloud for Hetzner {
             ),
         }
     }
+}
+
+/// The first host of an IPv6 network (`2001:db8:1::/64` → `2001:db8:1::1`).
+fn first_host(net: &str) -> Option<String> {
+    let addr: std::net::Ipv6Addr = net.split('/').next()?.parse().ok()?;
+    Some(std::net::Ipv6Addr::from(u128::from(addr) | 1).to_string())
 }

@@ -312,6 +312,7 @@ impl FakeCloud for Remote {
             state: r.state,
             private_address: r.private_address,
             public_address: r.public_address,
+            ..NodeRecord::default()
         }))
     }
 

@@ -70,8 +70,8 @@ struct Plugin {
 const HETZNER_MUTANTS: &[Mutant] = &[
     Mutant {
         name: "set-labels-drops-owner",
-        from: ".filter(|(k, _)| labels::is_reserved(k))",
-        to: ".filter(|(k, _)| labels::is_reserved(k) && k.as_str() != tags::OWNER)",
+        from: "Ok(Request::put(url).json(&UpdateLabels { labels }))",
+        to: "Ok(Request::put(url).json(&UpdateLabels { labels: &labels.iter().filter(|(k, _)| k.as_str() != tags::OWNER).map(|(k, v)| (k.clone(), v.clone())).collect() }))",
         rule: "labels.set",
     },
     Mutant {

@@ -245,54 +245,34 @@ impl<'a, T: Transport> Client<'a, T> {
     }
 
     /// Replaces the labels of server `provider_id` of this owner with
-    /// `new`, keeping the labels that say who made it and what for
-    /// ([`labels::is_reserved`]); answers the server as it is now.
+    /// `new`, keeping the labels that say who made it and what for; the
+    /// SDK's `rest::set_labels` checks the owner and keeps them, through
+    /// [`RestCloud::relabel`] below. Answers the server as it is now.
     ///
     /// # Errors
     /// [`Error::NotFound`] for a server that is gone or another owner's;
-    /// [`Error::InvalidConfig`] for a reserved key in `new`;
-    /// [`Error::Unsupported`] for a key or value Hetzner cannot store.
+    /// [`Error::Unsupported`] for a key or value Hetzner cannot store
+    /// (nothing is sent).
     pub fn set_labels(
         &self,
         owner_id: &str,
         provider_id: &str,
         new: &Labels,
     ) -> Result<NodeHandle> {
-        for (k, v) in new {
-            if labels::is_reserved(k) {
-                return Err(Error::InvalidConfig(format!(
-                    "label {k} says who made the node and is not the caller's to set"
-                )));
-            }
-            if !labels::is_valid_label_key(k) || !labels::is_valid_label_value(v) {
-                return Err(Error::Unsupported(format!(
-                    "Hetzner Cloud cannot store label {k}={v}: keys and values are up to 63 letters, digits, '-', '_' and '.' (a key may have a DNS prefix and '/')"
-                )));
-            }
+        if let Some((k, v)) = new
+            .iter()
+            .find(|(k, v)| !labels::is_valid_label_key(k) || !labels::is_valid_label_value(v))
+        {
+            return Err(Error::Unsupported(format!(
+                "Hetzner Cloud cannot store label {k}={v}: keys and values are up to 63 letters, digits, '-', '_' and '.' (a key may have a DNS prefix and '/')"
+            )));
         }
-        let server = self.owned_server(owner_id, provider_id)?;
-        let mut labels: Labels = server
-            .labels()
-            .into_iter()
-            .filter(|(k, _)| labels::is_reserved(k))
-            .collect();
-        labels.extend(new.iter().map(|(k, v)| (k.clone(), v.clone())));
-        let put =
-            Request::put(format!("/servers/{}", server.id)).json(&UpdateLabels { labels: &labels });
-        let updated = match self.call(put)? {
-            Ok(resp) => resp.json::<OneServer>()?.server,
-            Err(f) if f.is_not_found() => {
-                return Err(Error::NotFound(format!(
-                    "Hetzner server {provider_id} is gone"
-                )));
-            }
-            Err(f) => return Err(f.into_error()),
-        };
+        let node = rest::set_labels(self, &self.transport, owner_id, provider_id, new)?;
         self.transport.info(
             "relabelled Hetzner server",
-            &[("server_id", &updated.id.to_string()), ("owner", owner_id)],
+            &[("server_id", &node.provider_id), ("owner", owner_id)],
         );
-        Ok(updated.to_handle())
+        Ok(node)
     }
 
     /// The project's ids of `keys`, registering the ones it does not have.
@@ -437,6 +417,15 @@ impl<T: Transport> RestCloud for Client<'_, T> {
         Ok(self
             .create_request(owner_id, request, &name, &ssh_keys, &networks)?
             .0)
+    }
+
+    /// `PUT /servers/{id}` with every label the server is to have; the
+    /// answer holds the server.
+    fn relabel(&self, id: &str, labels: &Labels) -> Result<Request> {
+        let url = self
+            .node_url(id)
+            .ok_or_else(|| Error::NotFound(format!("{id:?} is not a Hetzner server id")))?;
+        Ok(Request::put(url).json(&UpdateLabels { labels }))
     }
 
     fn authorize(&self, req: Request) -> Result<Request> {
@@ -934,6 +923,59 @@ mod tests {
             client.terminate("host-a", "5"),
             Err(Error::RateLimited { .. })
         ));
+    }
+
+    #[test]
+    fn set_labels_keeps_who_made_the_server_and_refuses_what_hetzner_cannot_store() {
+        let settings = Settings::default();
+        let labelled = |extra: Value| {
+            let mut labels = owned("host-a", "r");
+            for (k, v) in extra.as_object().unwrap() {
+                labels[k] = v.clone();
+            }
+            resp(200, json!({"server": server(3, "running", labels)}))
+        };
+        let script = Script::new(vec![
+            labelled(json!({"old": "1"})),
+            labelled(json!({"new": "2"})),
+        ]);
+        let client = Client::new(&settings, &script);
+        let new = Labels::from([("new".to_string(), "2".to_string())]);
+        let h = client.set_labels("host-a", "3", &new).unwrap();
+        assert_eq!(h.labels["new"], "2");
+        assert!(!h.labels.contains_key("old"));
+        let reqs = script.requests();
+        assert_eq!(
+            (reqs[1].method, reqs[1].path.as_str()),
+            (Method::Put, "/servers/3")
+        );
+        assert_eq!(
+            reqs[1].body.as_ref().unwrap()["labels"],
+            json!({OWNER: "host-a", REQUEST: "r", "new": "2"})
+        );
+        assert_eq!(script.logs.borrow().len(), 1);
+
+        // Another owner's server: not found, nothing written.
+        let script = Script::new(vec![resp(
+            200,
+            json!({"server": server(4, "running", owned("host-b", "r"))}),
+        )]);
+        let client = Client::new(&settings, &script);
+        assert!(matches!(
+            client.set_labels("host-a", "4", &new),
+            Err(Error::NotFound(_))
+        ));
+        assert_eq!(script.requests().len(), 1);
+
+        // A label Hetzner cannot store: unsupported, nothing sent.
+        let script = Script::new(vec![]);
+        let client = Client::new(&settings, &script);
+        let bad = Labels::from([("tier".to_string(), "front end".to_string())]);
+        assert!(matches!(
+            client.set_labels("host-a", "3", &bad),
+            Err(Error::Unsupported(_))
+        ));
+        assert!(script.requests().is_empty());
     }
 
     #[test]

@@ -92,17 +92,6 @@ pub fn server_labels(owner_id: &str, request_id: &str, shape_labels: &Labels) ->
     tags::node_labels(owner_id, request_id, &cleaned)
 }
 
-/// Whether `key` is a label that says who made a server and what for
-/// (owner, journal, request id, request digest, capacity group): kept as
-/// it is when a caller replaces a server's labels.
-#[must_use]
-pub fn is_reserved(key: &str) -> bool {
-    [OWNER, REQUEST, tags::JOURNAL, tags::REQUEST_DIGEST, GROUP].contains(&key)
-}
-
-/// The label a fleet puts on the nodes of a capacity group.
-const GROUP: &str = "wasmprov-group";
-
 /// `wasmprov-owner==<owner>`: every server of this owner.
 #[must_use]
 pub fn owner_selector(owner_id: &str) -> String {

@@ -65,6 +65,80 @@ pub(crate) enum LogFormat {
     Json,
 }
 
+/// `wasmprov address ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum AddressAction {
+    /// Put a stable address on a node (moving it from any other node): a new one, or
+    /// --address.
+    #[command(after_help = help::ADDRESS)]
+    Assign {
+        /// Plugin name.
+        plugin: String,
+        /// The node's provider id.
+        id: String,
+        /// Which kind of address.
+        #[arg(long, value_parser = parse_address_kind)]
+        kind: wasmprov_api::AddressKind,
+        /// The address to move to the node (an IP, or the cloud's id of it); none takes a
+        /// new one.
+        #[arg(long)]
+        address: Option<String>,
+    },
+    /// Take an address off a node; it stays the account's.
+    #[command(after_help = help::ADDRESS)]
+    Release {
+        /// Plugin name.
+        plugin: String,
+        /// The node's provider id.
+        id: String,
+        /// The address (an IP, or the cloud's id of it).
+        address: String,
+    },
+}
+
+/// `wasmprov target ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum TargetAction {
+    /// Add a node to a target group (again is no change).
+    #[command(after_help = help::TARGET)]
+    Register {
+        /// Plugin name.
+        plugin: String,
+        /// The cloud's id of the target group or load balancer.
+        group: String,
+        /// The node's provider id.
+        id: String,
+        /// The port traffic goes to, when the group takes one per target.
+        #[arg(long)]
+        port: Option<u16>,
+    },
+    /// Take a node out of a target group.
+    #[command(after_help = help::TARGET)]
+    Deregister {
+        /// Plugin name.
+        plugin: String,
+        /// The cloud's id of the target group or load balancer.
+        group: String,
+        /// The node's provider id.
+        id: String,
+        /// The port it was registered with, when the group takes one per target.
+        #[arg(long)]
+        port: Option<u16>,
+    },
+    /// Every target of a group.
+    #[command(after_help = help::TARGET)]
+    List {
+        /// Plugin name.
+        plugin: String,
+        /// The cloud's id of the target group or load balancer.
+        group: String,
+    },
+}
+
+fn parse_address_kind(s: &str) -> Result<wasmprov_api::AddressKind, String> {
+    s.parse()
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// List the plugins of the directory, and those that failed to load.
@@ -109,6 +183,10 @@ pub(crate) enum Command {
         /// this long, unless renewed (`wasmprov renew`). A repeated provision must ask the same lease.
         #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
         lease_secs: Option<u64>,
+        /// The cloud's id of the subnet (network, VPC) the node goes in; a plugin that
+        /// cannot place it there refuses (unsupported), never places it elsewhere.
+        #[arg(long, value_name = "ID")]
+        subnet: Option<String>,
         #[command(flatten)]
         boot: BootArgs,
     },
@@ -150,6 +228,39 @@ pub(crate) enum Command {
         plugin: String,
         /// The node's provider id.
         id: String,
+    },
+    /// Replace the labels of a node of this owner (its ownership and request labels stay;
+    /// none given removes the others).
+    #[command(after_help = help::LABEL)]
+    Label {
+        /// Plugin name.
+        plugin: String,
+        /// The node's provider id.
+        id: String,
+        /// The labels it should have, as key=value.
+        #[arg(value_parser = parse_label)]
+        labels: Vec<(String, String)>,
+    },
+    /// Put a stable address on a node, or take it off (the plugin's networking).
+    #[command(after_help = help::ADDRESS)]
+    Address {
+        #[command(subcommand)]
+        action: AddressAction,
+    },
+    /// Load balancer membership: register, deregister or list a target group's nodes
+    /// (the plugin's networking).
+    #[command(after_help = help::TARGET)]
+    Target {
+        #[command(subcommand)]
+        action: TargetAction,
+    },
+    /// How many addresses a subnet has free (the plugin's networking).
+    #[command(after_help = help::SUBNET)]
+    Subnet {
+        /// Plugin name.
+        plugin: String,
+        /// The cloud's id of the subnet.
+        subnet: String,
     },
     /// Settle the journal against every plugin's describe: confirm or resume
     /// interrupted provisions, finish terminations, end expired leases, find leaks.

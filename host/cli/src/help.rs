@@ -74,6 +74,29 @@ Examples:
   wasmprov terminate hetzner 4711            # exits 0 if the node is already gone
   wasmprov --state-dir state terminate hetzner 4711";
 
+pub(crate) const LABEL: &str = "\
+Examples:
+  wasmprov label hetzner 4711 role=db team=core     # these labels, and the ownership ones
+  wasmprov label hetzner 4711                       # only the ownership labels
+  wasmprov --json label aws-ec2 i-0abc role=web | jq .labels";
+
+pub(crate) const ADDRESS: &str = "\
+Examples:
+  wasmprov address assign aws-ec2 i-0abc --kind private            # a new secondary private IP
+  wasmprov address assign hetzner 4711 --kind public --address 203.0.113.7
+  wasmprov address release hetzner 4711 203.0.113.7";
+
+pub(crate) const TARGET: &str = "\
+Examples:
+  wasmprov target register aws-ec2 arn:aws:elasticloadbalancing:...:targetgroup/web/1 i-0abc --port 80
+  wasmprov target list hetzner 42
+  wasmprov target deregister hetzner 42 4711";
+
+pub(crate) const SUBNET: &str = "\
+Examples:
+  wasmprov subnet aws-ec2 subnet-0abc
+  wasmprov --json subnet hetzner 1234 | jq .available_addresses";
+
 pub(crate) const RECONCILE: &str = "\
 Examples:
   wasmprov --state-dir state reconcile

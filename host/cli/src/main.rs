@@ -22,7 +22,7 @@ use anyhow::{Context as _, Result, bail};
 use clap::Parser;
 use wasmprov_api::{ProvisionRequest, ProvisionerError};
 
-use args::{Cli, Command, FakeCloud, LogFormat};
+use args::{AddressAction, Cli, Command, FakeCloud, LogFormat, TargetAction};
 use exit::{CallFailed, Reported};
 use load::{load, load_named, plugin, state_dir};
 
@@ -70,6 +70,7 @@ async fn run(cli: Cli) -> Result<()> {
             request_id,
             labels,
             lease_secs,
+            subnet,
             boot,
         } => {
             let boot = boot.boot()?;
@@ -79,7 +80,7 @@ async fn run(cli: Cli) -> Result<()> {
                 request_id: request_id.clone().unwrap_or_else(new_request_id),
                 shape: shape.shape(labels),
                 boot,
-                subnet: None,
+                subnet: subnet.clone(),
             };
             let lease = lease_secs.map(std::time::Duration::from_secs);
             let node = match &cli.state_dir {
@@ -139,6 +140,115 @@ async fn run(cli: Cli) -> Result<()> {
             } else {
                 println!("terminated {}", output::c(id));
             }
+        }
+        Command::Label {
+            plugin: name,
+            id,
+            labels,
+        } => {
+            let host = load_named(&cli, name).await?;
+            let labels: wasmprov_api::Labels = labels.iter().cloned().collect();
+            let node = plugin(&host, name)?
+                .set_labels(id, &labels)
+                .await
+                .map_err(CallFailed)?;
+            output::nodes(std::slice::from_ref(&node), json, true)?;
+        }
+        Command::Address { action } => match action {
+            AddressAction::Assign {
+                plugin: name,
+                id,
+                kind,
+                address,
+            } => {
+                let host = load_named(&cli, name).await?;
+                let request = wasmprov_api::AddressRequest {
+                    kind: *kind,
+                    address: address.clone(),
+                };
+                let a = plugin(&host, name)?
+                    .assign_address(id, &request)
+                    .await
+                    .map_err(CallFailed)?;
+                output::address(&a, json)?;
+            }
+            AddressAction::Release {
+                plugin: name,
+                id,
+                address,
+            } => {
+                let host = load_named(&cli, name).await?;
+                plugin(&host, name)?
+                    .release_address(id, address)
+                    .await
+                    .map_err(CallFailed)?;
+                output::done(
+                    json,
+                    serde_json::json!({ "released": address, "provider_id": id }),
+                    &format!("released {} from {}", output::c(address), output::c(id)),
+                );
+            }
+        },
+        Command::Target { action } => match action {
+            TargetAction::Register {
+                plugin: name,
+                group,
+                id,
+                port,
+            }
+            | TargetAction::Deregister {
+                plugin: name,
+                group,
+                id,
+                port,
+            } => {
+                let register = matches!(action, TargetAction::Register { .. });
+                let host = load_named(&cli, name).await?;
+                let p = plugin(&host, name)?;
+                let target = wasmprov_api::Target {
+                    group: group.clone(),
+                    provider_id: id.clone(),
+                    port: *port,
+                    health: None,
+                };
+                if register {
+                    p.register_target(&target).await.map_err(CallFailed)?;
+                } else {
+                    p.deregister_target(&target).await.map_err(CallFailed)?;
+                }
+                let verb = if register {
+                    "registered"
+                } else {
+                    "deregistered"
+                };
+                output::done(
+                    json,
+                    serde_json::json!({ verb: id, "group": group, "port": port }),
+                    &format!("{verb} {} in {}", output::c(id), output::c(group)),
+                );
+            }
+            TargetAction::List {
+                plugin: name,
+                group,
+            } => {
+                let host = load_named(&cli, name).await?;
+                let list = plugin(&host, name)?
+                    .list_targets(group)
+                    .await
+                    .map_err(CallFailed)?;
+                output::targets(&list, json)?;
+            }
+        },
+        Command::Subnet {
+            plugin: name,
+            subnet,
+        } => {
+            let host = load_named(&cli, name).await?;
+            let c = plugin(&host, name)?
+                .subnet_capacity(subnet)
+                .await
+                .map_err(CallFailed)?;
+            output::subnet(&c, json)?;
         }
         Command::Fake {
             cloud: FakeCloud::Hetzner { listen },

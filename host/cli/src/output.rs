@@ -82,6 +82,87 @@ pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
     Ok(())
 }
 
+/// The interfaces a plugin has beyond the core calls, as a table cell.
+fn interfaces(i: &PluginInfo) -> String {
+    let mut out = Vec::new();
+    if i.interfaces.set_labels {
+        out.push("set-labels");
+    }
+    if i.interfaces.networking {
+        out.push("networking");
+    }
+    if out.is_empty() {
+        "none".into()
+    } else {
+        out.join(", ")
+    }
+}
+
+/// What a command that changes something and answers nothing did: the
+/// JSON `value`, or the `text` line.
+pub(crate) fn done(json: bool, value: serde_json::Value, text: &str) {
+    if json {
+        println!("{value}");
+    } else {
+        println!("{text}");
+    }
+}
+
+/// A stable address and where it is.
+pub fn address(a: &wasmprov_api::StableAddress, json: bool) -> Result<()> {
+    if json {
+        return print_json(a);
+    }
+    let mut t = table(&["address", "kind", "id", "node"]);
+    t.add_row(vec![
+        c(&a.address),
+        a.kind.to_string(),
+        a.resource_id.as_deref().map_or_else(|| "-".into(), c),
+        a.provider_id.as_deref().map_or_else(|| "-".into(), c),
+    ]);
+    print_table(&t, 0);
+    Ok(())
+}
+
+/// A target group's targets.
+pub fn targets(list: &[wasmprov_api::Target], json: bool) -> Result<()> {
+    if json {
+        return print_json(&list);
+    }
+    if list.is_empty() {
+        println!("no targets");
+        return Ok(());
+    }
+    let mut t = table(&["group", "node", "port", "health"]);
+    for x in list.iter().take(MAX_ROWS) {
+        t.add_row(vec![
+            c(&x.group),
+            c(&x.provider_id),
+            x.port.map_or_else(|| "-".into(), |p| p.to_string()),
+            x.health.as_deref().map_or_else(|| "-".into(), c),
+        ]);
+    }
+    print_table(&t, list.len().saturating_sub(MAX_ROWS));
+    Ok(())
+}
+
+/// A subnet's free addresses.
+pub fn subnet(s: &wasmprov_api::SubnetCapacity, json: bool) -> Result<()> {
+    if json {
+        return print_json(s);
+    }
+    let mut t = table(&["subnet", "available", "total", "zone"]);
+    t.add_row(vec![
+        c(&s.subnet),
+        s.available_addresses.to_string(),
+        s.total_addresses
+            .map_or_else(|| "unknown".into(), |n| n.to_string()),
+        s.zone.as_deref().map_or_else(|| "-".into(), c),
+    ]);
+    print_table(&t, 0);
+    Ok(())
+}
+
 pub fn plugins(host: &Host, json: bool) -> Result<()> {
     if json {
         let loaded = host.plugins();
@@ -92,6 +173,7 @@ pub fn plugins(host: &Host, json: bool) -> Result<()> {
     let mut t = table(&[
         "plugin",
         "backend",
+        "contract",
         "capacity",
         "http grants",
         "exec grants",
@@ -104,6 +186,7 @@ pub fn plugins(host: &Host, json: bool) -> Result<()> {
         t.add_row(vec![
             c(&i.name),
             c(&i.backend_name),
+            format!("{} ({})", i.contract, interfaces(i)),
             i.capacity_types
                 .iter()
                 .map(ToString::to_string)
@@ -171,6 +254,8 @@ pub fn inspect(info: &PluginInfo, owner: &str, json: bool) -> Result<()> {
                 .as_deref()
                 .map_or_else(|| "(not recorded)".into(), c),
         ),
+        ("contract", c(&info.contract)),
+        ("interfaces", interfaces(info)),
         (
             "capacity types",
             info.capacity_types

@@ -28,7 +28,9 @@ use wasmprov_host::intercept::OutgoingRequest;
 
 use super::loopback;
 use crate::Unavailable;
-use crate::fake::{FakeCloud, TruthNode};
+use crate::fake::{
+    FakeCloud, NetworkTruth, NodeRecord, TruthAddress, TruthGroup, TruthNode, TruthSubnet,
+};
 use crate::faults::FaultKind;
 
 /// The region the plugin is pointed at.
@@ -43,6 +45,12 @@ const ACCESS_KEY_ID: &str = "AKIAFAKEWASMPROVTEST";
 const SECRET_ACCESS_KEY: &str = "wasmprov-fake-secret-access-key";
 /// The AMI of moto's own examples, used when moto lists it.
 const PREFERRED_IMAGE: &str = "ami-12c6146b";
+/// `Version` of every Elastic Load Balancing v2 call.
+const ELB_API_VERSION: &str = "2015-12-01";
+/// The zone whose default subnet the networking rules use.
+const SUBNET_ZONE: &str = "us-east-1a";
+/// The name of the target group the fake makes.
+const TARGET_GROUP: &str = "conformance-tg";
 /// The type of planted instances.
 const PLANT_TYPE: &str = "t3.micro";
 /// How long moto may take to listen.
@@ -62,6 +70,11 @@ pub(crate) struct Ec2 {
     child: Child,
     addr: SocketAddr,
     image_id: String,
+    /// The ARN of the ELBv2 target group made at start, for `targets`.
+    group: String,
+    /// The subnet the networking rules use: the default subnet of
+    /// [`SUBNET_ZONE`].
+    subnet: String,
     log: PathBuf,
     faults: AtomicU64,
     _dir: tempfile::TempDir,
@@ -121,12 +134,61 @@ impl Ec2 {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
             image_id: String::new(),
+            group: String::new(),
+            subnet: String::new(),
             log,
             faults: AtomicU64::new(0),
             _dir: dir,
         };
         fake.image_id = fake.wait_ready().await?;
+        fake.subnet = fake.default_subnet().await?;
+        fake.group = fake.make_target_group().await?;
         Ok(fake)
+    }
+
+    /// The default subnet of [`SUBNET_ZONE`].
+    async fn default_subnet(&self) -> anyhow::Result<String> {
+        let xml = self
+            .query(&[
+                ("Action", "DescribeSubnets"),
+                ("Filter.1.Name", "availability-zone"),
+                ("Filter.1.Value.1", SUBNET_ZONE),
+                ("Filter.2.Name", "default-for-az"),
+                ("Filter.2.Value.1", "true"),
+            ])
+            .await?;
+        first_text(&xml, "subnetId").ok_or_else(|| {
+            anyhow::anyhow!(
+                "moto has no default subnet in {SUBNET_ZONE}: {}",
+                snippet(&xml)
+            )
+        })
+    }
+
+    /// A TCP target group of instances in the default VPC, for the
+    /// `targets` rule; its ARN.
+    async fn make_target_group(&self) -> anyhow::Result<String> {
+        let xml = self
+            .query(&[
+                ("Action", "DescribeVpcs"),
+                ("Filter.1.Name", "is-default"),
+                ("Filter.1.Value.1", "true"),
+            ])
+            .await?;
+        let vpc = first_text(&xml, "vpcId")
+            .ok_or_else(|| anyhow::anyhow!("moto has no default VPC: {}", snippet(&xml)))?;
+        let xml = self
+            .elb_query(&[
+                ("Action", "CreateTargetGroup"),
+                ("Name", TARGET_GROUP),
+                ("Protocol", "TCP"),
+                ("Port", "6443"),
+                ("VpcId", &vpc),
+                ("TargetType", "instance"),
+            ])
+            .await?;
+        first_text(&xml, "TargetGroupArn")
+            .ok_or_else(|| anyhow::anyhow!("CreateTargetGroup answered no ARN: {}", snippet(&xml)))
     }
 
     /// Waits until moto answers EC2 (not only accepts connections: a
@@ -187,11 +249,26 @@ impl Ec2 {
     /// the `Authorization` header only names EC2's credential scope, which
     /// is how moto picks the service. Returns the body of a 200 answer.
     async fn query(&self, params: &[(&str, &str)]) -> anyhow::Result<String> {
+        self.query_of("ec2", API_VERSION, params).await
+    }
+
+    /// One Elastic Load Balancing v2 call to moto, unsigned like [`Ec2::query`].
+    async fn elb_query(&self, params: &[(&str, &str)]) -> anyhow::Result<String> {
+        self.query_of("elasticloadbalancing", ELB_API_VERSION, params)
+            .await
+    }
+
+    async fn query_of(
+        &self,
+        service: &str,
+        version: &str,
+        params: &[(&str, &str)],
+    ) -> anyhow::Result<String> {
         let action = params
             .iter()
             .find(|(k, _)| *k == "Action")
             .map_or("?", |(_, v)| *v);
-        let mut all = vec![("Version", API_VERSION)];
+        let mut all = vec![("Version", version)];
         all.extend_from_slice(params);
         let body = all
             .iter()
@@ -207,7 +284,7 @@ impl Ec2 {
             (
                 "authorization".to_string(),
                 format!(
-                    "AWS4-HMAC-SHA256 Credential={ACCESS_KEY_ID}/20250101/{REGION}/ec2/aws4_request, SignedHeaders=host, Signature=00"
+                    "AWS4-HMAC-SHA256 Credential={ACCESS_KEY_ID}/20250101/{REGION}/{service}/aws4_request, SignedHeaders=host, Signature=00"
                 ),
             ),
         ];
@@ -278,11 +355,89 @@ impl FakeCloud for Ec2 {
 
     /// The region and an AMI moto knows there; no `endpoint`, so the
     /// plugin uses its default and the host redirects it.
+    ///
+    /// Target groups (`elb_endpoint`) go to EC2's endpoint too: the host
+    /// sends them to moto, which routes them by their credential scope
+    /// (`elasticloadbalancing`), so a manifest that grants EC2 alone serves.
     fn config(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
             ("region".to_string(), REGION.to_string()),
             ("image_id".to_string(), self.image_id.clone()),
+            ("elb_endpoint".to_string(), format!("https://{HOST}")),
         ])
+    }
+
+    /// What moto holds of instance `id` now: zone, type, state, addresses,
+    /// host name and subnet.
+    async fn record(&self, id: &str) -> anyhow::Result<Option<NodeRecord>> {
+        let xml = self
+            .query(&[("Action", "DescribeInstances"), ("InstanceId.1", id)])
+            .await?;
+        record_of(&xml, id)
+    }
+
+    /// The default subnet of [`SUBNET_ZONE`] (free addresses, and the
+    /// block's size less AWS's five reserved), the target group made at
+    /// start with its targets, and every Elastic IP with the instance it
+    /// is on.
+    async fn network(&self) -> anyhow::Result<Option<NetworkTruth>> {
+        let xml = self
+            .query(&[("Action", "DescribeSubnets"), ("SubnetId.1", &self.subnet)])
+            .await?;
+        let available = first_text(&xml, "availableIpAddressCount")
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("DescribeSubnets: no free count: {}", snippet(&xml)))?;
+        let total = first_text(&xml, "cidrBlock")
+            .and_then(|c| c.split_once('/').and_then(|(_, p)| p.parse::<u32>().ok()))
+            .and_then(|p| 1u64.checked_shl(32u32.checked_sub(p)?))
+            .map(|n| n.saturating_sub(5));
+        let xml = self
+            .elb_query(&[
+                ("Action", "DescribeTargetHealth"),
+                ("TargetGroupArn", &self.group),
+            ])
+            .await?;
+        let doc = roxmltree::Document::parse(&xml).with_context(|| {
+            format!(
+                "DescribeTargetHealth answered malformed XML: {}",
+                snippet(&xml)
+            )
+        })?;
+        let targets = doc
+            .descendants()
+            .filter(|n| n.is_element() && n.tag_name().name() == "Target")
+            .filter_map(|t| text(t, "Id"))
+            .collect();
+        let xml = self.query(&[("Action", "DescribeAddresses")]).await?;
+        let doc = roxmltree::Document::parse(&xml).with_context(|| {
+            format!(
+                "DescribeAddresses answered malformed XML: {}",
+                snippet(&xml)
+            )
+        })?;
+        let addresses = child(doc.root_element(), "addressesSet")
+            .into_iter()
+            .flat_map(|set| children(set, "item"))
+            .filter_map(|a| {
+                Some(TruthAddress {
+                    address: text(a, "publicIp")?,
+                    resource_id: text(a, "allocationId"),
+                    node: text(a, "instanceId"),
+                })
+            })
+            .collect();
+        let mut truth = NetworkTruth::default();
+        truth.subnets.push(TruthSubnet {
+            id: self.subnet.clone(),
+            available,
+            total,
+        });
+        truth.groups.push(TruthGroup {
+            id: self.group.clone(),
+            targets,
+        });
+        truth.addresses = addresses;
+        Ok(Some(truth))
     }
 
     /// Every instance moto has, terminated ones included (not alive).
@@ -488,6 +643,58 @@ fn parse_instances(xml: &str) -> anyhow::Result<(Vec<TruthNode>, Option<String>)
     Ok((out, text(root, "nextToken")))
 }
 
+/// The text of the first element named `name` in `xml`.
+fn first_text(xml: &str, name: &str) -> Option<String> {
+    let doc = roxmltree::Document::parse(xml).ok()?;
+    doc.descendants()
+        .find(|n| n.is_element() && n.tag_name().name() == name)
+        .and_then(|n| n.text())
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+}
+
+/// What a `DescribeInstances` answer says of instance `id`; `None` when
+/// it does not list it.
+fn record_of(xml: &str, id: &str) -> anyhow::Result<Option<NodeRecord>> {
+    let doc = roxmltree::Document::parse(xml)
+        .with_context(|| format!("DescribeInstances answered malformed XML: {}", snippet(xml)))?;
+    let Some(item) = doc
+        .descendants()
+        .filter(|n| n.is_element() && n.tag_name().name() == "item")
+        .find(|n| text(*n, "instanceId").as_deref() == Some(id))
+    else {
+        return Ok(None);
+    };
+    let primary = child(item, "networkInterfaceSet")
+        .into_iter()
+        .flat_map(|set| children(set, "item"))
+        .find(|e| {
+            child(*e, "attachment")
+                .and_then(|a| text(a, "deviceIndex"))
+                .as_deref()
+                == Some("0")
+        });
+    let ipv6 = text(item, "ipv6Address").or_else(|| {
+        primary
+            .and_then(|e| child(e, "ipv6AddressesSet"))
+            .and_then(|set| children(set, "item").next())
+            .and_then(|a| text(a, "ipv6Address"))
+    });
+    let record = NodeRecord {
+        zone: child(item, "placement").and_then(|p| text(p, "availabilityZone")),
+        instance_type: text(item, "instanceType"),
+        state: child(item, "instanceState").and_then(|s| text(s, "name")),
+        private_address: text(item, "privateIpAddress"),
+        public_address: text(item, "ipAddress"),
+        ipv6_address: ipv6,
+        hostname: text(item, "privateDnsName"),
+        subnet: Some(text(item, "subnetId").unwrap_or_default()),
+        ..NodeRecord::default()
+    };
+    Ok(Some(record))
+}
+
 /// Percent-encodes as AWS does: every byte but `A-Z a-z 0-9 - _ . ~`.
 fn encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -613,6 +820,29 @@ mod tests {
         assert!(
             loopback::parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc").is_err()
         );
+    }
+
+    #[test]
+    fn records_read_what_moto_holds() {
+        let xml = r#"<DescribeInstancesResponse><reservationSet><item><instancesSet><item>
+          <instanceId>i-1</instanceId><instanceState><name>running</name></instanceState>
+          <instanceType>t3a.medium</instanceType><placement><availabilityZone>us-east-1a</availabilityZone></placement>
+          <privateDnsName>ip-172-31-0-4.ec2.internal</privateDnsName><subnetId>subnet-1</subnetId>
+          <privateIpAddress>172.31.0.4</privateIpAddress><ipAddress>54.1.2.3</ipAddress>
+          <networkInterfaceSet><item><attachment><deviceIndex>0</deviceIndex></attachment>
+            <ipv6AddressesSet><item><ipv6Address>2600:1f18::10</ipv6Address></item></ipv6AddressesSet></item></networkInterfaceSet>
+        </item></instancesSet></item></reservationSet></DescribeInstancesResponse>"#;
+        let r = record_of(xml, "i-1").unwrap().unwrap();
+        assert_eq!(r.zone.as_deref(), Some("us-east-1a"));
+        assert_eq!(r.instance_type.as_deref(), Some("t3a.medium"));
+        assert_eq!(r.state.as_deref(), Some("running"));
+        assert_eq!(r.private_address.as_deref(), Some("172.31.0.4"));
+        assert_eq!(r.public_address.as_deref(), Some("54.1.2.3"));
+        assert_eq!(r.ipv6_address.as_deref(), Some("2600:1f18::10"));
+        assert_eq!(r.hostname.as_deref(), Some("ip-172-31-0-4.ec2.internal"));
+        assert_eq!(r.subnet.as_deref(), Some("subnet-1"));
+        assert_eq!(record_of(xml, "i-2").unwrap(), None);
+        assert_eq!(first_text(xml, "subnetId").as_deref(), Some("subnet-1"));
     }
 
     #[test]

@@ -5,12 +5,15 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 use wasmprov_fake::refcloud::{
-    DEFAULT_ZONE, ErrorResponse, capacity_error, quota_error, rate_limited_error,
+    DEFAULT_ZONE, ErrorResponse, SUBNETS, TARGET_GROUP, capacity_error, quota_error,
+    rate_limited_error,
 };
 use wasmprov_fake::{RefCloudFake, RefCloudFakeOptions};
 use wasmprov_host::intercept::OutgoingRequest;
 
-use crate::fake::{FakeCloud, TruthNode};
+use crate::fake::{
+    FakeCloud, NetworkTruth, NodeRecord, TruthAddress, TruthGroup, TruthNode, TruthSubnet,
+};
 use crate::faults::FaultKind;
 
 pub(crate) struct RefCloud {
@@ -58,6 +61,65 @@ impl FakeCloud for RefCloud {
                 user_data: None,
             })
             .collect())
+    }
+
+    /// Only the subnet a node went to: the other rules that compare with
+    /// a record stay as they were for plugins of this cloud.
+    async fn record(&self, id: &str) -> anyhow::Result<Option<NodeRecord>> {
+        Ok(self
+            .fake
+            .nodes()
+            .into_iter()
+            .find(|n| n.id == id)
+            .map(|n| NodeRecord {
+                subnet: Some(n.subnet.unwrap_or_default()),
+                ..NodeRecord::default()
+            }))
+    }
+
+    /// Its two subnets (a node in one holds one of its addresses), its
+    /// target group and its stable addresses.
+    async fn network(&self) -> anyhow::Result<Option<NetworkTruth>> {
+        let nodes = self.fake.nodes();
+        let subnets = SUBNETS
+            .iter()
+            .map(|(id, _, total)| {
+                let used = nodes
+                    .iter()
+                    .filter(|n| n.subnet.as_deref() == Some(*id))
+                    .count() as u64;
+                TruthSubnet {
+                    id: (*id).to_string(),
+                    available: total.saturating_sub(used),
+                    total: Some(*total),
+                }
+            })
+            .collect();
+        let groups = vec![TruthGroup {
+            id: TARGET_GROUP.to_string(),
+            targets: self
+                .fake
+                .targets(TARGET_GROUP)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(node, _)| node)
+                .collect(),
+        }];
+        let addresses = self
+            .fake
+            .addresses()
+            .into_iter()
+            .map(|a| TruthAddress {
+                address: a.ip,
+                resource_id: Some(a.id),
+                node: a.node_id,
+            })
+            .collect();
+        Ok(Some(NetworkTruth {
+            subnets,
+            groups,
+            addresses,
+        }))
     }
 
     async fn plant(&self, labels: BTreeMap<String, String>) -> anyhow::Result<Option<String>> {

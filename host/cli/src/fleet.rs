@@ -157,6 +157,7 @@ pub async fn provision(
     let options = wasmprov_fleet::ProvisionOptions {
         request_id: Some(request.request_id),
         boot: request.boot,
+        subnet: request.subnet,
         lease,
         ..wasmprov_fleet::ProvisionOptions::default()
     };

@@ -22,6 +22,7 @@ mod pb {
 
 use pb::provisioner_client::ProvisionerClient;
 
+mod netcloud;
 mod probe;
 
 const TOKEN: &str = "serve-test-token-6d0c";
@@ -746,6 +747,7 @@ async fn journaled_operations(
         lease_seconds: Some(3600),
         group: None,
         boot: None,
+        subnet: None,
     };
     let before = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -1378,6 +1380,7 @@ async fn provision_with_retries(
             lease_seconds: None,
             group: None,
             boot: None,
+            subnet: None,
         };
         match tokio::time::timeout(STEP_LIMIT, c.provision(authed(TOKEN, req))).await {
             Ok(Ok(r)) => return Ok(r.into_inner().node.unwrap().provider_id),
@@ -1761,6 +1764,7 @@ async fn load_calls(
                             lease_seconds: None,
                             group: None,
                             boot: None,
+                            subnet: None,
                         },
                     ))
                     .await
@@ -3225,4 +3229,317 @@ async fn the_daemon_uses_refreshed_credentials_without_a_restart() {
         }
     }
     drop(served);
+}
+
+/// Contract 0.3 over gRPC, through the real daemon: ListPlugins says each
+/// plugin's contract and interfaces; Provision takes a subnet; SetLabels,
+/// AssignAddress, ReleaseAddress, RegisterTarget, ListTargets,
+/// DeregisterTarget and SubnetCapacity drive the `netcloud` test guest
+/// against the refcloud fake; the 0.2.0 plugin beside it answers each
+/// UNIMPLEMENTED (kind `unsupported`); the token guards them like the
+/// others, and the metrics count them.
+#[tokio::test(flavor = "multi_thread")]
+async fn contract_0_3_calls_over_grpc() {
+    let (fake, dir) = netcloud::setup().await;
+    let d = dir.path();
+    let mut cmd = wasmprov(d);
+    cmd.env(netcloud::TOKEN_ENV, fake.token())
+        .env("WASMPROV_SERVE_TOKEN", TOKEN);
+    let state = d.join("state");
+    let served = serve(
+        cmd,
+        &[
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--reconcile-every",
+            "0",
+        ],
+        d,
+    )
+    .await;
+    let mut c = client(served.grpc).await;
+    // The plugins load once compiled (the daemon serves meanwhile).
+    let list = bounded("both plugins loaded", START_LIMIT, async {
+        loop {
+            let list = rpc(
+                "ListPlugins",
+                c.list_plugins(authed(TOKEN, pb::ListPluginsRequest {})),
+            )
+            .await;
+            if list.plugins.len() == 2 {
+                break list;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    let of = |n: &str| list.plugins.iter().find(|p| p.name == n).unwrap().clone();
+    assert_eq!(of("netcloud").contract, "0.3.0");
+    assert_eq!(
+        of("netcloud").interfaces,
+        Some(pb::Interfaces {
+            set_labels: true,
+            networking: true
+        })
+    );
+    assert_eq!(of("older").contract, "0.2.0");
+    assert_eq!(of("older").interfaces, Some(pb::Interfaces::default()));
+
+    // A node in a subnet (journaled with the intent).
+    let node = rpc(
+        "Provision",
+        c.provision(authed(
+            TOKEN,
+            pb::ProvisionRequest {
+                plugin: "netcloud".into(),
+                request_id: "grpc-net-1".into(),
+                shape: Some(pb::NodeShape {
+                    zone: None,
+                    ..shape()
+                }),
+                subnet: Some("subnet-b".into()),
+                ..Default::default()
+            },
+        )),
+    )
+    .await
+    .node
+    .unwrap();
+    let id = node.provider_id.clone();
+    assert_eq!(fake.nodes()[0].subnet.as_deref(), Some("subnet-b"));
+    let journal = std::fs::read(state.join("journal.redb")).unwrap();
+    assert!(
+        journal
+            .windows(b"\"subnet\":\"subnet-b\"".len())
+            .any(|w| w == b"\"subnet\":\"subnet-b\""),
+        "the subnet is journaled with the intent"
+    );
+
+    // No token: refused before anything reaches a plugin.
+    let err = rpc_err(
+        "SetLabels without a token",
+        c.set_labels(pb::SetLabelsRequest {
+            plugin: "netcloud".into(),
+            provider_id: id.clone(),
+            labels: [("role".to_string(), "db".to_string())].into(),
+        }),
+    )
+    .await;
+    assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
+
+    let relabelled = rpc(
+        "SetLabels",
+        c.set_labels(authed(
+            TOKEN,
+            pb::SetLabelsRequest {
+                plugin: "netcloud".into(),
+                provider_id: id.clone(),
+                labels: [("role".to_string(), "db".to_string())].into(),
+            },
+        )),
+    )
+    .await
+    .node
+    .unwrap();
+    assert_eq!(
+        relabelled.labels.get("role").map(String::as_str),
+        Some("db")
+    );
+    assert!(relabelled.labels.contains_key("wasmprov-owner"));
+    let err = rpc_err(
+        "SetLabels with a reserved key",
+        c.set_labels(authed(
+            TOKEN,
+            pb::SetLabelsRequest {
+                plugin: "netcloud".into(),
+                provider_id: id.clone(),
+                labels: [("wasmprov-owner".to_string(), "x".to_string())].into(),
+            },
+        )),
+    )
+    .await;
+    assert_eq!(
+        (err.code(), kind(&err)),
+        (Code::FailedPrecondition, "invalid_config"),
+        "{err:?}"
+    );
+
+    let a = rpc(
+        "AssignAddress",
+        c.assign_address(authed(
+            TOKEN,
+            pb::AssignAddressRequest {
+                plugin: "netcloud".into(),
+                provider_id: id.clone(),
+                kind: pb::AddressKind::Private.into(),
+                address: None,
+            },
+        )),
+    )
+    .await
+    .address
+    .unwrap();
+    assert_eq!(a.address, "10.9.0.1");
+    assert_eq!(a.provider_id.as_deref(), Some(id.as_str()));
+    rpc(
+        "ReleaseAddress",
+        c.release_address(authed(
+            TOKEN,
+            pb::ReleaseAddressRequest {
+                plugin: "netcloud".into(),
+                provider_id: id.clone(),
+                address: a.address.clone(),
+            },
+        )),
+    )
+    .await;
+    assert_eq!(fake.addresses()[0].node_id, None);
+    let err = rpc_err(
+        "ReleaseAddress again",
+        c.release_address(authed(
+            TOKEN,
+            pb::ReleaseAddressRequest {
+                plugin: "netcloud".into(),
+                provider_id: id.clone(),
+                address: a.address.clone(),
+            },
+        )),
+    )
+    .await;
+    assert_eq!((err.code(), kind(&err)), (Code::NotFound, "not_found"));
+
+    let target = pb::Target {
+        group: "tg-web".into(),
+        provider_id: id.clone(),
+        port: Some(443),
+        health: None,
+    };
+    rpc(
+        "RegisterTarget",
+        c.register_target(authed(
+            TOKEN,
+            pb::RegisterTargetRequest {
+                plugin: "netcloud".into(),
+                target: Some(target.clone()),
+            },
+        )),
+    )
+    .await;
+    let listed = rpc(
+        "ListTargets",
+        c.list_targets(authed(
+            TOKEN,
+            pb::ListTargetsRequest {
+                plugin: "netcloud".into(),
+                group: "tg-web".into(),
+            },
+        )),
+    )
+    .await
+    .targets;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].provider_id.as_str(), listed[0].port),
+        (id.as_str(), Some(443))
+    );
+    rpc(
+        "DeregisterTarget",
+        c.deregister_target(authed(
+            TOKEN,
+            pb::DeregisterTargetRequest {
+                plugin: "netcloud".into(),
+                target: Some(target.clone()),
+            },
+        )),
+    )
+    .await;
+    assert_eq!(fake.targets("tg-web").unwrap(), vec![]);
+    let cap = rpc(
+        "SubnetCapacity",
+        c.subnet_capacity(authed(
+            TOKEN,
+            pb::SubnetCapacityRequest {
+                plugin: "netcloud".into(),
+                subnet: "subnet-b".into(),
+            },
+        )),
+    )
+    .await;
+    assert_eq!(
+        (
+            cap.available_addresses,
+            cap.total_addresses,
+            cap.zone.as_deref()
+        ),
+        (7, Some(8), Some("zone-b"))
+    );
+
+    // The 0.2.0 plugin: every call is a missing feature.
+    let unimplemented = |err: Status| {
+        assert_eq!(
+            (err.code(), kind(&err)),
+            (Code::Unimplemented, "unsupported"),
+            "{err:?}"
+        );
+    };
+    unimplemented(
+        rpc_err(
+            "SetLabels on 0.2",
+            c.set_labels(authed(
+                TOKEN,
+                pb::SetLabelsRequest {
+                    plugin: "older".into(),
+                    provider_id: "n-1".into(),
+                    labels: BTreeMap::new().into_iter().collect(),
+                },
+            )),
+        )
+        .await,
+    );
+    unimplemented(
+        rpc_err(
+            "ListTargets on 0.2",
+            c.list_targets(authed(
+                TOKEN,
+                pb::ListTargetsRequest {
+                    plugin: "older".into(),
+                    group: "tg-web".into(),
+                },
+            )),
+        )
+        .await,
+    );
+    unimplemented(
+        rpc_err(
+            "SubnetCapacity on 0.2",
+            c.subnet_capacity(authed(
+                TOKEN,
+                pb::SubnetCapacityRequest {
+                    plugin: "older".into(),
+                    subnet: "subnet-a".into(),
+                },
+            )),
+        )
+        .await,
+    );
+
+    let metrics = http_get(served.metrics.unwrap(), "/metrics").await;
+    for method in [
+        "SetLabels",
+        "AssignAddress",
+        "ReleaseAddress",
+        "RegisterTarget",
+        "ListTargets",
+        "DeregisterTarget",
+        "SubnetCapacity",
+    ] {
+        assert!(
+            metrics.contains(&format!(
+                "grpc_method=\"{method}\",grpc_type=\"unary\",grpc_code=\"OK\""
+            )),
+            "{method} counted:\n{metrics}"
+        );
+    }
 }

@@ -73,7 +73,7 @@ pub enum FleetError {
     Terminating(String),
     /// The request id is already journaled for another plugin or shape.
     #[error(
-        "request id {request_id:?} is already used for plugin {plugin:?} with another shape or boot data"
+        "request id {request_id:?} is already used for plugin {plugin:?} with another shape, boot data or subnet"
     )]
     Conflict {
         /// The request id.
@@ -131,6 +131,10 @@ pub struct ProvisionOptions {
     /// What the node boots with; journaled with the intent, so that a
     /// provision resumed after a crash boots the same.
     pub boot: BootData,
+    /// The cloud's id of the subnet (network, VPC) the node goes in; `None`
+    /// for the backend's default. Journaled with the intent; a backend
+    /// that cannot place it there refuses.
+    pub subnet: Option<String>,
 }
 
 /// Whether an error of a provision means the cloud made no node, so that
@@ -432,7 +436,7 @@ impl Fleet {
             request_id: intent.request_id.clone(),
             shape,
             boot: intent.boot.clone(),
-            subnet: None,
+            subnet: intent.subnet.clone(),
         }
     }
 
@@ -498,6 +502,7 @@ impl Fleet {
             group: options.group.clone(),
             hourly_usd: options.hourly_usd,
             boot: options.boot.clone(),
+            subnet: options.subnet.clone(),
             state: IntentState::Pending,
             ..Intent::default()
         };
@@ -506,7 +511,8 @@ impl Fleet {
             Err(existing)
                 if existing.plugin == plugin
                     && existing.shape == shape
-                    && existing.boot == options.boot =>
+                    && existing.boot == options.boot
+                    && existing.subnet == options.subnet =>
             {
                 if existing.lease() != lease_ms {
                     return Err(FleetError::LeaseConflict {

@@ -431,6 +431,8 @@ impl Fleet {
                     group: Some(group.name.clone()),
                     hourly_usd: Some(offer.hint.hourly_usd),
                     boot: group.boot.clone(),
+                    // A group's nodes go where each plugin places them.
+                    subnet: None,
                 };
                 // The offering chosen, by name: the plugin makes that type.
                 match self.provision(&offer.plugin, &shape, options).await {

@@ -138,6 +138,10 @@ pub struct Intent {
     /// journal file is the operator's, like the plugin directory).
     #[serde(default, skip_serializing_if = "BootData::is_empty")]
     pub boot: BootData,
+    /// The subnet (network, VPC) the node was asked in, if any (contract
+    /// 0.3): a provision resumed after a crash asks the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subnet: Option<String>,
     /// Where it is.
     #[serde(flatten)]
     pub state: IntentState,

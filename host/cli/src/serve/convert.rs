@@ -246,6 +246,75 @@ pub(super) fn node_to_pb(n: wasmprov_api::NodeHandle) -> pb::NodeHandle {
         public_address: n.public_address,
         arch: arch_to_pb(n.arch).into(),
         gpu_model: n.gpu_model,
+        ipv6_address: n.ipv6_address,
+        hostname: n.hostname,
+    }
+}
+
+/// A call to an interface the plugin lacks (or a cloud that cannot do it)
+/// is a missing feature, not a bad argument: UNIMPLEMENTED, kind
+/// `unsupported` (as `Offerings` without a catalogue).
+pub(super) fn feature_status(err: &ProvisionerError) -> Status {
+    match err {
+        ProvisionerError::Unsupported(m) => {
+            with_kind(Code::Unimplemented, m.clone(), "unsupported")
+        }
+        other => status_of(other),
+    }
+}
+
+pub(super) fn kind_from_pb(kind: i32) -> Result<wasmprov_api::AddressKind, Status> {
+    match pb::AddressKind::try_from(kind) {
+        Ok(pb::AddressKind::Private) => Ok(wasmprov_api::AddressKind::Private),
+        Ok(pb::AddressKind::Public) => Ok(wasmprov_api::AddressKind::Public),
+        _ => Err(Status::invalid_argument(
+            "kind is required: ADDRESS_KIND_PRIVATE or ADDRESS_KIND_PUBLIC",
+        )),
+    }
+}
+
+pub(super) fn address_to_pb(a: wasmprov_api::StableAddress) -> pb::StableAddress {
+    let kind = match a.kind {
+        wasmprov_api::AddressKind::Private => pb::AddressKind::Private,
+        wasmprov_api::AddressKind::Public => pb::AddressKind::Public,
+    };
+    pb::StableAddress {
+        address: a.address,
+        kind: kind.into(),
+        resource_id: a.resource_id,
+        provider_id: a.provider_id,
+    }
+}
+
+pub(super) fn target_from_pb(t: Option<pb::Target>) -> Result<wasmprov_api::Target, Status> {
+    let t = t.ok_or_else(|| Status::invalid_argument("target is required"))?;
+    if t.group.is_empty() || t.provider_id.is_empty() {
+        return Err(Status::invalid_argument(
+            "target.group and target.provider_id are required",
+        ));
+    }
+    let port = t
+        .port
+        .map(|p| {
+            u16::try_from(p).ok().filter(|p| *p > 0).ok_or_else(|| {
+                Status::invalid_argument(format!("target.port {p} is not 1 to 65535"))
+            })
+        })
+        .transpose()?;
+    Ok(wasmprov_api::Target {
+        group: t.group,
+        provider_id: t.provider_id,
+        port,
+        health: None,
+    })
+}
+
+pub(super) fn target_to_pb(t: wasmprov_api::Target) -> pb::Target {
+    pb::Target {
+        group: t.group,
+        provider_id: t.provider_id,
+        port: t.port.map(u32::from),
+        health: t.health,
     }
 }
 

@@ -870,6 +870,11 @@ impl Provisioner for Service {
                     sha256: info.sha256.clone(),
                     signer: info.signer.clone().unwrap_or_default(),
                     source: info.source.clone().unwrap_or_default(),
+                    contract: info.contract.clone(),
+                    interfaces: Some(pb::Interfaces {
+                        set_labels: info.interfaces.set_labels,
+                        networking: info.interfaces.networking,
+                    }),
                 }
             })
             .collect();
@@ -969,6 +974,7 @@ impl Provisioner for Service {
             group: req.group,
             hourly_usd: None,
             boot: boot_from_pb(req.boot)?,
+            subnet: req.subnet,
         };
         let node = self
             .fleet
@@ -1145,6 +1151,132 @@ impl Provisioner for Service {
                 .into_iter()
                 .map(|i| intent_to_pb(i, journal))
                 .collect(),
+        }))
+    }
+
+    async fn set_labels(
+        &self,
+        req: Request<pb::SetLabelsRequest>,
+    ) -> RpcResult<pb::SetLabelsResponse> {
+        let req = req.into_inner();
+        if req.provider_id.is_empty() {
+            return Err(Status::invalid_argument("provider_id is required"));
+        }
+        let plugin = self.plugin(&req.plugin)?;
+        let labels: wasmprov_api::Labels = req.labels.into_iter().collect();
+        let node = plugin
+            .set_labels(&req.provider_id, &labels)
+            .await
+            .map_err(|e| feature_status(&e))?;
+        Ok(Response::new(pb::SetLabelsResponse {
+            node: Some(node_to_pb(node)),
+        }))
+    }
+
+    async fn assign_address(
+        &self,
+        req: Request<pb::AssignAddressRequest>,
+    ) -> RpcResult<pb::AssignAddressResponse> {
+        let req = req.into_inner();
+        if req.provider_id.is_empty() {
+            return Err(Status::invalid_argument("provider_id is required"));
+        }
+        let request = wasmprov_api::AddressRequest {
+            kind: kind_from_pb(req.kind)?,
+            address: req.address,
+        };
+        let plugin = self.plugin(&req.plugin)?;
+        let a = plugin
+            .assign_address(&req.provider_id, &request)
+            .await
+            .map_err(|e| feature_status(&e))?;
+        Ok(Response::new(pb::AssignAddressResponse {
+            address: Some(address_to_pb(a)),
+        }))
+    }
+
+    async fn release_address(
+        &self,
+        req: Request<pb::ReleaseAddressRequest>,
+    ) -> RpcResult<pb::ReleaseAddressResponse> {
+        let req = req.into_inner();
+        if req.provider_id.is_empty() || req.address.is_empty() {
+            return Err(Status::invalid_argument(
+                "provider_id and address are required",
+            ));
+        }
+        let plugin = self.plugin(&req.plugin)?;
+        plugin
+            .release_address(&req.provider_id, &req.address)
+            .await
+            .map_err(|e| feature_status(&e))?;
+        Ok(Response::new(pb::ReleaseAddressResponse {}))
+    }
+
+    async fn register_target(
+        &self,
+        req: Request<pb::RegisterTargetRequest>,
+    ) -> RpcResult<pb::RegisterTargetResponse> {
+        let req = req.into_inner();
+        let target = target_from_pb(req.target)?;
+        let plugin = self.plugin(&req.plugin)?;
+        plugin
+            .register_target(&target)
+            .await
+            .map_err(|e| feature_status(&e))?;
+        Ok(Response::new(pb::RegisterTargetResponse {}))
+    }
+
+    async fn deregister_target(
+        &self,
+        req: Request<pb::DeregisterTargetRequest>,
+    ) -> RpcResult<pb::DeregisterTargetResponse> {
+        let req = req.into_inner();
+        let target = target_from_pb(req.target)?;
+        let plugin = self.plugin(&req.plugin)?;
+        plugin
+            .deregister_target(&target)
+            .await
+            .map_err(|e| feature_status(&e))?;
+        Ok(Response::new(pb::DeregisterTargetResponse {}))
+    }
+
+    async fn list_targets(
+        &self,
+        req: Request<pb::ListTargetsRequest>,
+    ) -> RpcResult<pb::ListTargetsResponse> {
+        let req = req.into_inner();
+        if req.group.is_empty() {
+            return Err(Status::invalid_argument("group is required"));
+        }
+        let plugin = self.plugin(&req.plugin)?;
+        let list = plugin
+            .list_targets(&req.group)
+            .await
+            .map_err(|e| feature_status(&e))?;
+        Ok(Response::new(pb::ListTargetsResponse {
+            targets: list.into_iter().map(target_to_pb).collect(),
+        }))
+    }
+
+    async fn subnet_capacity(
+        &self,
+        req: Request<pb::SubnetCapacityRequest>,
+    ) -> RpcResult<pb::SubnetCapacityResponse> {
+        let req = req.into_inner();
+        if req.subnet.is_empty() {
+            return Err(Status::invalid_argument("subnet is required"));
+        }
+        let plugin = self.plugin(&req.plugin)?;
+        let c = plugin
+            .subnet_capacity(&req.subnet)
+            .await
+            .map_err(|e| feature_status(&e))?;
+        Ok(Response::new(pb::SubnetCapacityResponse {
+            subnet: c.subnet,
+            available_addresses: c.available_addresses,
+            total_addresses: c.total_addresses,
+            zone: c.zone,
         }))
     }
 

@@ -153,10 +153,12 @@ impl RestCloud for NetCloud {
     fn create(&self, request: &ProvisionRequest, labels: &Labels) -> Result<Request> {
         let shape = &request.shape;
         let (node_type, _) = pick(shape)?;
-        let zone = shape
-            .zone
-            .clone()
-            .unwrap_or_else(|| place(&node_type).into());
+        // In a subnet, the subnet's zone unless the shape names one.
+        let zone = match (&shape.zone, &request.subnet) {
+            (Some(z), _) => Some(z.clone()),
+            (None, Some(_)) => None,
+            (None, None) => Some(place(&node_type).to_string()),
+        };
         let encoded = labels
             .iter()
             .map(|(k, v)| Ok((LABELS.encode(k)?, LABELS.encode(v)?)));

@@ -67,6 +67,30 @@ async fn aws_ec2_passes_with_and_without_faults() {
     assert!(!report.injected.is_empty());
 }
 
+/// Contract 0.3's rules, each of which a plugin with set-labels and the
+/// networking export must pass (not skip) against a fake that has them.
+const CONTRACT_0_3_RULES: [&str; 7] = [
+    "labels.set",
+    "request.subnet",
+    "address.assign",
+    "targets",
+    "subnet.capacity",
+    "handle.ipv6",
+    "handle.hostname",
+];
+
+fn assert_ran(report: &Report, rules: &[&str]) {
+    for rule in rules {
+        let r = report.rule(rule).unwrap();
+        assert_eq!(
+            r.status,
+            wasmprov_testkit::Status::Pass,
+            "{rule} did not run and pass: {report}"
+        );
+        assert!(r.checks > 0, "{rule}: {report}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn hetzner_passes() {
     let report = run(
@@ -75,6 +99,36 @@ async fn hetzner_passes() {
     )
     .await;
     report.assert_passed();
+    assert_ran(&report, &CONTRACT_0_3_RULES);
+}
+
+const NETCLOUD_MANIFEST: &str = r#"
+name = "netcloud"
+component = "netcloud.wasm"
+
+[secrets]
+token = { env = "REFCLOUD_TOKEN" }
+
+[http]
+allow = ["https://api.refcloud.example"]
+"#;
+
+/// The rules hold for a networked plugin of another cloud too: the test
+/// guest on the reference cloud, plainly and under faults.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_networked_plugin_of_another_cloud_passes_the_contract_0_3_rules() {
+    for faults in [FaultSpec::none(), FaultSpec::default_mix()] {
+        let report =
+            run(
+                Suite::from_component("netcloud", guests::NETCLOUD.as_ref(), NETCLOUD_MANIFEST)
+                    .fake(Fake::RefCloud)
+                    .faults(faults),
+            )
+            .await;
+        report.assert_passed();
+        // The reference cloud's fake records no IPv6 address or hostname.
+        assert_ran(&report, &CONTRACT_0_3_RULES[..5]);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -87,6 +141,7 @@ async fn hetzner_passes_under_faults() {
     .await;
     report.assert_passed();
     assert!(!report.injected.is_empty());
+    assert_ran(&report, &CONTRACT_0_3_RULES);
 }
 
 #[tokio::test(flavor = "multi_thread")]

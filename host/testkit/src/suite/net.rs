@@ -40,7 +40,12 @@ impl Run {
         let network = self.network_truth().await;
         let small = NodeShape::new(1.0, GIB);
         self.injector.pause(false);
-        let labelled = match self.provision("conformance-labels", &small).await {
+        // With a label of its own, which set-labels must take away.
+        let shape = NodeShape {
+            labels: Labels::from([("conformance-old".to_string(), "1".to_string())]),
+            ..small.clone()
+        };
+        let labelled = match self.provision("conformance-labels", &shape).await {
             Ok(node) => node,
             Err(e) => {
                 self.injector.pause(true);

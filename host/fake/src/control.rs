@@ -223,6 +223,16 @@ pub struct Record {
     /// Its public address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub public_address: Option<String>,
+    /// Its IPv6 address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv6_address: Option<String>,
+    /// The host name the cloud gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// The subnet (network, VPC) it is in, by the id a provision request
+    /// names it with (`""`: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subnet: Option<String>,
 }
 
 fn yes() -> bool {

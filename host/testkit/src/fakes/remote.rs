@@ -312,7 +312,9 @@ impl FakeCloud for Remote {
             state: r.state,
             private_address: r.private_address,
             public_address: r.public_address,
-            ..NodeRecord::default()
+            ipv6_address: r.ipv6_address,
+            hostname: r.hostname,
+            subnet: r.subnet,
         }))
     }
 

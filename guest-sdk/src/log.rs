@@ -1,12 +1,29 @@
-//! Log records, delivered to the host's log tagged with the plugin's name.
+//! Log records, delivered to the host's log tagged with the plugin's name
+//! (natively, in a plugin's unit tests, written to standard error).
 
-use crate::wit::wasmprov::provisioner0_3_0::log::{self as wit_log, Level};
+#[cfg(target_arch = "wasm32")]
+use crate::wit::wasmprov::provisioner0_3_0::log as wit_log;
+use crate::wit::wasmprov::provisioner0_3_0::log::Level;
 
 fn emit(level: Level, message: &str, fields: &[(&str, &str)]) {
+    // Natively (a plugin's unit tests) there is no host: standard error.
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let level = match level {
+            Level::Trace => "TRACE",
+            Level::Debug => "DEBUG",
+            Level::Info => "INFO",
+            Level::Warn => "WARN",
+            Level::Error => "ERROR",
+        };
+        eprintln!("{level} {message} {fields:?}");
+    }
+    #[cfg(target_arch = "wasm32")]
     let fields: Vec<(String, String)> = fields
         .iter()
         .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
         .collect();
+    #[cfg(target_arch = "wasm32")]
     wit_log::log(level, message, &fields);
 }
 

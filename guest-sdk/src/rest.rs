@@ -570,7 +570,10 @@ pub fn provision<C: RestCloud + ?Sized>(
     }
 }
 
-/// The node `provider_id` if it exists and is owned by `owner_id`.
+/// The node `provider_id` if it exists, is owned by `owner_id`, and the
+/// answer is that node (its id is `provider_id`: an answer naming another
+/// node is `None`, so no caller acts on one id after checking another's
+/// owner).
 ///
 /// # Errors
 /// The cloud's classified errors (not `not_found`, which is `None`).
@@ -588,6 +591,17 @@ pub fn get<C: RestCloud + ?Sized>(
         Err(Error::NotFound(_)) => return Ok(None),
         Err(e) => return Err(e),
     };
+    // The answer must be the node asked for: a cloud (or anything between)
+    // answering with another node must not make the caller act on `provider_id`
+    // after checking the owner of someone else's node.
+    if node.provider_id != provider_id {
+        crate::log::warn(&format!(
+            "{}: asked for node {provider_id:?}, the answer is node {:?}; treated as not found",
+            C::CLOUD,
+            node.provider_id
+        ));
+        return Ok(None);
+    }
     Ok(owned_by(&node.labels, owner_id).then_some(node))
 }
 
@@ -661,8 +675,12 @@ pub fn set_labels<C: RestCloud + ?Sized>(
             .ok()
             .and_then(|v| v.pointer(C::ONE_ITEM).cloned())
     };
-    match answered.and_then(|v| serde_json::from_value::<C::Node>(v).ok()) {
-        Some(n) => Ok(cloud.handle(&n)),
+    match answered
+        .and_then(|v| serde_json::from_value::<C::Node>(v).ok())
+        .map(|n| cloud.handle(&n))
+        .filter(|n| n.provider_id == provider_id && owned_by(&n.labels, owner_id))
+    {
+        Some(n) => Ok(n),
         None => get(cloud, transport, owner_id, provider_id)?.ok_or_else(|| {
             Error::NotFound(format!(
                 "{} node {provider_id:?} went away while its labels were set",
@@ -747,6 +765,9 @@ mod tests {
         nodes: RefCell<BTreeMap<u64, Vec<String>>>,
         asked: RefCell<Vec<String>>,
         race: RefCell<bool>,
+        /// Answers every `GET /nodes/{id}` with this node instead (a cloud,
+        /// or something between, answering with the wrong node).
+        answer_as: RefCell<Option<u64>>,
     }
 
     fn answer(status: u16, body: serde_json::Value) -> Response {
@@ -797,7 +818,10 @@ mod tests {
                     }
                 }
                 (m, p) => {
-                    let id: u64 = p.trim_start_matches("/nodes/").parse().unwrap();
+                    let mut id: u64 = p.trim_start_matches("/nodes/").parse().unwrap();
+                    if m == "GET" {
+                        id = self.answer_as.borrow().unwrap_or(id);
+                    }
                     match (m, nodes.get(&id).cloned()) {
                         (_, None) => answer(404, serde_json::json!({"message": "not found"})),
                         ("GET", Some(t)) => answer(200, serde_json::json!({"node": node(id, &t)})),
@@ -957,6 +981,42 @@ mod tests {
             ("a", Some(0.5))
         );
         assert_eq!(got[0].zones, ["r1"]);
+    }
+
+    #[test]
+    fn an_answer_naming_another_node_is_not_the_node_asked_for() {
+        let cloud = Script::default();
+        let mine = provision(&Tiny, &cloud, "o1", &request("r1")).unwrap();
+        let theirs = provision(&Tiny, &cloud, "o2", &request("r1")).unwrap();
+        // GET /nodes/<theirs> answers with o1's node.
+        let mine_id: u64 = mine.provider_id.parse().unwrap();
+        *cloud.answer_as.borrow_mut() = Some(mine_id);
+        assert!(
+            get(&Tiny, &cloud, "o1", &theirs.provider_id)
+                .unwrap()
+                .is_none()
+        );
+        assert!(matches!(
+            terminate(&Tiny, &cloud, "o1", &theirs.provider_id),
+            Err(Error::NotFound(_))
+        ));
+        assert!(matches!(
+            set_labels(&Tiny, &cloud, "o1", &theirs.provider_id, &Labels::new()),
+            Err(Error::NotFound(_))
+        ));
+        assert!(
+            !cloud
+                .asked
+                .borrow()
+                .iter()
+                .any(|r| r.starts_with("DELETE") || r.starts_with("PUT")),
+            "{:?}",
+            cloud.asked.borrow()
+        );
+        assert_eq!(cloud.nodes.borrow().len(), 2, "nothing was deleted");
+        // Asked for itself, the node is found and deleted.
+        terminate(&Tiny, &cloud, "o1", &mine.provider_id).unwrap();
+        assert_eq!(cloud.nodes.borrow().len(), 1);
     }
 
     #[test]

@@ -120,6 +120,24 @@ class Rest(unittest.TestCase):
         self.plugin.terminate("o", mine)
         self.assertNotIn(mine, self.cloud.nodes)
 
+    def test_an_answer_naming_another_node_is_never_acted_on(self):
+        mine = self.cloud.add({tags.OWNER: "o"})
+        theirs = self.cloud.add({tags.OWNER: "other"})
+        real = self.cloud.__call__
+
+        def wrong_node(req):
+            # GET /nodes/<theirs> answered with this owner's node.
+            if req.method == "GET" and req.url.endswith("/nodes/" + theirs):
+                return Cloud.answer(200, {"node": self.cloud.nodes[mine]})
+            return real(req)
+        self.plugin.transport = wrong_node
+        self.assertIsNone(self.plugin.get("o", theirs))
+        self.assertRaises(NotFound, self.plugin.terminate, "o", theirs)
+        self.assertFalse(any(m == "DELETE" for m, _ in self.cloud.asked))
+        self.assertEqual(set(self.cloud.nodes), {mine, theirs})
+        self.plugin.terminate("o", mine)
+        self.assertEqual(set(self.cloud.nodes), {theirs})
+
     def test_a_conflicting_create_returns_the_winner_and_errors_are_classified(self):
         self.cloud.refuse = (409, {"message": "taken"})
         self.assertRaises(Conflict, self.plugin.provision, "o", request())

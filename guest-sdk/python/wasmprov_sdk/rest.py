@@ -17,7 +17,7 @@ unit tests run the same code natively against scripted answers."""
 
 from typing import Dict, List, Optional, Sequence
 
-from . import classify, http, pages, pointer, tags
+from . import classify, http, log, pages, pointer, tags
 from .errors import Conflict, NotFound, Transport
 from .http import Request, Response
 from .model import NodeHandle, ProvisionRequest
@@ -141,6 +141,12 @@ class RestCloud(Provider):
         try:
             node = self._node_at(self.send(Request.get(url)))
         except NotFound:
+            return None
+        if node.provider_id != provider_id:
+            # An answer naming another node is not the node asked for: never
+            # act on one id after checking another node's owner.
+            log.warn(f"{self.CLOUD}: asked for node {provider_id!r}, the answer is node "
+                     f"{node.provider_id!r}; treated as not found")
             return None
         return node if node.labels.get(tags.OWNER) == owner_id else None
 

@@ -33,9 +33,10 @@ impl<T: Transport> Client<'_, T> {
     /// # Errors
     /// [`Error::NotFound`] for an instance that is not this owner's, gone,
     /// or an Elastic IP EC2 does not have; [`Error::Unsupported`] for an
-    /// address held by an instance or interface that is not this owner's
-    /// (it is never taken), a primary address, or one that is not an IPv4
-    /// address; the API's errors.
+    /// address held by an instance or interface that is not this owner's,
+    /// or an Elastic IP tagged with another owner (it is never taken), a
+    /// primary address, or one that is not an IPv4 address; the API's
+    /// errors.
     pub fn assign_address(
         &self,
         owner_id: &str,
@@ -201,6 +202,18 @@ impl<T: Transport> Client<'_, T> {
         };
         if eip.instance_id.as_deref() == Some(instance.id.as_str()) {
             return Ok(stable);
+        }
+        // One allocated for another owner stays theirs, on a node or not;
+        // an untagged one (the operator's) may be moved.
+        if let Some((_, other)) = eip
+            .tags
+            .iter()
+            .find(|(k, v)| k == OWNER && *v != id_tag(owner_id))
+        {
+            return Err(Error::Unsupported(format!(
+                "Elastic IP {} was allocated for owner {other:?}, not this owner's: it is never taken",
+                eip.public_ip
+            )));
         }
         match (&eip.instance_id, &eip.interface_id) {
             (Some(other), _) => {

@@ -550,6 +550,22 @@ async fn elastic_ips_move_between_own_nodes_only() {
                 .assign_address(&a.provider_id, &public(Some("eipalloc-00000000000000000")))
                 .await,
         );
+        // Released by its owner, it is still theirs: tagged with them.
+        t.theirs
+            .release_address(&c.provider_id, &theirs_alloc)
+            .await
+            .unwrap();
+        let m = unsupported(
+            t.ours
+                .assign_address(&a.provider_id, &public(Some(&theirs_alloc)))
+                .await,
+        );
+        assert!(m.contains(OTHER), "{m}");
+        let left = t.elastic_ip(&theirs_alloc);
+        assert!(
+            left["InstanceId"].as_str().unwrap_or_default().is_empty(),
+            "{left}"
+        );
         // The free one goes back on a.
         let back = t
             .ours

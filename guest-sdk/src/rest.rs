@@ -541,10 +541,13 @@ pub fn find<C: RestCloud + ?Sized>(
 }
 
 /// Creates a node for `request`, or returns the one created for it
-/// already.
+/// already. The node created must read back with `owner_id` and the
+/// request's id (as [`find`] would find it).
 ///
 /// # Errors
-/// The cloud's classified errors, and [`RestCloud::create`]'s.
+/// The cloud's classified errors, and [`RestCloud::create`]'s; `other` (not
+/// an error that says nothing was made) when the created node reads back
+/// with another owner or request id.
 pub fn provision<C: RestCloud + ?Sized>(
     cloud: &C,
     transport: &impl Transport,
@@ -563,7 +566,27 @@ pub fn provision<C: RestCloud + ?Sized>(
     let labels = tags::node_labels(owner_id, request_id, &tags::request_labels(request));
     let create = cloud.create(request, &labels)?;
     match send(cloud, transport, create) {
-        Ok(resp) => Ok(cloud.handle(&node_at::<C>(&resp, C::ONE_ITEM)?)),
+        Ok(resp) => {
+            let node = cloud.handle(&node_at::<C>(&resp, C::ONE_ITEM)?);
+            // A node that does not read back as this owner's, for this
+            // request (a cloud that changed its tags), would never be found
+            // again: a second provision would make a second node. Not an
+            // error that says nothing was made: the caller keeps the intent
+            // and reconciles.
+            if !owned_by(&node.labels, owner_id)
+                || node.labels.get(REQUEST).map(String::as_str) != Some(request_id)
+            {
+                return Err(Error::Other(format!(
+                    "{}: node {:?} was made for request {request_id:?} but reads back with \
+                     owner {:?} and request {:?}; it is not found by its labels",
+                    C::CLOUD,
+                    node.provider_id,
+                    node.labels.get(OWNER),
+                    node.labels.get(REQUEST)
+                )));
+            }
+            Ok(node)
+        }
         // A concurrent provision of the same request may have won.
         Err(Error::Conflict(m)) => existing(cloud)?.ok_or(Error::Conflict(m)),
         Err(e) => Err(e),
@@ -751,12 +774,15 @@ mod tests {
         fn handle(&self, node: &TinyNode) -> NodeHandle {
             NodeHandle {
                 provider_id: node.id.to_string(),
-                labels: FlatTags::DIGITALOCEAN.decode_all(&node.tags),
+                labels: Preset::DIGITALOCEAN.decode_all(&node.tags),
                 status: NodeStatus::Running,
                 ..NodeHandle::default()
             }
         }
     }
+
+    /// How a cloud rewrites the tags it stores.
+    type Fold = fn(&str) -> String;
 
     /// The cloud: nodes by id; a create conflicts once when `race` is set
     /// (another provision made the node meanwhile).
@@ -765,6 +791,9 @@ mod tests {
         nodes: RefCell<BTreeMap<u64, Vec<String>>>,
         asked: RefCell<Vec<String>>,
         race: RefCell<bool>,
+        /// Stores the tags of created nodes this way (a cloud that folds
+        /// them to the case of a tag the account has already).
+        fold: RefCell<Option<Fold>>,
         /// Answers every `GET /nodes/{id}` with this node instead (a cloud,
         /// or something between, answering with the wrong node).
         answer_as: RefCell<Option<u64>>,
@@ -798,7 +827,7 @@ mod tests {
                     let page: usize = req.query_value("page").unwrap().parse().unwrap();
                     let all: Vec<_> = nodes
                         .iter()
-                        .filter(|(_, t)| t.contains(&tag))
+                        .filter(|(_, t)| t.iter().any(|t| t.eq_ignore_ascii_case(&tag)))
                         .map(|(id, t)| node(*id, t))
                         .collect();
                     answer(
@@ -808,7 +837,11 @@ mod tests {
                 }
                 ("POST", "/nodes") => {
                     let body: serde_json::Value = serde_json::from_slice(req.body_bytes()).unwrap();
-                    let tags: Vec<String> = serde_json::from_value(body["tags"].clone()).unwrap();
+                    let mut tags: Vec<String> =
+                        serde_json::from_value(body["tags"].clone()).unwrap();
+                    if let Some(fold) = *self.fold.borrow() {
+                        tags = tags.iter().map(|t| fold(t)).collect();
+                    }
                     let id = 100 + nodes.len() as u64;
                     nodes.insert(id, tags.clone());
                     if self.race.replace(false) {
@@ -981,6 +1014,26 @@ mod tests {
             ("a", Some(0.5))
         );
         assert_eq!(got[0].zones, ["r1"]);
+    }
+
+    #[test]
+    fn a_node_that_reads_back_as_anothers_is_an_error_not_made_nothing() {
+        let cloud = Script::default();
+        // The cloud writes `wasmprov-owner:o1` as `wasmprov-owner:o2`.
+        *cloud.fold.borrow_mut() = Some(|t| t.replace(":o1", ":o2"));
+        let e = provision(&Tiny, &cloud, "o1", &request("r1")).unwrap_err();
+        assert!(matches!(e, Error::Other(_)) && !e.made_nothing(), "{e:?}");
+        assert_eq!(cloud.nodes.borrow().len(), 1);
+        // A cloud that folds case (Tiny's tags are DigitalOcean's) still
+        // gives back the owner and request: the retry finds the node.
+        let cloud = Script::default();
+        *cloud.fold.borrow_mut() = Some(|t| t.to_ascii_uppercase());
+        let a = provision(&Tiny, &cloud, "o1", &request("r1")).unwrap();
+        let b = provision(&Tiny, &cloud, "o1", &request("r1")).unwrap();
+        assert_eq!(
+            (a.provider_id, cloud.nodes.borrow().len()),
+            (b.provider_id, 1)
+        );
     }
 
     #[test]

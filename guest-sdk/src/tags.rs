@@ -58,7 +58,21 @@ pub struct Preset {
     pub flat: FlatTags,
     /// Shortest tag the cloud stores.
     pub min_len: usize,
+    /// Whether the cloud's tags are case-insensitive (Linode, DigitalOcean:
+    /// a tag already in the account, such as `WASMPROV-OWNER:fleet-b`, gives
+    /// its case to every resource tagged the same way). Then
+    /// [`Preset::decode_all`] reads the tags of the SDK's own labels
+    /// ([`FOLDED`]: owner, request id, journal, digest, whose values are
+    /// lowercase by the contract) in lowercase, so a folded tag still names
+    /// the same owner and request. Other labels read as the cloud stores
+    /// them: on such a cloud a user label's key or value may come back in
+    /// another case than it was written.
+    pub case_insensitive: bool,
 }
+
+/// The labels whose tags a [`Preset::case_insensitive`] preset reads in
+/// lowercase: the SDK writes them only in lowercase (ids, journal ids, hex).
+pub const FOLDED: &[&str] = &[OWNER, REQUEST, JOURNAL, REQUEST_DIGEST];
 
 /// `[A-Za-z0-9_-]` and `:`: DigitalOcean's tag alphabet, stored by every
 /// flat-tag cloud.
@@ -68,13 +82,15 @@ const FLAT_ALPHABET: &str = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY
 const HASH_LEN: usize = 16;
 
 impl Preset {
-    /// DigitalOcean's tags: `[A-Za-z0-9:_-]`, 1 to 255 characters.
+    /// DigitalOcean's tags: `[A-Za-z0-9:_-]`, 1 to 255 characters,
+    /// case-insensitive.
     pub const DIGITALOCEAN: Preset = Preset {
         flat: FlatTags::DIGITALOCEAN,
         min_len: 1,
+        case_insensitive: true,
     };
     /// Linode's tags: 3 to 50 characters (written in DigitalOcean's
-    /// alphabet, which Linode stores as it is).
+    /// alphabet, which Linode stores as it is), case-insensitive.
     pub const LINODE: Preset = Preset {
         flat: FlatTags {
             codec: TagCodec {
@@ -86,6 +102,7 @@ impl Preset {
             separator: b':',
         },
         min_len: 3,
+        case_insensitive: true,
     };
     /// Vultr's tags: at most 255 characters.
     pub const VULTR: Preset = Preset {
@@ -99,6 +116,7 @@ impl Preset {
             separator: b':',
         },
         min_len: 1,
+        case_insensitive: false,
     };
 
     fn sep(&self) -> char {
@@ -209,40 +227,77 @@ impl Preset {
         }
     }
 
+    /// `tag` as [`Preset::decode_all`] reads it: in lowercase when the
+    /// cloud's tags are case-insensitive and it is the tag of a [`FOLDED`]
+    /// label, else as it is.
+    fn folded<'t>(&self, tag: &'t str) -> std::borrow::Cow<'t, str> {
+        if self.case_insensitive {
+            let lower = tag.to_ascii_lowercase();
+            let key = lower.split(self.sep()).next().unwrap_or_default();
+            if lower != tag && FOLDED.contains(&key) {
+                return std::borrow::Cow::Owned(lower);
+            }
+        }
+        std::borrow::Cow::Borrowed(tag)
+    }
+
     /// The labels `tags` stand for: plain tags, and long forms whose pieces
     /// are all there and hash to their hash tag. Other tags are left out.
+    ///
+    /// A key claimed with two different values (two plain tags, a plain tag
+    /// and a long form, two long forms, or two pieces of one number) is
+    /// left out too, whatever the key: which value a node "has" is never
+    /// decided by the order of its tags, so a node carrying two owners is
+    /// nobody's, and one carrying two request ids answers neither.
     #[must_use]
     pub fn decode_all<S: AsRef<str>>(&self, tags: &[S]) -> crate::Labels {
-        use std::collections::BTreeMap;
+        use std::collections::{BTreeMap, BTreeSet};
         let sep = self.sep();
-        let mut labels = self.flat.decode_all(tags);
-        let mut hashes: BTreeMap<&str, &str> = BTreeMap::new();
-        let mut pieces: BTreeMap<&str, BTreeMap<usize, &str>> = BTreeMap::new();
-        for tag in tags.iter().map(AsRef::as_ref) {
+        let tags: Vec<std::borrow::Cow<'_, str>> =
+            tags.iter().map(|t| self.folded(t.as_ref())).collect();
+        let mut claims: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut conflicted: BTreeSet<String> = BTreeSet::new();
+        for (k, v) in tags.iter().filter_map(|t| self.flat.decode(t)) {
+            claims.entry(k).or_default().insert(v);
+        }
+        let mut hashes: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        let mut pieces: BTreeMap<&str, BTreeMap<usize, BTreeSet<&str>>> = BTreeMap::new();
+        for tag in &tags {
             let Some((key, rest)) = tag.split_once(sep) else {
                 continue;
             };
             if let Some(hash) = rest.strip_prefix(sep) {
-                hashes.insert(key, hash);
+                hashes.entry(key).or_default().insert(hash);
             } else if let Some((digits, piece)) = rest.split_once(sep)
                 && let Ok(n) = digits.parse::<usize>()
                 && digits == n.to_string()
             {
-                pieces.entry(key).or_default().insert(n, piece);
+                pieces
+                    .entry(key)
+                    .or_default()
+                    .entry(n)
+                    .or_default()
+                    .insert(piece);
             }
         }
         for (encoded_key, hash) in hashes {
+            let Some(key) = self.flat.codec.decode(encoded_key) else {
+                continue;
+            };
             let parts = pieces.remove(encoded_key).unwrap_or_default();
             // The pieces 1, 2, ... in a row; a stray piece past them (a tag
             // someone else added) does not hide the label.
             let run = (1..=parts.len())
                 .take_while(|n| parts.contains_key(n))
                 .count();
-            let joined: String = (1..=run).filter_map(|n| parts.get(&n).copied()).collect();
-            let (Some(key), Some(value)) = (
-                self.flat.codec.decode(encoded_key),
-                self.flat.codec.decode(&joined),
-            ) else {
+            if hash.len() > 1 || (1..=run).any(|n| parts[&n].len() > 1) {
+                conflicted.insert(key);
+                continue;
+            }
+            let hash = hash.first().copied().unwrap_or_default();
+            let piece = |n: usize| parts[&n].first().copied().unwrap_or_default();
+            let joined: String = (1..=run).map(piece).collect();
+            let Some(value) = self.flat.codec.decode(&joined) else {
                 continue;
             };
             // Only the long form `encode` writes for that label, whole.
@@ -250,12 +305,16 @@ impl Preset {
                 continue;
             };
             let given = std::iter::once(format!("{encoded_key}{sep}{sep}{hash}"))
-                .chain((1..=run).map(|n| format!("{encoded_key}{sep}{n}{sep}{}", parts[&n])));
+                .chain((1..=run).map(|n| format!("{encoded_key}{sep}{n}{sep}{}", piece(n))));
             if given.eq(expected) {
-                labels.insert(key, value);
+                claims.entry(key).or_default().insert(value);
             }
         }
-        labels
+        claims
+            .into_iter()
+            .filter(|(k, values)| values.len() == 1 && !conflicted.contains(k))
+            .filter_map(|(k, values)| Some((k, values.into_iter().next()?)))
+            .collect()
     }
 
     /// Whether `tags` carry label `key` = `value`.
@@ -625,6 +684,78 @@ mod tests {
         );
         assert!(p.encode(&"k".repeat(48), "vvvv").is_err());
         assert_eq!(HETZNER.encode(&long_id).unwrap(), long_id);
+    }
+
+    #[test]
+    fn two_claims_for_one_key_are_nobodys_whatever_their_order() {
+        let long_a = "a".repeat(63);
+        let long_b = format!("{}b", "a".repeat(62));
+        for p in [Preset::LINODE, Preset::DIGITALOCEAN, Preset::VULTR] {
+            for key in [OWNER, REQUEST, "role"] {
+                let plain_a = p.encode(key, "a").unwrap();
+                let plain_b = p.encode(key, "b").unwrap();
+                let form_a = p.encode(key, &long_a).unwrap();
+                let form_b = p.encode(key, &long_b).unwrap();
+                let other = p.encode(JOURNAL, "k7m2q4x6b3c5d-1").unwrap();
+                for (x, y) in [
+                    (&plain_a, &plain_b),
+                    (&plain_a, &form_b),
+                    (&form_a, &plain_b),
+                    (&form_a, &form_b),
+                ] {
+                    let mut tags: Vec<String> = x.iter().chain(y).cloned().collect();
+                    tags.extend(other.iter().cloned());
+                    for _ in 0..2 {
+                        let labels = p.decode_all(&tags);
+                        assert!(!labels.contains_key(key), "{tags:?} -> {labels:?}");
+                        assert!(labels.contains_key(JOURNAL), "{labels:?}");
+                        tags.reverse();
+                    }
+                }
+                // The same claim twice is one claim.
+                let twice: Vec<String> = plain_a.iter().chain(&plain_a).cloned().collect();
+                assert_eq!(p.decode_all(&twice).get(key).map(String::as_str), Some("a"));
+            }
+        }
+        // A long form with two pieces of one number is no claim at all.
+        let p = Preset::LINODE;
+        let mut tags = p.encode(OWNER, &long_a).unwrap();
+        tags.push(tags[1].replace(":1:a", ":1:b"));
+        for _ in 0..2 {
+            assert!(!p.decode_all(&tags).contains_key(OWNER), "{tags:?}");
+            tags.reverse();
+        }
+    }
+
+    #[test]
+    fn case_folded_tags_still_name_the_owner_and_request() {
+        let long = "r".repeat(63);
+        let labels = crate::Labels::from([
+            (OWNER.to_string(), "fleet-b".to_string()),
+            (REQUEST.to_string(), long.clone()),
+            (REQUEST_DIGEST.to_string(), "0123456789abcdef".to_string()),
+            ("role".to_string(), "web".to_string()),
+        ]);
+        for p in [Preset::LINODE, Preset::DIGITALOCEAN] {
+            assert!(p.case_insensitive);
+            let tags = p.encode_all(&labels).unwrap();
+            for fold in [str::to_ascii_uppercase, str::to_ascii_lowercase] {
+                let folded: Vec<String> = tags.iter().map(|t| fold(t)).collect();
+                let got = p.decode_all(&folded);
+                assert_eq!(got.get(OWNER), labels.get(OWNER), "{folded:?}");
+                assert_eq!(got.get(REQUEST), labels.get(REQUEST), "{folded:?}");
+                assert_eq!(got.get(REQUEST_DIGEST), labels.get(REQUEST_DIGEST));
+                assert!(p.matches(&folded, OWNER, "fleet-b"));
+            }
+            // Folded and plain spellings of one owner are one claim.
+            let both = vec!["WASMPROV-OWNER:FLEET-B", "wasmprov-owner:fleet-b"];
+            assert_eq!(p.decode_all(&both).get(OWNER).unwrap(), "fleet-b");
+            // User labels read as stored.
+            assert_eq!(p.decode_all(&["ROLE:WEB"]).get("ROLE").unwrap(), "WEB");
+        }
+        // A case-sensitive cloud's tags are read as they are.
+        let upper = ["WASMPROV-OWNER:FLEET-B"];
+        assert!(!Preset::VULTR.decode_all(&upper).contains_key(OWNER));
     }
 
     #[test]

@@ -243,6 +243,31 @@ fn python_ids_and_tags_are_the_rust_sdks_byte_for_byte() {
             }
         }
     }
+    // As a case-insensitive cloud may give them back (folded), and with
+    // two claims for one key (plain and long forms).
+    let folded: Vec<Vec<String>> = tag_lists
+        .iter()
+        .map(|t| t.iter().map(|s| s.to_ascii_uppercase()).collect())
+        .collect();
+    tag_lists.extend(folded);
+    let (long_a, long_b) = ("r".repeat(63), format!("{}s", "r".repeat(62)));
+    for preset in [tags::Preset::LINODE, tags::Preset::VULTR] {
+        for key in [tags::OWNER, tags::REQUEST, "role"] {
+            for (a, b) in [
+                ("a", "b"),
+                ("a", &long_b),
+                (&long_a, "b"),
+                (&long_a, &long_b),
+            ] {
+                let mut both = preset.encode(key, a).unwrap();
+                both.extend(preset.encode(key, b).unwrap());
+                tag_lists.push(both.clone());
+                both.extend(preset.encode(key, a).unwrap());
+                both.reverse();
+                tag_lists.push(both);
+            }
+        }
+    }
     let hosts: Vec<(String, String, String)> = texts
         .iter()
         .flat_map(|t| {

@@ -7,7 +7,7 @@ import unittest
 
 from wasmprov_sdk import (BootData, BootSupport, NodeHandle, NodeShape, ProvisionRequest, Request,
                           RestCloud, Rule, pages, tags)
-from wasmprov_sdk.errors import Conflict, NotFound, Quota, Unsupported
+from wasmprov_sdk.errors import Conflict, NotFound, Other, Quota, Unsupported
 from wasmprov_sdk.http import Response
 from wasmprov_sdk.provider import checked_provision
 
@@ -137,6 +137,21 @@ class Rest(unittest.TestCase):
         self.assertEqual(set(self.cloud.nodes), {mine, theirs})
         self.plugin.terminate("o", mine)
         self.assertEqual(set(self.cloud.nodes), {theirs})
+
+    def test_a_node_that_reads_back_as_anothers_is_an_error_not_made_nothing(self):
+        real = self.cloud.__call__
+
+        def relabelled(req):
+            if req.method == "POST":
+                body = json.loads(req.body)
+                body["labels"][tags.OWNER] = "someone-else"
+                req.body = json.dumps(body).encode()
+            return real(req)
+        self.plugin.transport = relabelled
+        with self.assertRaises(Other) as e:
+            self.plugin.provision("o", request())
+        self.assertIn("reads back", e.exception.message)
+        self.assertEqual(len(self.cloud.nodes), 1)
 
     def test_a_conflicting_create_returns_the_winner_and_errors_are_classified(self):
         self.cloud.refuse = (409, {"message": "taken"})

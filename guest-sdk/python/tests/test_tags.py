@@ -129,5 +129,32 @@ class Digest(unittest.TestCase):
             self.assertEqual(tags._json_f64(x), want, x)
 
 
+class Claims(unittest.TestCase):
+    def test_two_claims_for_one_key_are_nobodys_whatever_their_order(self):
+        a, b = "a" * 63, "a" * 62 + "b"
+        for p in (tags.Preset.LINODE, tags.Preset.DIGITALOCEAN, tags.Preset.VULTR):
+            for key in (tags.OWNER, tags.REQUEST, "role"):
+                forms = [p.encode(key, "a"), p.encode(key, a)], [p.encode(key, "b"), p.encode(key, b)]
+                journal = p.encode(tags.JOURNAL, "k7m2q4x6b3c5d-1")
+                for x in forms[0]:
+                    for y in forms[1]:
+                        for t in (x + y + journal, list(reversed(x + y + journal))):
+                            got = p.decode_all(t)
+                            self.assertNotIn(key, got, t)
+                            self.assertIn(tags.JOURNAL, got)
+                self.assertEqual(p.decode_all(p.encode(key, "a") * 2)[key], "a")
+
+    def test_case_folded_tags_still_name_the_owner_and_request(self):
+        labels = {tags.OWNER: "fleet-b", tags.REQUEST: "r" * 63, "role": "web"}
+        for p in (tags.Preset.LINODE, tags.Preset.DIGITALOCEAN):
+            written = p.encode_all(labels)
+            for fold in (str.upper, str.lower):
+                got = p.decode_all([fold(t) for t in written])
+                self.assertEqual((got.get(tags.OWNER), got.get(tags.REQUEST)),
+                                 ("fleet-b", "r" * 63))
+            self.assertEqual(p.decode_all(["ROLE:WEB"]), {"ROLE": "WEB"})
+        self.assertNotIn(tags.OWNER, tags.Preset.VULTR.decode_all(["WASMPROV-OWNER:FLEET-B"]))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -18,7 +18,7 @@ unit tests run the same code natively against scripted answers."""
 from typing import Dict, List, Optional, Sequence
 
 from . import classify, http, log, pages, pointer, tags
-from .errors import Conflict, NotFound, Transport
+from .errors import Conflict, NotFound, Other, Transport
 from .http import Request, Response
 from .model import NodeHandle, ProvisionRequest
 from .provider import Provider
@@ -127,12 +127,21 @@ class RestCloud(Provider):
             return node
         labels = tags.node_labels(owner_id, request.request_id, tags.request_labels(request))
         try:
-            return self._node_at(self.send(self.create(request, labels)))
+            node = self._node_at(self.send(self.create(request, labels)))
         except Conflict:
             # A concurrent provision of the same request may have won.
             for node in self.find(owner_id, request.request_id):
                 return node
             raise
+        if (node.labels.get(tags.OWNER) != owner_id
+                or node.labels.get(tags.REQUEST) != request.request_id):
+            # It would never be found again; not an error that says nothing
+            # was made: the caller keeps the intent and reconciles.
+            raise Other(f"{self.CLOUD}: node {node.provider_id!r} was made for request "
+                        f"{request.request_id!r} but reads back with owner "
+                        f"{node.labels.get(tags.OWNER)!r} and request "
+                        f"{node.labels.get(tags.REQUEST)!r}; it is not found by its labels")
+        return node
 
     def get(self, owner_id: str, provider_id: str) -> Optional[NodeHandle]:
         url = self.node_url(provider_id)

@@ -190,8 +190,17 @@ class Preset:
     `KEY::<16 hex>` (the selector to filter by) and piece tags `KEY:1:...`,
     `KEY:2:...` holding the encoded value, read back only when whole."""
 
-    def __init__(self, flat: FlatTags, min_len: int) -> None:
-        self.flat, self.min_len = flat, min_len
+    def __init__(self, flat: FlatTags, min_len: int, case_insensitive: bool = False) -> None:
+        self.flat, self.min_len, self.case_insensitive = flat, min_len, case_insensitive
+
+    def _folded(self, tag: str) -> str:
+        """`tag` in ASCII lowercase when the cloud's tags are case-insensitive
+        and it is the tag of a `FOLDED` label, else as it is."""
+        if self.case_insensitive:
+            lower = "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in tag)
+            if lower != tag and lower.split(self.flat.separator, 1)[0] in FOLDED:
+                return lower
+        return tag
 
     def _too_long(self, text: str) -> TooLong:
         return TooLong(f"tag {_debug_str(text[:80])} is {len(text)} characters once encoded; "
@@ -232,40 +241,54 @@ class Preset:
 
     def decode_all(self, tags: Iterable[str]) -> Dict[str, str]:
         """The labels of `tags`: plain tags, and long forms whose pieces are
-        all there and hash to their hash tag; other tags are left out."""
-        tags = list(tags)
+        all there and hash to their hash tag; other tags are left out. A key
+        claimed with two different values (plain or long forms, or two pieces
+        of one number) is left out too: a node with two owners is nobody's."""
+        tags = [self._folded(t) for t in tags]
         sep = self.flat.separator
-        labels = self.flat.decode_all(tags)
-        hashes: Dict[str, str] = {}
-        pieces: Dict[str, Dict[int, str]] = {}
+        claims: Dict[str, set] = {}
+        conflicted = set()
+        for kv in map(self.flat.decode, tags):
+            if kv is not None:
+                claims.setdefault(kv[0], set()).add(kv[1])
+        hashes: Dict[str, set] = {}
+        pieces: Dict[str, Dict[int, set]] = {}
         for tag in tags:
             key, found, rest = tag.partition(sep)
             if not found:
                 continue
             if rest.startswith(sep):
-                hashes[key] = rest[1:]
+                hashes.setdefault(key, set()).add(rest[1:])
                 continue
             digits, found, piece = rest.partition(sep)
             if found and digits.isascii() and digits.isdigit() and str(int(digits)) == digits:
-                pieces.setdefault(key, {})[int(digits)] = piece
+                pieces.setdefault(key, {}).setdefault(int(digits), set()).add(piece)
         for ekey in sorted(hashes):
+            key = self.flat.codec.decode(ekey)
+            if key is None:
+                continue
             parts = pieces.pop(ekey, {})
             run = 0
             while run + 1 in parts and run < len(parts):
                 run += 1
-            key, value = (self.flat.codec.decode(ekey),
-                          self.flat.codec.decode("".join(parts[n] for n in range(1, run + 1))))
-            if key is None or value is None:
+            if len(hashes[ekey]) > 1 or any(len(parts[n]) > 1 for n in range(1, run + 1)):
+                conflicted.add(key)
+                continue
+            (digest,) = hashes[ekey]
+            piece = {n: next(iter(parts[n])) for n in range(1, run + 1)}
+            value = self.flat.codec.decode("".join(piece[n] for n in range(1, run + 1)))
+            if value is None:
                 continue
             try:
                 expected = self.encode(key, value)
             except TooLong:
                 continue
-            given = [f"{ekey}{sep}{sep}{hashes[ekey]}"] + [
-                f"{ekey}{sep}{n}{sep}{parts[n]}" for n in range(1, run + 1)]
+            given = [f"{ekey}{sep}{sep}{digest}"] + [
+                f"{ekey}{sep}{n}{sep}{piece[n]}" for n in range(1, run + 1)]
             if given == expected:
-                labels[key] = value
-        return labels
+                claims.setdefault(key, set()).add(value)
+        return {k: next(iter(v)) for k, v in claims.items()
+                if len(v) == 1 and k not in conflicted}
 
     def matches(self, tags: Iterable[str], key: str, value: str) -> bool:
         """Whether `tags` carry label `key` = `value`."""
@@ -273,8 +296,12 @@ class Preset:
 
 
 _FLAT = _ALNUM + "_-"
-Preset.DIGITALOCEAN = Preset(DIGITALOCEAN, 1)
-Preset.LINODE = Preset(FlatTags(TagCodec("Linode tags (3 to 50 characters)", _FLAT, "X", 50), ":"), 3)
+#: The labels whose tags a case-insensitive preset reads in lowercase (the
+#: SDK writes them only in lowercase: ids, journal ids, hex).
+FOLDED = (OWNER, REQUEST, JOURNAL, REQUEST_DIGEST)
+Preset.DIGITALOCEAN = Preset(DIGITALOCEAN, 1, case_insensitive=True)
+Preset.LINODE = Preset(FlatTags(TagCodec("Linode tags (3 to 50 characters)", _FLAT, "X", 50), ":"), 3,
+                       case_insensitive=True)
 Preset.VULTR = Preset(FlatTags(TagCodec("Vultr tags (at most 255 characters)", _FLAT, "X", 255),
                                ":"), 1)
 

@@ -74,7 +74,11 @@ secret_access_key = {{ env = "AWS_SECRET_ACCESS_KEY" }}
 session_token = {{ env = "AWS_SESSION_TOKEN" }}
 
 [http]
-allow = ["https://ec2.us-east-1.amazonaws.com"]
+# EC2 itself, and ELBv2 for the target-group calls (`wasmprov target ...`).
+allow = [
+  "https://ec2.us-east-1.amazonaws.com",
+  "https://elasticloadbalancing.us-east-1.amazonaws.com",
+]
 
 [limits]
 memory_mib = 64

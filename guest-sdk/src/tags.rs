@@ -489,7 +489,7 @@ pub fn is_hostname_label(name: &str) -> bool {
 /// machines that way). When `text` is not host-name-safe, too long, or
 /// holds `--` (which Linode's labels refuse), the offending characters
 /// become `-`, runs of `-` become one, it is cut to fit, and `-<hash of
-/// key>` is appended, so distinct keys keep distinct names. `prefix` must
+/// key>` ([`hostname_with_hash`]) is appended, so distinct keys keep distinct names. `prefix` must
 /// itself be host-name-safe, short, and free of `--`; the name then never
 /// holds `--`, `_` or `.`.
 #[must_use]
@@ -501,11 +501,19 @@ pub fn hostname(prefix: &str, text: &str, key: &[u8]) -> String {
     hostname_with_hash(prefix, text, key)
 }
 
-/// Like [`hostname`], but always with the `-<hash of key>` suffix: a second
-/// name for when the first is taken by something else.
+/// Hex digits of the hash a host name ends with: 64 bits of SHA-256, so
+/// names cut to the same head (long request ids of one owner) do not
+/// collide in any number of tries a fleet makes.
+pub const HOSTNAME_HASH_LEN: usize = 16;
+
+/// Like [`hostname`], but always with the `-<hash of key>` suffix
+/// ([`HOSTNAME_HASH_LEN`] hex digits of SHA-256): a name for clouds whose
+/// names are unique per account (Linode's labels), or a second name for
+/// when the first is taken by something else.
 #[must_use]
 pub fn hostname_with_hash(prefix: &str, text: &str, key: &[u8]) -> String {
-    let room = MAX_HOSTNAME.saturating_sub(prefix.len() + 1 + 9);
+    use sha2::Digest as _;
+    let room = MAX_HOSTNAME.saturating_sub(prefix.len() + 1 + 1 + HOSTNAME_HASH_LEN);
     let mut head = String::with_capacity(room);
     for c in text.chars().map(|c| c.to_ascii_lowercase()) {
         let c = if c.is_ascii_alphanumeric() { c } else { '-' };
@@ -517,11 +525,11 @@ pub fn hostname_with_hash(prefix: &str, text: &str, key: &[u8]) -> String {
         }
     }
     let head = head.trim_matches('-');
-    let hash = fnv1a(key);
+    let hash = &hex_lower(&sha2::Sha256::digest(key))[..HOSTNAME_HASH_LEN];
     if head.is_empty() {
-        format!("{prefix}-{hash:08x}")
+        format!("{prefix}-{hash}")
     } else {
-        format!("{prefix}-{head}-{hash:08x}")
+        format!("{prefix}-{head}-{hash}")
     }
 }
 
@@ -613,6 +621,22 @@ mod tests {
             hostname("wp", "a--b", b"a--b"),
             hostname("wp", "a-b", b"a-b")
         );
+        // Two request ids of one owner whose 32-bit FNV-1a names collided
+        // (found in 300k tries): Linode's key for them, as its plugin makes it.
+        let ids = [
+            "batch-2026-11-24-pool-gpu-workers-eu-central-u8kbtbz92n",
+            "batch-2026-11-24-pool-gpu-workers-eu-central-y8y41oq3cl",
+        ];
+        let keys = ids.map(|id| format!("{:?}/{id}", Some("fleet-a")));
+        assert_eq!(fnv1a(keys[0].as_bytes()), fnv1a(keys[1].as_bytes()));
+        let names = [0, 1].map(|i| hostname_with_hash("wasmprov", ids[i], keys[i].as_bytes()));
+        assert_ne!(names[0], names[1]);
+        for n in &names {
+            assert!(
+                is_hostname_label(n) && !n.contains("--") && n.len() <= 64,
+                "{n}"
+            );
+        }
     }
 
     #[test]

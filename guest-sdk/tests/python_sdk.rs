@@ -276,6 +276,17 @@ fn python_ids_and_tags_are_the_rust_sdks_byte_for_byte() {
                 ("wasmprov-node".to_string(), t.clone(), format!("o\0{t}")),
             ]
         })
+        .chain(
+            [
+                // Two ids of one owner that collided under the 32-bit hash.
+                "batch-2026-11-24-pool-gpu-workers-eu-central-u8kbtbz92n",
+                "batch-2026-11-24-pool-gpu-workers-eu-central-y8y41oq3cl",
+            ]
+            .map(|id| {
+                let key = format!("{:?}/{id}", Some("fleet-a"));
+                ("wasmprov".to_string(), id.to_string(), key)
+            }),
+        )
         .collect();
     let tokens: Vec<(String, String, usize)> = [
         ("o", "r", 64),

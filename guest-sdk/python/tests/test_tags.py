@@ -129,6 +129,18 @@ class Digest(unittest.TestCase):
             self.assertEqual(tags._json_f64(x), want, x)
 
 
+class Hostnames(unittest.TestCase):
+    def test_ids_whose_32_bit_names_collided_get_distinct_names(self):
+        ids = ["batch-2026-11-24-pool-gpu-workers-eu-central-u8kbtbz92n",
+               "batch-2026-11-24-pool-gpu-workers-eu-central-y8y41oq3cl"]
+        keys = [f'Some("fleet-a")/{i}'.encode() for i in ids]
+        self.assertEqual(tags.short_hash(keys[0]), tags.short_hash(keys[1]))
+        names = [tags.hostname_with_hash("wasmprov", i, k) for i, k in zip(ids, keys)]
+        self.assertNotEqual(names[0], names[1])
+        for n in names:
+            self.assertTrue(tags.is_hostname_label(n) and "--" not in n and len(n) <= 64, n)
+
+
 class Claims(unittest.TestCase):
     def test_two_claims_for_one_key_are_nobodys_whatever_their_order(self):
         a, b = "a" * 63, "a" * 62 + "b"

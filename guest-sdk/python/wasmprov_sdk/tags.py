@@ -27,6 +27,8 @@ ID_SYNTAX = ("1 to 63 characters of lowercase letters a-z, digits, '-' and '_', 
              "starting and ending with a letter or digit")
 #: Longest host name label.
 MAX_HOSTNAME = 63
+#: Hex digits of SHA-256 a hashed host name ends with (64 bits).
+HOSTNAME_HASH_LEN = 16
 
 _EDGE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 _ID = _EDGE | {"-", "_"}
@@ -351,8 +353,9 @@ def hostname(prefix: str, text: str, key: bytes) -> str:
 
 
 def hostname_with_hash(prefix: str, text: str, key: bytes) -> str:
-    """Like `hostname`, always with the `-<hash of key>` suffix."""
-    room = max(MAX_HOSTNAME - (len(prefix) + 1 + 9), 0)
+    """Like `hostname`, always with the `-<hash of key>` suffix
+    (`HOSTNAME_HASH_LEN` hex digits of SHA-256)."""
+    room = max(MAX_HOSTNAME - (len(prefix) + 1 + 1 + HOSTNAME_HASH_LEN), 0)
     head = ""
     for c in text:
         c = c.lower() if c.isascii() and c.isalnum() else "-"
@@ -361,8 +364,8 @@ def hostname_with_hash(prefix: str, text: str, key: bytes) -> str:
         if not (c == "-" and head.endswith("-")):
             head += c  # runs of `-` become one: some clouds refuse `--`
     head = head.strip("-")
-    h = _fnv1a(key)
-    return f"{prefix}-{h:08x}" if not head else f"{prefix}-{head}-{h:08x}"
+    h = hashlib.sha256(key).hexdigest()[:HOSTNAME_HASH_LEN]
+    return f"{prefix}-{h}" if not head else f"{prefix}-{head}-{h}"
 
 
 def pair_token(owner_id: str, request_id: str, max_len: int) -> str:

@@ -27,6 +27,7 @@ impl RestCloud for Linode {
     const ERRORS: &'static [Rule] = &[
         Rule::new(Some(400), "limit", Kind::Quota),
         Rule::new(Some(400), "capacity", Kind::CapacityInZone),
+        Rule::new(Some(400), "must be unique", Kind::Conflict),
     ];
 
     fn list(&self, owner_id: &str, request_id: Option<&str>) -> Result<Request> {
@@ -78,3 +79,27 @@ impl Provider for Linode {
 }
 
 export_provider!(Linode, capabilities = "capabilities.toml");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_taken_is_a_conflict_so_a_lost_race_looks_again() {
+        let body =
+            r#"{"errors":[{"reason":"Label must be unique among your Linodes","field":"label"}]}"#;
+        let resp = wasmprov_guest::http::Response {
+            status: 400,
+            headers: Vec::new(),
+            body: body.into(),
+            url: format!("{API}/linode/instances"),
+        };
+        let e = wasmprov_guest::classify::classify_at(
+            &resp,
+            "create",
+            Linode::ERRORS,
+            &Linode::ERROR_AT,
+        );
+        assert!(matches!(e, Error::Conflict(_)), "{e:?}");
+    }
+}

@@ -17,6 +17,10 @@ use wasmprov_plugin_linode::types::TYPES;
 
 /// The token the fake accepts.
 pub const TOKEN: &str = "fake-linode-token";
+/// Instances on a page of the standalone fake (`cargo run`, for `wasmprov
+/// test --fake-command`): Linode's smallest `page_size`, so the suite plants
+/// more than a page and a plugin that does not page fails `describe.pages`.
+pub const STANDALONE_PAGE: usize = 25;
 const TAGS: Preset = Preset::LINODE;
 /// Where an instance's fields keep the SSH keys it was made with (not
 /// shown by the API, only to the suite).

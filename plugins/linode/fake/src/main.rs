@@ -3,7 +3,7 @@
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    wasmprov_fake_linode::serve(500)
+    wasmprov_fake_linode::serve(wasmprov_fake_linode::STANDALONE_PAGE)
         .await?
         .run_until_stopped()
         .await

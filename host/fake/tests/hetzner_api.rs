@@ -952,3 +952,67 @@ async fn load_balancer_targets_are_added_once_and_removed() {
     assert_eq!(r.error_code(), "not_found");
     assert!(fake.load_balancers()[0].targets.is_empty());
 }
+
+#[tokio::test]
+async fn alias_ips_are_set_per_server_and_never_shared() {
+    let (fake, api) = start(HetznerFakeOptions::default()).await;
+    let net = fake
+        .add_network("nodes", "10.0.0.0/16", &["10.0.1.0/29"])
+        .unwrap();
+    let create = |name: &str| json!({"name": name, "server_type": "cx22", "image": "ubuntu-24.04", "networks": [net]});
+    let a = api.post("/servers", create("a")).await.body["server"]["id"].clone();
+    let b = api.post("/servers", create("b")).await.body["server"]["id"].clone();
+    let alias = |ips: Value| json!({"network": net, "alias_ips": ips});
+    let r = api
+        .post(
+            &format!("/servers/{a}/actions/change_alias_ips"),
+            alias(json!(["10.0.1.5"])),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let got = api.get(&format!("/servers/{a}")).await;
+    assert_eq!(
+        got.body["server"]["private_net"][0]["alias_ips"],
+        json!(["10.0.1.5"])
+    );
+    assert_eq!(fake.networks()[0].subnets[0].free, 2);
+    // Another server cannot take it, nor a server's own address.
+    let r = api
+        .post(
+            &format!("/servers/{b}/actions/change_alias_ips"),
+            alias(json!(["10.0.1.5"])),
+        )
+        .await;
+    assert_eq!(r.error_code(), "ip_not_available");
+    let r = api
+        .post(
+            &format!("/servers/{b}/actions/change_alias_ips"),
+            alias(json!(["10.0.1.2"])),
+        )
+        .await;
+    assert_eq!(r.error_code(), "ip_not_available");
+    // Outside the subnet, or the gateway: invalid.
+    for ip in ["10.0.2.5", "10.0.1.1"] {
+        let r = api
+            .post(
+                &format!("/servers/{b}/actions/change_alias_ips"),
+                alias(json!([ip])),
+            )
+            .await;
+        assert_eq!(r.error_code(), "invalid_input", "{ip}");
+    }
+    // Taken off a, it is free for b.
+    api.post(
+        &format!("/servers/{a}/actions/change_alias_ips"),
+        alias(json!([])),
+    )
+    .await;
+    let r = api
+        .post(
+            &format!("/servers/{b}/actions/change_alias_ips"),
+            alias(json!(["10.0.1.5"])),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(fake.servers()[1].private_net[0].alias_ips, ["10.0.1.5"]);
+}

@@ -247,6 +247,18 @@ pub struct FloatingIp {
     /// The server it is assigned to, if any.
     #[serde(default)]
     pub server: Option<u64>,
+    /// Its labels.
+    #[serde(default)]
+    pub labels: Option<BTreeMap<String, String>>,
+}
+
+/// The body of `POST /servers/{id}/actions/change_alias_ips`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ChangeAliasIps<'a> {
+    /// The network.
+    pub network: u64,
+    /// Every alias IP the server is to have in it.
+    pub alias_ips: &'a [String],
 }
 
 /// `GET /floating_ips/{id}` and `POST /floating_ips`.

@@ -1,11 +1,13 @@
 //! Contract 0.3's networking on Hetzner Cloud: floating IPs as stable
-//! public addresses, load balancer server targets as target groups, and
-//! the free addresses of a private network's subnets.
+//! public addresses, alias IPs in a private network as stable private ones,
+//! load balancer server targets as target groups, and the free addresses
+//! of a private network's subnets.
 //!
 //! Every call that names a server first reads it and checks this owner's
 //! label ([`Client::owned_server`]): another owner's server is not-found,
 //! as in `get`. Floating IPs and load balancers are the project's, shared
-//! by every owner; only the server decides.
+//! by every owner; an address is never taken from another owner's server,
+//! nor a floating IP labelled with another owner.
 
 use wasmprov_guest::http::Request;
 use wasmprov_guest::tags;
@@ -14,8 +16,9 @@ use wasmprov_guest::{
 };
 
 use crate::api::{
-    ApiFailure, AssignFloatingIp, CreateFloatingIp, FloatingIp, IdRef, LoadBalancer, NetworkSubnet,
-    OneFloatingIp, OneLoadBalancer, OneNetwork, OneServer, Server, ServerTarget,
+    ApiFailure, AssignFloatingIp, ChangeAliasIps, CreateFloatingIp, FloatingIp, IdRef,
+    LoadBalancer, Network, NetworkSubnet, OneFloatingIp, OneLoadBalancer, OneNetwork, OneServer,
+    Server, ServerTarget,
 };
 use crate::client::{Client, Transport};
 
@@ -27,27 +30,29 @@ pub const RESERVED_PER_SUBNET: u64 = 3;
 const MAX_PAGES: u32 = 50;
 
 impl<T: Transport> Client<'_, T> {
-    /// Puts a floating IP on this owner's server `provider_id`: the one
-    /// `request.address` names (an IP or a floating IP id), moved from any
-    /// other server; without one, the server's first floating IP, or a
-    /// new one labelled with the owner.
+    /// Puts a stable address on this owner's server `provider_id`. Public:
+    /// a floating IP, the one `request.address` names (an IP or a floating
+    /// IP id), moved off another server of this owner; without one, the
+    /// server's first floating IP, or a new one labelled with the owner.
+    /// Private: an alias IP in the server's private network
+    /// (`assign_alias`).
     ///
     /// # Errors
-    /// [`Error::Unsupported`] for a private (alias IP) address;
     /// [`Error::NotFound`] for a server that is gone or another owner's,
-    /// or an address the project does not have; the API's errors.
+    /// or an address the project does not have; [`Error::Unsupported`] for
+    /// an address labelled with another owner or on another owner's
+    /// server, and for a private address of a server in no network; the
+    /// API's errors.
     pub fn assign_address(
         &self,
         owner_id: &str,
         provider_id: &str,
         request: &AddressRequest,
     ) -> Result<StableAddress> {
-        if request.kind == AddressKind::Private {
-            return Err(Error::Unsupported(
-                "this plugin moves public addresses (Hetzner floating IPs) only; alias IPs in a private network are not supported".into(),
-            ));
-        }
         let server = self.owned_server(owner_id, provider_id)?;
+        if request.kind == AddressKind::Private {
+            return self.assign_alias(owner_id, &server, request.address.as_deref());
+        }
         let held = server
             .public_net
             .as_ref()
@@ -61,6 +66,7 @@ impl<T: Transport> Client<'_, T> {
             },
         };
         if fip.server != Some(server.id) {
+            self.may_take(owner_id, &fip)?;
             let assign = Request::post(format!("/floating_ips/{}/actions/assign", fip.id))
                 .json(&AssignFloatingIp { server: server.id });
             self.call(assign)?.map_err(ApiFailure::into_error)?;
@@ -74,6 +80,185 @@ impl<T: Transport> Client<'_, T> {
             );
         }
         Ok(stable(&fip, Some(server.id)))
+    }
+
+    /// Whether this owner may move `fip`: not when it is labelled with
+    /// another owner, nor off a server that is not this owner's.
+    fn may_take(&self, owner_id: &str, fip: &FloatingIp) -> Result<()> {
+        if let Some(other) = fip
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(tags::OWNER))
+            .filter(|o| **o != tags::id_tag(owner_id))
+        {
+            return Err(Error::Unsupported(format!(
+                "floating IP {} was made for owner {other:?}: it is never taken",
+                fip.ip
+            )));
+        }
+        if let Some(holder) = fip.server {
+            match self.owned_server(owner_id, &holder.to_string()) {
+                Ok(_) => {}
+                Err(Error::NotFound(_)) => {
+                    return Err(Error::Unsupported(format!(
+                        "floating IP {} is on server {holder}, which is not this owner's: it is never taken from there",
+                        fip.ip
+                    )));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// A private stable address: an alias IP of the server in its first
+    /// private network, the one asked for (taken off another of this
+    /// owner's servers in that network) or, without one, the server's
+    /// first alias IP, else the lowest free address of the network.
+    fn assign_alias(
+        &self,
+        owner_id: &str,
+        server: &Server,
+        address: Option<&str>,
+    ) -> Result<StableAddress> {
+        let Some((network_id, current)) = server
+            .private_net
+            .iter()
+            .find_map(|n| Some((n.network?, n.alias_ips.clone())))
+        else {
+            return Err(Error::Unsupported(format!(
+                "server {} is in no private network, and an alias IP needs one (provision it with a subnet)",
+                server.id
+            )));
+        };
+        let answer = |ip: &str| StableAddress {
+            address: ip.to_string(),
+            kind: AddressKind::Private,
+            resource_id: Some(network_id.to_string()),
+            provider_id: Some(server.id.to_string()),
+        };
+        if let Some(ip) = address
+            .map(str::trim)
+            .filter(|ip| current.iter().any(|c| c == ip))
+        {
+            return Ok(answer(ip));
+        }
+        if address.is_none()
+            && let Some(ip) = current.first()
+        {
+            return Ok(answer(ip));
+        }
+        let network = self.network(&network_id.to_string())?;
+        let ranges = cloud_ranges(&network);
+        let members = self.members(&network)?;
+        let ip = match address {
+            Some(a) => {
+                let ip: std::net::Ipv4Addr = a.trim().parse().map_err(|_| {
+                    Error::NotFound(format!(
+                        "{a:?} is not an IPv4 address of network {network_id}"
+                    ))
+                })?;
+                if !ranges.iter().any(|r| usable(*r, ip)) {
+                    return Err(Error::NotFound(format!(
+                        "{ip} is not an address servers may have in network {network_id}"
+                    )));
+                }
+                // Taken off the server of this owner that has it; another
+                // owner's is never taken from.
+                for m in &members {
+                    let Some(net) = m.private_net.iter().find(|n| n.network == Some(network_id))
+                    else {
+                        continue;
+                    };
+                    let ip_text = ip.to_string();
+                    if net.ip.as_deref() == Some(ip_text.as_str()) {
+                        return Err(Error::Unsupported(format!(
+                            "{ip} is the address of server {} in network {network_id}, not an alias IP",
+                            m.id
+                        )));
+                    }
+                    if m.id != server.id && net.alias_ips.contains(&ip_text) {
+                        if !crate::labels::is_owned_by(&m.labels(), owner_id) {
+                            return Err(Error::Unsupported(format!(
+                                "{ip} is an alias IP of server {}, which is not this owner's: it is never taken from there",
+                                m.id
+                            )));
+                        }
+                        let rest: Vec<String> = net
+                            .alias_ips
+                            .iter()
+                            .filter(|a| **a != ip_text)
+                            .cloned()
+                            .collect();
+                        self.change_alias_ips(m.id, network_id, &rest)?;
+                    }
+                }
+                ip
+            }
+            None => {
+                let used: Vec<std::net::Ipv4Addr> = members
+                    .iter()
+                    .flat_map(|m| m.private_net.iter())
+                    .filter(|n| n.network == Some(network_id))
+                    .flat_map(|n| n.ip.iter().chain(&n.alias_ips))
+                    .filter_map(|ip| ip.parse().ok())
+                    .collect();
+                ranges
+                    .iter()
+                    .flat_map(|(start, size)| {
+                        (0..*size).map(move |i| std::net::Ipv4Addr::from(start + i))
+                    })
+                    .find(|ip| ranges.iter().any(|r| usable(*r, *ip)) && !used.contains(ip))
+                    .ok_or_else(|| Error::Capacity {
+                        scope: wasmprov_guest::CapacityScope::Group,
+                        message: format!("network {network_id} has no free address"),
+                    })?
+            }
+        };
+        let mut all = current;
+        all.push(ip.to_string());
+        self.change_alias_ips(server.id, network_id, &all)?;
+        self.transport.info(
+            "assigned Hetzner alias IP",
+            &[
+                ("alias_ip", &ip.to_string()),
+                ("server_id", &server.id.to_string()),
+                ("owner", owner_id),
+            ],
+        );
+        Ok(answer(&ip.to_string()))
+    }
+
+    fn change_alias_ips(&self, server: u64, network: u64, alias_ips: &[String]) -> Result<()> {
+        let req = Request::post(format!("/servers/{server}/actions/change_alias_ips"))
+            .json(&ChangeAliasIps { network, alias_ips });
+        self.call(req)?.map_err(ApiFailure::into_error)?;
+        Ok(())
+    }
+
+    /// Network `id`.
+    fn network(&self, id: &str) -> Result<Network> {
+        let missing = || Error::NotFound(format!("the project has no network {id:?}"));
+        let id = id.trim().parse::<u64>().map_err(|_| missing())?;
+        match self.call(Request::get(format!("/networks/{id}")))? {
+            Ok(resp) => Ok(resp.json::<OneNetwork>()?.network),
+            Err(f) if f.is_not_found() => Err(missing()),
+            Err(f) => Err(f.into_error()),
+        }
+    }
+
+    /// The servers attached to `network`, as they are now (one deleted
+    /// meanwhile left out).
+    fn members(&self, network: &Network) -> Result<Vec<Server>> {
+        let mut out = Vec::new();
+        for server in &network.servers {
+            match self.call(Request::get(format!("/servers/{server}")))? {
+                Ok(resp) => out.push(resp.json::<OneServer>()?.server),
+                Err(f) if f.is_not_found() => {}
+                Err(f) => return Err(f.into_error()),
+            }
+        }
+        Ok(out)
     }
 
     /// A new IPv4 floating IP, assigned to `server` as it is made.
@@ -109,6 +294,30 @@ impl<T: Transport> Client<'_, T> {
     /// an unknown address, or one not on that server; the API's errors.
     pub fn release_address(&self, owner_id: &str, provider_id: &str, address: &str) -> Result<()> {
         let server = self.owned_server(owner_id, provider_id)?;
+        let address = address.trim();
+        if let Some(net) = server
+            .private_net
+            .iter()
+            .find(|n| n.alias_ips.iter().any(|a| a == address))
+            && let Some(network) = net.network
+        {
+            let rest: Vec<String> = net
+                .alias_ips
+                .iter()
+                .filter(|a| *a != address)
+                .cloned()
+                .collect();
+            self.change_alias_ips(server.id, network, &rest)?;
+            self.transport.info(
+                "released Hetzner alias IP",
+                &[
+                    ("alias_ip", address),
+                    ("server_id", &server.id.to_string()),
+                    ("owner", owner_id),
+                ],
+            );
+            return Ok(());
+        }
         let fip = self.floating_ip(address)?;
         if fip.server != Some(server.id) {
             return Err(Error::NotFound(format!(
@@ -293,19 +502,8 @@ impl<T: Transport> Client<'_, T> {
     /// [`Error::NotFound`] for a network that is not there; the API's
     /// errors.
     pub fn subnet_capacity(&self, subnet: &str) -> Result<SubnetCapacity> {
-        let missing = || Error::NotFound(format!("the project has no network {subnet:?}"));
-        let id = subnet.trim().parse::<u64>().map_err(|_| missing())?;
-        let network = match self.call(Request::get(format!("/networks/{id}")))? {
-            Ok(resp) => resp.json::<OneNetwork>()?.network,
-            Err(f) if f.is_not_found() => return Err(missing()),
-            Err(f) => return Err(f.into_error()),
-        };
-        let ranges: Vec<(u32, u32)> = network
-            .subnets
-            .iter()
-            .filter(|s| s.kind != "vswitch")
-            .filter_map(|s| ipv4_range(&s.ip_range))
-            .collect();
+        let network = self.network(subnet)?;
+        let ranges = cloud_ranges(&network);
         let total: u64 = ranges
             .iter()
             .map(|(_, size)| u64::from(*size).saturating_sub(RESERVED_PER_SUBNET))
@@ -319,13 +517,7 @@ impl<T: Transport> Client<'_, T> {
             })
         };
         let mut used = network.load_balancers.len() as u64;
-        for server in &network.servers {
-            let server = match self.call(Request::get(format!("/servers/{server}")))? {
-                Ok(resp) => resp.json::<OneServer>()?.server,
-                // Deleted meanwhile: it holds nothing.
-                Err(f) if f.is_not_found() => continue,
-                Err(f) => return Err(f.into_error()),
-            };
+        for server in self.members(&network)? {
             for net in server
                 .private_net
                 .iter()
@@ -385,6 +577,23 @@ fn ipv4_range(cidr: &str) -> Option<(u32, u32)> {
     ))
 }
 
+/// The ranges of a network's subnets servers are in (not `vswitch`).
+fn cloud_ranges(network: &Network) -> Vec<(u32, u32)> {
+    network
+        .subnets
+        .iter()
+        .filter(|s| s.kind != "vswitch")
+        .filter_map(|s| ipv4_range(&s.ip_range))
+        .collect()
+}
+
+/// Whether a server may have `ip` in range `(start, size)`: inside it,
+/// and not its network address, first host (the gateway) or broadcast.
+fn usable((start, size): (u32, u32), ip: std::net::Ipv4Addr) -> bool {
+    let ip = u32::from(ip);
+    ip >= start && ip - start < size && ip - start > 1 && ip - start < size - 1
+}
+
 /// The network zone of the subnets, when they share one.
 fn one_zone(subnets: &[NetworkSubnet]) -> Option<String> {
     let mut zones = subnets.iter().filter_map(|s| s.network_zone.clone());
@@ -404,6 +613,16 @@ mod tests {
         assert_eq!(ipv4_range("10.0.0.0/33"), None);
         assert_eq!(ipv4_range("fd00::/64"), None);
         assert_eq!(ipv4_range("10.0.0.0"), None);
+    }
+
+    #[test]
+    fn usable_addresses_leave_out_network_gateway_and_broadcast() {
+        let r = ipv4_range("10.0.1.0/29").unwrap();
+        let ok: Vec<u8> = (0..=8)
+            .filter(|i| usable(r, std::net::Ipv4Addr::new(10, 0, 1, *i)))
+            .collect();
+        assert_eq!(ok, [2, 3, 4, 5, 6]);
+        assert!(!usable(r, std::net::Ipv4Addr::new(10, 0, 2, 3)));
     }
 
     #[test]

@@ -420,6 +420,7 @@ enum Route<'a> {
     GetFloatingIp(&'a str),
     DeleteFloatingIp(&'a str),
     FloatingIpAction(&'a str, &'a str),
+    ChangeAliasIps(&'a str),
     ListLoadBalancers,
     GetLoadBalancer(&'a str),
     LoadBalancerAction(&'a str, &'a str),
@@ -446,6 +447,9 @@ fn route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         (&Method::POST, ["servers"]) => Route::CreateServer,
         (&Method::GET, ["servers", id]) => Route::GetServer(id),
         (&Method::PUT, ["servers", id]) => Route::UpdateServer(id),
+        (&Method::POST, ["servers", id, "actions", "change_alias_ips"]) => {
+            Route::ChangeAliasIps(id)
+        }
         (&Method::DELETE, ["servers", id]) => Route::DeleteServer(id),
         (&Method::GET, ["floating_ips"]) => Route::ListFloatingIps,
         (&Method::POST, ["floating_ips"]) => Route::CreateFloatingIp,
@@ -565,6 +569,7 @@ impl FakeState {
                     .map(|a| super::FakePrivateNet {
                         network: a.network,
                         ip: a.ip.to_string(),
+                        alias_ips: a.alias_ips.iter().map(ToString::to_string).collect(),
                     })
                     .collect(),
                 user_data: s.user_data.clone(),
@@ -706,6 +711,10 @@ impl FakeState {
                 self.net.server_deleted(id);
                 let action = self.new_action("delete_server", id);
                 Ok(Reply::ok(json!({ "action": action })))
+            }
+            Route::ChangeAliasIps(id) => {
+                let body = body.map_err(|e| ApiError::invalid(format!("unreadable body: {e}")))?;
+                self.change_alias_ips(parse_id(id, "server")?, &body)
             }
             Route::ListFloatingIps => self.list_floating_ips(&query),
             Route::CreateFloatingIp => {
@@ -940,6 +949,86 @@ impl FakeState {
             }
         }
         Ok(Reply::ok(json!({ "server": self.poll_server(id)? })))
+    }
+
+    /// `POST /servers/{id}/actions/change_alias_ips`
+    /// (`{"network": id, "alias_ips": [ip, ...]}`): the server's alias IPs
+    /// in that network become exactly these. Each must be in one of the
+    /// network's subnets, usable there, and held by no other server.
+    fn change_alias_ips(&mut self, id: u64, body: &[u8]) -> Result<Reply, ApiError> {
+        let obj = json_object(body)?;
+        if !self.servers.contains_key(&id) {
+            return Err(ApiError::not_found("server"));
+        }
+        let network = obj.get("network").and_then(Value::as_u64).ok_or_else(|| {
+            ApiError::invalid_field("network", "Missing data for required field.")
+        })?;
+        let Some(net) = self.net.networks.get(&network) else {
+            return Err(ApiError::not_found("network"));
+        };
+        let ips = match obj.get("alias_ips") {
+            Some(Value::Array(list)) => list
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .and_then(|s| s.parse::<Ipv4Addr>().ok())
+                        .ok_or_else(|| {
+                            ApiError::invalid_field(
+                                "alias_ips",
+                                format!("{v} is not an IPv4 address"),
+                            )
+                        })
+                })
+                .collect::<Result<Vec<Ipv4Addr>, ApiError>>()?,
+            _ => {
+                return Err(ApiError::invalid_field(
+                    "alias_ips",
+                    "Missing data for required field.",
+                ));
+            }
+        };
+        for ip in &ips {
+            if !net.subnets.iter().any(|s| s.usable().any(|u| u == *ip)) {
+                return Err(ApiError::invalid_field(
+                    "alias_ips",
+                    format!("{ip} is not a usable address of network {network}"),
+                ));
+            }
+            let holder = self.net.attachments.iter().find(|(server, atts)| {
+                atts.iter().any(|a| {
+                    a.network == network
+                        && (a.ip == *ip || (**server != id && a.alias_ips.contains(ip)))
+                })
+            });
+            if let Some((server, _)) = holder {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "ip_not_available",
+                    format!("{ip} is already used by server {server}"),
+                ));
+            }
+        }
+        let attachment = self
+            .net
+            .attachments
+            .get_mut(&id)
+            .and_then(|atts| atts.iter_mut().find(|a| a.network == network))
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "server_not_attached_to_network",
+                    format!("server {id} is not attached to network {network}"),
+                )
+            })?;
+        attachment.alias_ips = ips;
+        let action = self.action_on(
+            "change_alias_ips",
+            vec![(id, "server"), (network, "network")],
+        );
+        Ok(Reply::with_status(
+            StatusCode::CREATED,
+            json!({ "action": action }),
+        ))
     }
 
     /// One page of a list, under `key`, with Hetzner's `meta`.

@@ -14,6 +14,7 @@
 //! | `DELETE /servers/{id}` | delete a server |
 //! | `GET /actions/{id}` | the action a create/delete returned (always `success` by then) |
 //! | `PUT /servers/{id}` | rename a server or replace its labels |
+//! | `POST /servers/{id}/actions/change_alias_ips` | a server's alias IPs in one of its networks (`ip_not_available` 409 for one another server holds) |
 //! | `GET /networks`, `GET /networks/{id}` | private networks with their `cloud` subnets and attached servers (made with [`HetznerFake::add_network`]) |
 //! | `GET /floating_ips`, `POST /floating_ips`, `GET`/`DELETE /floating_ips/{id}` | IPv4 floating IPs: `label_selector`, `name`; a create names a `server` or a `home_location` |
 //! | `POST /floating_ips/{id}/actions/assign`, `.../unassign` | move a floating IP to a server (from any other), or take it off |
@@ -138,6 +139,8 @@ pub struct FakePrivateNet {
     pub network: u64,
     /// The server's address in it.
     pub ip: String,
+    /// Its alias IPs in it.
+    pub alias_ips: Vec<String>,
 }
 
 /// A snapshot of a private network.

@@ -1,0 +1,241 @@
+//! The Hetzner plugin's contract 0.3 calls beyond what the conformance suite
+//! asks, through the host against the Hetzner fake: alias IPs in a private
+//! network as private stable addresses, and addresses never taken from
+//! another owner's server. Each answer is checked against what the fake
+//! holds.
+
+use std::sync::Arc;
+
+use wasmprov_api::{
+    AddressKind, AddressRequest, CloudProvisioner, NodeShape, ProvisionRequest, ProvisionerError,
+};
+use wasmprov_fake::{HetznerFake, HetznerFakeOptions};
+use wasmprov_tests::{PluginDir, guests};
+
+struct Cloud {
+    fake: HetznerFake,
+    network: u64,
+    _dir: PluginDir,
+    _hosts: Vec<wasmprov_host::Host>,
+    /// The plugin for owner `net-owner`, and for `other-owner`.
+    mine: Arc<dyn CloudProvisioner>,
+    theirs: Arc<dyn CloudProvisioner>,
+}
+
+async fn cloud() -> Cloud {
+    let fake = HetznerFake::start(
+        "127.0.0.1:0".parse().unwrap(),
+        HetznerFakeOptions::default(),
+    )
+    .await
+    .expect("the fake starts");
+    // A /29: five addresses servers may have.
+    let network = fake
+        .add_network("nodes", "10.0.0.0/16", &["10.0.1.0/29"])
+        .unwrap();
+    let dir = PluginDir::new();
+    dir.add(
+        "hetzner",
+        guests::HETZNER,
+        &format!(
+            "[config]\nendpoint = \"{}\"\n[secrets]\ntoken = {{ env = \"HCLOUD_TOKEN\" }}\n[http]\nallow = [\"http://{}\"]\n",
+            fake.url(),
+            fake.addr()
+        ),
+    );
+    let mut hosts = Vec::new();
+    let mut plugins = Vec::new();
+    for owner in ["net-owner", "other-owner"] {
+        let token = fake.token().to_string();
+        let host = wasmprov_host::HostBuilder::new(dir.path())
+            .owner_id(owner)
+            .cache_dir(Some(std::env::temp_dir().join("wasmprov-test-cache")))
+            .secret_source(move |name| (name == "HCLOUD_TOKEN").then(|| token.clone()))
+            .build()
+            .await
+            .expect("the host builds");
+        assert!(host.errors().is_empty(), "{:?}", host.errors());
+        plugins.push(host.plugin("hetzner").expect("hetzner loaded"));
+        hosts.push(host);
+    }
+    let theirs = plugins.pop().unwrap();
+    let mine = plugins.pop().unwrap();
+    Cloud {
+        fake,
+        network,
+        _dir: dir,
+        _hosts: hosts,
+        mine,
+        theirs,
+    }
+}
+
+async fn node(p: &Arc<dyn CloudProvisioner>, id: &str, subnet: Option<u64>) -> String {
+    let req = ProvisionRequest {
+        subnet: subnet.map(|s| s.to_string()),
+        ..ProvisionRequest::new(id, NodeShape::new(1.0, 1 << 30))
+    };
+    p.provision_request(&req).await.unwrap().provider_id
+}
+
+/// The alias IPs of server `id` in the fake.
+fn aliases(c: &Cloud, id: &str) -> Vec<String> {
+    c.fake
+        .servers()
+        .into_iter()
+        .find(|s| s.id.to_string() == id)
+        .map(|s| {
+            s.private_net
+                .into_iter()
+                .flat_map(|n| n.alias_ips)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn private(address: Option<&str>) -> AddressRequest {
+    AddressRequest {
+        kind: AddressKind::Private,
+        address: address.map(str::to_string),
+    }
+}
+
+#[tokio::test]
+async fn alias_ips_are_assigned_moved_between_own_servers_and_released() {
+    let c = cloud().await;
+    let a = node(&c.mine, "alias-a", Some(c.network)).await;
+    let b = node(&c.mine, "alias-b", Some(c.network)).await;
+    // a and b hold 10.0.1.2 and .3: the lowest free address is .4.
+    let got = c.mine.assign_address(&a, &private(None)).await.unwrap();
+    assert_eq!(got.address, "10.0.1.4");
+    assert_eq!(got.kind, AddressKind::Private);
+    assert_eq!(got.resource_id, Some(c.network.to_string()));
+    assert_eq!(got.provider_id.as_deref(), Some(a.as_str()));
+    assert_eq!(aliases(&c, &a), ["10.0.1.4"]);
+    // Again, with or without naming it: no change.
+    let again = c.mine.assign_address(&a, &private(None)).await.unwrap();
+    assert_eq!(again, got);
+    let named = c
+        .mine
+        .assign_address(&a, &private(Some("10.0.1.4")))
+        .await
+        .unwrap();
+    assert_eq!(named, got);
+    assert_eq!(aliases(&c, &a), ["10.0.1.4"]);
+    let free = |c: &Cloud| c.fake.networks()[0].subnets[0].free;
+    assert_eq!(free(&c), 2);
+    // The plugin counts what the fake counts.
+    let cap = c
+        .mine
+        .subnet_capacity(&c.network.to_string())
+        .await
+        .unwrap();
+    assert_eq!((cap.available_addresses, cap.total_addresses), (2, Some(5)));
+
+    // Moved to b: off a, on b.
+    let moved = c
+        .mine
+        .assign_address(&b, &private(Some("10.0.1.4")))
+        .await
+        .unwrap();
+    assert_eq!(moved.provider_id.as_deref(), Some(b.as_str()));
+    assert!(aliases(&c, &a).is_empty());
+    assert_eq!(aliases(&c, &b), ["10.0.1.4"]);
+
+    // Released from b; again is not-found; so is releasing it from a.
+    c.mine.release_address(&b, "10.0.1.4").await.unwrap();
+    assert!(aliases(&c, &b).is_empty());
+    for id in [&b, &a] {
+        assert!(matches!(
+            c.mine.release_address(id, "10.0.1.4").await,
+            Err(ProvisionerError::NotFound(_))
+        ));
+    }
+
+    // Not an address of the network, a server's own address, the gateway.
+    for (ip, primary) in [("10.0.2.9", false), ("10.0.1.1", false), ("10.0.1.3", true)] {
+        let e = c
+            .mine
+            .assign_address(&a, &private(Some(ip)))
+            .await
+            .unwrap_err();
+        if primary {
+            assert!(matches!(e, ProvisionerError::Unsupported(_)), "{ip}: {e}");
+        } else {
+            assert!(matches!(e, ProvisionerError::NotFound(_)), "{ip}: {e}");
+        }
+    }
+    // A server in no network has no alias IPs.
+    let lone = node(&c.mine, "alias-lone", None).await;
+    assert!(matches!(
+        c.mine.assign_address(&lone, &private(None)).await,
+        Err(ProvisionerError::Unsupported(_))
+    ));
+}
+
+#[tokio::test]
+async fn addresses_are_never_taken_from_another_owners_server() {
+    let c = cloud().await;
+    let mine = node(&c.mine, "mine", Some(c.network)).await;
+    let theirs = node(&c.theirs, "theirs", Some(c.network)).await;
+
+    // Their alias IP stays theirs.
+    let alias = c
+        .theirs
+        .assign_address(&theirs, &private(None))
+        .await
+        .unwrap();
+    let e = c
+        .mine
+        .assign_address(&mine, &private(Some(&alias.address)))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ProvisionerError::Unsupported(_)), "{e}");
+    assert_eq!(aliases(&c, &theirs), std::slice::from_ref(&alias.address));
+    assert!(aliases(&c, &mine).is_empty());
+
+    // Their floating IP too, on their server or not.
+    let public = AddressRequest {
+        kind: AddressKind::Public,
+        address: None,
+    };
+    let fip = c.theirs.assign_address(&theirs, &public).await.unwrap();
+    let take = |address: &str| AddressRequest {
+        kind: AddressKind::Public,
+        address: Some(address.to_string()),
+    };
+    let e = c
+        .mine
+        .assign_address(&mine, &take(&fip.address))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ProvisionerError::Unsupported(_)), "{e}");
+    c.theirs
+        .release_address(&theirs, &fip.address)
+        .await
+        .unwrap();
+    let e = c
+        .mine
+        .assign_address(&mine, &take(fip.resource_id.as_deref().unwrap()))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ProvisionerError::Unsupported(_)), "{e}");
+    let held = c.fake.floating_ips();
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].server, None);
+    // Nor can they release it from a server that is not theirs.
+    let own = c.mine.assign_address(&mine, &public).await.unwrap();
+    assert!(matches!(
+        c.theirs.release_address(&mine, &own.address).await,
+        Err(ProvisionerError::NotFound(_))
+    ));
+    assert_eq!(
+        c.fake
+            .floating_ips()
+            .iter()
+            .find(|f| f.ip == own.address)
+            .and_then(|f| f.server)
+            .map(|s| s.to_string()),
+        Some(mine)
+    );
+}

@@ -469,6 +469,65 @@ fn node_at<C: RestCloud + ?Sized>(resp: &Response, pointer: &str) -> Result<C::N
     })
 }
 
+/// [`RestCloud::handle`], with the labels the host would refuse left out
+/// ([`within_host_limits`]).
+fn handle<C: RestCloud + ?Sized>(cloud: &C, node: &C::Node) -> NodeHandle {
+    let mut handle = cloud.handle(node);
+    for dropped in within_host_limits(&mut handle.labels) {
+        crate::log::warn(&format!(
+            "{}: node {:?} carries label {dropped}, more than the host takes; left out",
+            C::CLOUD,
+            handle.provider_id
+        ));
+    }
+    handle
+}
+
+/// Leaves out of `labels` those a node the host is answered with may not
+/// carry: an empty key, a key over [`wasmprov_api::MAX_HANDLE_LABEL_KEY`]
+/// bytes, a value over [`wasmprov_api::MAX_HANDLE_LABEL_VALUE`], and past
+/// [`wasmprov_api::MAX_HANDLE_LABELS`] labels the last in key order. The
+/// reserved labels (owner, request id, ...) are always kept. The host
+/// refuses a whole answer holding one such node, so one node tagged by hand
+/// would otherwise deny its owner's `describe`. Returns what was left out,
+/// described for a log.
+pub fn within_host_limits(labels: &mut Labels) -> Vec<String> {
+    use wasmprov_api::provenance::is_reserved_label;
+    use wasmprov_api::{MAX_HANDLE_LABEL_KEY, MAX_HANDLE_LABEL_VALUE, MAX_HANDLE_LABELS};
+    let shown = |k: &str, v: &str| {
+        format!(
+            "{:?} ({} bytes of key, {} of value)",
+            k.chars().take(40).collect::<String>(),
+            k.len(),
+            v.len()
+        )
+    };
+    let mut dropped = Vec::new();
+    labels.retain(|k, v| {
+        let fits =
+            !k.is_empty() && k.len() <= MAX_HANDLE_LABEL_KEY && v.len() <= MAX_HANDLE_LABEL_VALUE;
+        if !fits && !is_reserved_label(k) {
+            dropped.push(shown(k, v));
+            return false;
+        }
+        true
+    });
+    let reserved = labels.keys().filter(|k| is_reserved_label(k)).count();
+    let mut room = MAX_HANDLE_LABELS.saturating_sub(reserved);
+    labels.retain(|k, v| {
+        if is_reserved_label(k) {
+            return true;
+        }
+        if room == 0 {
+            dropped.push(shown(k, v));
+            return false;
+        }
+        room -= 1;
+        true
+    });
+    dropped
+}
+
 fn owned_by(labels: &Labels, owner_id: &str) -> bool {
     labels.get(OWNER).map(String::as_str) == Some(owner_id)
 }
@@ -527,7 +586,7 @@ pub fn find<C: RestCloud + ?Sized>(
     let listed: Vec<C::Node> = collect(cloud, transport, first, C::LIST_ITEMS)?;
     Ok(listed
         .iter()
-        .map(|node| cloud.handle(node))
+        .map(|node| handle(cloud, node))
         .filter(|node| {
             // The cloud filters already; checking again guarantees no
             // foreign node is ever returned. Pages shift while nodes come
@@ -567,7 +626,7 @@ pub fn provision<C: RestCloud + ?Sized>(
     let create = cloud.create(request, &labels)?;
     match send(cloud, transport, create) {
         Ok(resp) => {
-            let node = cloud.handle(&node_at::<C>(&resp, C::ONE_ITEM)?);
+            let node = handle(cloud, &node_at::<C>(&resp, C::ONE_ITEM)?);
             // A node that does not read back as this owner's, for this
             // request (a cloud that changed its tags), would never be found
             // again: a second provision would make a second node. Not an
@@ -610,7 +669,7 @@ pub fn get<C: RestCloud + ?Sized>(
         return Ok(None);
     };
     let node = match send(cloud, transport, Request::get(url)) {
-        Ok(resp) => cloud.handle(&node_at::<C>(&resp, C::ONE_ITEM)?),
+        Ok(resp) => handle(cloud, &node_at::<C>(&resp, C::ONE_ITEM)?),
         Err(Error::NotFound(_)) => return Ok(None),
         Err(e) => return Err(e),
     };
@@ -700,7 +759,7 @@ pub fn set_labels<C: RestCloud + ?Sized>(
     };
     match answered
         .and_then(|v| serde_json::from_value::<C::Node>(v).ok())
-        .map(|n| cloud.handle(&n))
+        .map(|n| handle(cloud, &n))
         .filter(|n| n.provider_id == provider_id && owned_by(&n.labels, owner_id))
     {
         Some(n) => Ok(n),
@@ -1033,6 +1092,59 @@ mod tests {
         assert_eq!(
             (a.provider_id, cloud.nodes.borrow().len()),
             (b.provider_id, 1)
+        );
+    }
+
+    #[test]
+    fn one_oversized_node_does_not_deny_the_owners_listing() {
+        use wasmprov_api::{MAX_HANDLE_LABEL_KEY, MAX_HANDLE_LABEL_VALUE, MAX_HANDLE_LABELS};
+        let cloud = Script::default();
+        let a = provision(&Tiny, &cloud, "o1", &request("r1")).unwrap();
+        let b = provision(&Tiny, &cloud, "o1", &request("r2")).unwrap();
+        // Tagged by hand: a value over the host's limit, an empty key, a
+        // key over it, and more labels than a node may carry.
+        // A value over the limit fits a tag only in the long form.
+        let id: u64 = a.provider_id.parse().unwrap();
+        let mut extra = Preset::DIGITALOCEAN
+            .encode("big", &"v".repeat(MAX_HANDLE_LABEL_VALUE + 1))
+            .unwrap();
+        assert!(extra.len() > 1, "{extra:?}");
+        extra.push(":v".to_string());
+        extra.push(format!("{}:v", "k".repeat(MAX_HANDLE_LABEL_KEY + 1)));
+        extra.extend((0..MAX_HANDLE_LABELS).map(|i| format!("user-{i:03}:x")));
+        cloud.nodes.borrow_mut().get_mut(&id).unwrap().extend(extra);
+        let listed = describe(&Tiny, &cloud, "o1").unwrap();
+        assert_eq!(listed.len(), 2);
+        for n in &listed {
+            assert!(n.labels.len() <= MAX_HANDLE_LABELS, "{}", n.labels.len());
+            assert!(n.labels.iter().all(|(k, v)| !k.is_empty()
+                && k.len() <= MAX_HANDLE_LABEL_KEY
+                && v.len() <= MAX_HANDLE_LABEL_VALUE));
+        }
+        let tagged = listed
+            .iter()
+            .find(|n| n.provider_id == a.provider_id)
+            .unwrap();
+        assert_eq!(tagged.labels.get(OWNER).map(String::as_str), Some("o1"));
+        assert_eq!(tagged.labels.get(REQUEST).map(String::as_str), Some("r1"));
+        assert!(tagged.labels.contains_key(tags::REQUEST_DIGEST));
+        assert!(tagged.labels.contains_key("user-000") && !tagged.labels.contains_key("big"));
+        assert_eq!(
+            listed
+                .iter()
+                .find(|n| n.provider_id == b.provider_id)
+                .unwrap()
+                .labels
+                .len(),
+            3
+        );
+        assert_eq!(
+            get(&Tiny, &cloud, "o1", &a.provider_id)
+                .unwrap()
+                .unwrap()
+                .labels
+                .len(),
+            MAX_HANDLE_LABELS
         );
     }
 

@@ -153,6 +153,22 @@ class Rest(unittest.TestCase):
         self.assertIn("reads back", e.exception.message)
         self.assertEqual(len(self.cloud.nodes), 1)
 
+    def test_one_oversized_node_does_not_deny_the_owners_listing(self):
+        from wasmprov_sdk import rest
+        big = {tags.OWNER: "o", tags.REQUEST: "r-1", "big": "v" * (rest.MAX_HANDLE_LABEL_VALUE + 1),
+               "": "v", "k" * (rest.MAX_HANDLE_LABEL_KEY + 1): "v"}
+        big.update({f"user-{i:03}": "x" for i in range(rest.MAX_HANDLE_LABELS)})
+        tagged = self.cloud.add(big)
+        plain = self.cloud.add({tags.OWNER: "o"})
+        listed = {n.provider_id: n for n in self.plugin.describe("o")}
+        self.assertEqual(set(listed), {tagged, plain})
+        labels = listed[tagged].labels
+        self.assertEqual(len(labels), rest.MAX_HANDLE_LABELS)
+        self.assertEqual((labels[tags.OWNER], labels[tags.REQUEST]), ("o", "r-1"))
+        self.assertIn("user-000", labels)
+        self.assertNotIn("big", labels)
+        self.assertNotIn("", labels)
+
     def test_a_conflicting_create_returns_the_winner_and_errors_are_classified(self):
         self.cloud.refuse = (409, {"message": "taken"})
         self.assertRaises(Conflict, self.plugin.provision, "o", request())

@@ -24,6 +24,39 @@ from .model import NodeHandle, ProvisionRequest
 from .provider import Provider
 
 
+#: Most labels on a node the host is answered with (`wasmprov_api::MAX_HANDLE_LABELS`).
+MAX_HANDLE_LABELS = 256
+#: Longest label key on such a node, in bytes.
+MAX_HANDLE_LABEL_KEY = 256
+#: Longest label value on such a node, in bytes.
+MAX_HANDLE_LABEL_VALUE = 1024
+
+
+def within_host_limits(labels: Dict[str, str]) -> List[str]:
+    """Leaves out of `labels` (in place) those the host refuses on a node:
+    an empty or too long key, a too long value, and past `MAX_HANDLE_LABELS`
+    the last in key order; reserved labels are kept. One node tagged by hand
+    would otherwise deny its owner's describe. Returns what was left out."""
+    def shown(k: str, v: str) -> str:
+        return f"{k[:40]!r} ({len(k.encode())} bytes of key, {len(v.encode())} of value)"
+    dropped = []
+    for k in sorted(labels):
+        v = labels[k]
+        fits = 0 < len(k.encode()) <= MAX_HANDLE_LABEL_KEY and len(v.encode()) <= MAX_HANDLE_LABEL_VALUE
+        if not fits and not tags.is_reserved_label(k):
+            dropped.append(shown(k, v))
+            del labels[k]
+    room = MAX_HANDLE_LABELS - sum(1 for k in labels if tags.is_reserved_label(k))
+    for k in sorted(labels):
+        if tags.is_reserved_label(k):
+            continue
+        if room <= 0:
+            dropped.append(shown(k, labels.pop(k)))
+        else:
+            room -= 1
+    return dropped
+
+
 class RestCloud(Provider):
     """What this module needs to know about a cloud."""
 
@@ -91,10 +124,15 @@ class RestCloud(Provider):
 
     def _handle(self, node, where: str) -> NodeHandle:
         try:
-            return self.handle(node)
+            handle = self.handle(node)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise Transport(f"{self.CLOUD}: a node in the answer from {where} is malformed: "
                             f"{e!r}")
+        handle.labels = dict(handle.labels)
+        for dropped in within_host_limits(handle.labels):
+            log.warn(f"{self.CLOUD}: node {handle.provider_id!r} carries label {dropped}, more "
+                     "than the host takes; left out")
+        return handle
 
     def collect(self, first: Request, items: str) -> list:
         """Every item at pointer `items` of every page."""

@@ -21,6 +21,16 @@ REQUEST = "wasmprov-request"
 JOURNAL = "wasmprov-journal"
 #: Label carrying `request_digest` of what the node was requested as.
 REQUEST_DIGEST = "wasmprov-request-digest"
+#: Label a fleet puts on the nodes of a capacity group.
+GROUP = "wasmprov-group"
+
+
+def is_reserved_label(key: str) -> bool:
+    """Whether `key` is a label the host or the SDK sets (owner, journal,
+    request id, digest, group): never a caller's (`wasmprov_api::provenance`)."""
+    return key in (OWNER, JOURNAL, REQUEST, REQUEST_DIGEST, GROUP)
+
+
 #: Longest request or owner id.
 MAX_ID_LEN = 63
 ID_SYNTAX = ("1 to 63 characters of lowercase letters a-z, digits, '-' and '_', "

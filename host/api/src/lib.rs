@@ -204,6 +204,13 @@ pub const MAX_LABEL_KEY: usize = 128;
 pub const MAX_LABEL_VALUE: usize = 256;
 /// Longest zone, instance type, GPU vendor or GPU model name, in bytes.
 pub const MAX_SHAPE_NAME: usize = 128;
+/// Most labels on one node a plugin answers with (the host refuses an
+/// answer holding a node with more).
+pub const MAX_HANDLE_LABELS: usize = 256;
+/// Longest label key on a node a plugin answers with, in bytes.
+pub const MAX_HANDLE_LABEL_KEY: usize = 256;
+/// Longest label value on a node a plugin answers with, in bytes.
+pub const MAX_HANDLE_LABEL_VALUE: usize = 1024;
 /// Largest user data a request may carry, in bytes. Clouds allow less
 /// (EC2 16 KiB, Hetzner 32 KiB); their plugins refuse what their cloud would.
 pub const MAX_USER_DATA: usize = 64 << 10;

@@ -28,11 +28,11 @@ pub const MAX_PROVIDER_ID: usize = 1024;
 /// Longest address, zone or instance type.
 pub const MAX_NAME: usize = 256;
 /// Most labels on one node.
-pub const MAX_LABELS: usize = 256;
+pub const MAX_LABELS: usize = wasmprov_api::MAX_HANDLE_LABELS;
 /// Longest label key.
-pub const MAX_LABEL_KEY: usize = 256;
+pub const MAX_LABEL_KEY: usize = wasmprov_api::MAX_HANDLE_LABEL_KEY;
 /// Longest label value.
-pub const MAX_LABEL_VALUE: usize = 1024;
+pub const MAX_LABEL_VALUE: usize = wasmprov_api::MAX_HANDLE_LABEL_VALUE;
 /// Most nodes one `describe` may return.
 pub const MAX_NODES: usize = 1_000_000;
 /// Longest backend name.

@@ -211,7 +211,7 @@ impl Suite {
     }
 
     /// The owner id of the run (default `wasmprov-conformance`; the foreign
-    /// owner is this with `-foreign`).
+    /// owner is this with `-foreign`, cut to fit an id: [`foreign_owner_of`]).
     #[must_use]
     pub fn owner(mut self, owner: &str) -> Self {
         self.owner = owner.to_string();
@@ -321,7 +321,7 @@ impl Suite {
             Some(dir) => dir.clone(),
             None => plugin.dir.path().join(".cache"),
         };
-        let foreign_owner = format!("{}-foreign", self.owner);
+        let foreign_owner = foreign_owner_of(&self.owner);
         let load = |owner: &str| {
             let secrets = secret_source.clone();
             HostBuilder::new(plugin.dir.path())
@@ -463,6 +463,22 @@ fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The other owner a run's foreign nodes belong to: `owner` with
+/// `-foreign`, its head cut so the id stays valid (at most
+/// [`wasmprov_api::ids::MAX_ID_LEN`]), and never `owner` itself.
+#[must_use]
+pub fn foreign_owner_of(owner: &str) -> String {
+    for suffix in ["-foreign", "-alien"] {
+        let room = wasmprov_api::ids::MAX_ID_LEN - suffix.len();
+        let head = owner.get(..owner.len().min(room)).unwrap_or(owner);
+        let id = format!("{}{suffix}", head.trim_end_matches(['-', '_']));
+        if id != owner {
+            return id;
+        }
+    }
+    unreachable!("an owner cannot end with both suffixes")
 }
 
 /// Most nodes the suite plants to span two pages: a fake with larger
@@ -2298,5 +2314,30 @@ impl Run {
                 ),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_foreign_owner_is_a_valid_id_other_than_the_owner() {
+        let long = "o".repeat(63);
+        let tail = format!("{}-foreign", "x".repeat(55));
+        for owner in [
+            "a",
+            "wasmprov-conformance",
+            &"o".repeat(55),
+            &"o".repeat(56),
+            &long,
+            &tail,
+        ] {
+            let foreign = super::foreign_owner_of(owner);
+            assert!(
+                wasmprov_api::ids::is_valid_id(&foreign),
+                "{owner} -> {foreign}"
+            );
+            assert_ne!(foreign, owner);
+        }
+        assert_eq!(super::foreign_owner_of("o-1"), "o-1-foreign");
     }
 }

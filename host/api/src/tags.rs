@@ -121,7 +121,9 @@ impl TagCodec {
             let b = bytes[i];
             if b == self.escape {
                 let hex = encoded.get(i + 1..i + 3)?;
-                if hex.bytes().any(|h| h.is_ascii_lowercase()) {
+                // Only the two uppercase hex digits `encode` writes
+                // (`from_str_radix` alone would take a sign: `X+F`).
+                if !hex.bytes().all(|h| matches!(h, b'0'..=b'9' | b'A'..=b'F')) {
                     return None;
                 }
                 let byte = u8::from_str_radix(hex, 16).ok()?;
@@ -305,6 +307,8 @@ mod tests {
             "k:X3a",
             "k:a b",
             "k:XFF",
+            "k:X+F",
+            "k:X-F",
             "k:a:b",
         ] {
             assert_eq!(tags.decode(t), None, "{t:?}");

@@ -84,6 +84,24 @@ out = ({
     "labels": [tags.node_labels("o-1", r["request_id"], tags.request_labels(request(r)))
                for r in i["requests"]],
 })
+from wasmprov_sdk import random, rest, time
+for f in ("rfc3339_ms", "naive_utc_ms", "epoch_seconds_ms", "any_ms"):
+    out["time_" + f] = [getattr(time, f)(s) for s in i["times"]]
+def lcg(seed):
+    state = [seed]
+    def source(n):
+        out = []
+        for _ in range(n):
+            state[0] = (state[0] * 1103515245 + 12345) % 2**32
+            out.append(state[0] >> 24)
+        return bytes(out)
+    return source
+out["password"] = [random.password_from(n, lcg(seed)) for n, seed in i["passwords"]]
+def limited(labels):
+    labels = dict(labels)
+    rest.within_host_limits(labels)
+    return labels
+out["within_host_limits"] = [limited(l) for l in i["label_maps"]]
 for name in ("DIGITALOCEAN", "LINODE", "VULTR"):
     preset = getattr(tags.Preset, name)
     out["preset_" + name] = [opt(preset.encode, k, v) for k, v in i["pairs"]]
@@ -100,6 +118,8 @@ fn texts() -> Vec<String> {
         "X41",
         "x41",
         "X3A",
+        "X+F",
+        "k:X+F",
         ":",
         "a:b",
         "a::b",
@@ -298,7 +318,78 @@ fn python_ids_and_tags_are_the_rust_sdks_byte_for_byte() {
     .map(|(o, r, n)| ((*o).to_string(), (*r).to_string(), *n))
     .collect();
     let requests = requests();
+    let times: Vec<String> = [
+        "1970-01-01T00:00:01Z",
+        "2025-06-01T12:00:00.250Z",
+        "2025-06-01T12:00:00.2509999999Z",
+        "2025-06-01t12:00:00z",
+        "2025-06-01 12:00:00Z",
+        "2025-06-01x12:00:00Z",
+        "2025-06-01é12:00:00Z",
+        " 2025-06-01T14:00:00+02:00\n",
+        "2025-06-01T14:00:00-02:30",
+        "2016-12-31T23:59:60Z",
+        "2016-12-30T23:59:60Z",
+        "2017-01-01T00:59:60+01:00",
+        "2016-01-01T00:00:00+24:00",
+        "2016-01-01T00:00:00+23:59",
+        "2016-01-01T00:00:00+00:99",
+        "2016-01-01T00:00:00+0000",
+        "２016-01-01T00:00:00Z",
+        "2016-01-01T00:00:0٣Z",
+        "2016-02-30T00:00:00Z",
+        "2016-02-29T00:00:00Z",
+        "2015-02-29T00:00:00Z",
+        "2016-00-10T00:00:00Z",
+        "2016-01-01T24:00:00Z",
+        "2016-01-01T00:00:00.Z",
+        "1969-12-31T23:59:59Z",
+        "1969-12-31T23:59:59.9995Z",
+        "1970-01-01T00:30:00+01:00",
+        "9999-12-31T23:59:59.999Z",
+        "2018-01-01T00:01:01",
+        "2018-01-01 00:01:01.5",
+        "2018-01-01T00:01:01Z",
+        "2018-01-01T00:01:01+01:00",
+        "2018-01-01T00:01:01-01:00",
+        "2018-01-01",
+        "1514764861",
+        "1514764861.25",
+        "1514764861.",
+        "12.3456",
+        ".5",
+        "-1",
+        "+1",
+        "1e3",
+        "١٢",
+        "18446744073709551",
+        "18446744073709552",
+        "18446744073709551615",
+        "",
+        "soon",
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    let passwords: Vec<(usize, u32)> = vec![(8, 1), (12, 7), (32, 42), (64, 9), (300, 3)];
+    let label_maps: Vec<BTreeMap<String, String>> = vec![
+        BTreeMap::from([
+            (tags::OWNER.to_string(), "o".to_string()),
+            (String::new(), "v".to_string()),
+            ("big".to_string(), "é".repeat(513)),
+            ("k".repeat(257), "v".to_string()),
+            ("ok".to_string(), "v".repeat(1024)),
+        ]),
+        (0..300)
+            .map(|i| (format!("k{i}"), "v".to_string()))
+            .chain([
+                (tags::OWNER.to_string(), "o".to_string()),
+                (tags::REQUEST.to_string(), "r".to_string()),
+            ])
+            .collect(),
+    ];
     let input = json!({
+        "times": times, "passwords": passwords, "label_maps": label_maps,
         "texts": texts, "pairs": pairs, "hosts": hosts, "tokens": tokens, "requests": requests,
         "tag_lists": tag_lists,
     });
@@ -327,6 +418,42 @@ fn python_ids_and_tags_are_the_rust_sdks_byte_for_byte() {
     });
 
     let mut rust = rust;
+    type Parse = fn(&str) -> Option<u64>;
+    for (name, parse) in [
+        ("rfc3339_ms", wasmprov_guest::time::rfc3339_ms as Parse),
+        ("naive_utc_ms", wasmprov_guest::time::naive_utc_ms),
+        ("epoch_seconds_ms", wasmprov_guest::time::epoch_seconds_ms),
+        ("any_ms", wasmprov_guest::time::any_ms),
+    ] {
+        rust[format!("time_{name}")] = json!(times.iter().map(|t| parse(t)).collect::<Vec<_>>());
+    }
+    let lcg = |seed: u32| {
+        let mut state = seed;
+        move |n: usize| {
+            (0..n)
+                .map(|_| {
+                    state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                    (state >> 24) as u8
+                })
+                .collect::<Vec<u8>>()
+        }
+    };
+    rust["password"] = json!(
+        passwords
+            .iter()
+            .map(|(n, seed)| wasmprov_guest::random::password_from(*n, lcg(*seed)))
+            .collect::<Vec<_>>()
+    );
+    rust["within_host_limits"] = json!(
+        label_maps
+            .iter()
+            .map(|l| {
+                let mut l = l.clone();
+                wasmprov_guest::rest::within_host_limits(&mut l);
+                l
+            })
+            .collect::<Vec<_>>()
+    );
     for (name, preset) in [
         ("DIGITALOCEAN", tags::Preset::DIGITALOCEAN),
         ("LINODE", tags::Preset::LINODE),
@@ -376,6 +503,9 @@ fn describe(input: &Value, what: &str, i: usize) -> Value {
         "hostname" | "hostname_with_hash" => "hosts",
         "pair_token" => "tokens",
         "digest" | "labels" => "requests",
+        w if w.starts_with("time_") => "times",
+        "password" => "passwords",
+        "within_host_limits" => "label_maps",
         _ => "texts",
     };
     input[list][i].clone()

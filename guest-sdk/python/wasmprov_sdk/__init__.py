@@ -14,11 +14,12 @@ data a provider does not honour refused (never dropped), a request id
 reused for another request refused. Modules: `http` (JSON over the host's
 `wasi:http`), `pages` (every way a list pages), `classify` (error answers
 to contract errors), `tags` (ids and labels, byte for byte as the Rust
-SDK), `shape` (cheapest fitting type), `config`, `time`, `boot`.
+SDK), `shape` (cheapest fitting type), `config`, `time`, `boot`, `random`
+(passwords), `log`.
 Everything but `http.send`, `config`'s store and the glue is plain Python
 with no bindings, and is unit tested as such."""
 
-from . import boot, classify, config, http, pages, shape, tags, time
+from . import boot, classify, config, http, log, pages, random, shape, tags, time
 from .classify import Rule
 from .errors import (Auth, Capacity, Conflict, Error, InvalidConfig, NotFound, Other, Quota,
                      RateLimited, Transport, Unsupported)

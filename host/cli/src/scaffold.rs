@@ -207,6 +207,14 @@ const PYTHON_SDK: &[(&str, &str)] = &[
         "wasmprov_sdk/time.py",
         include_str!("../templates/python-sdk/time.py"),
     ),
+    (
+        "wasmprov_sdk/log.py",
+        include_str!("../templates/python-sdk/log.py"),
+    ),
+    (
+        "wasmprov_sdk/random.py",
+        include_str!("../templates/python-sdk/random.py"),
+    ),
 ];
 
 /// A JavaScript plugin, from `plugins/js/refcloud` the same way.
@@ -445,6 +453,12 @@ const REST: &[(&str, &str)] = &[
 /// a path that is not UTF-8, or an I/O error naming the file.
 pub fn scaffold(opts: &ScaffoldOptions) -> anyhow::Result<Vec<PathBuf>> {
     validate_name(&opts.name)?;
+    if opts.lang != Lang::Rust && opts.template == RustTemplate::Rest {
+        bail!(
+            "--template rest is a Rust template; a {} plugin starts as the reference cloud's: drop --template, or use --lang rust",
+            format!("{:?}", opts.lang).to_lowercase()
+        );
+    }
     check_dest(&opts.dest)?;
     if opts.lang != Lang::Rust {
         return scaffold_other(opts);
@@ -482,7 +496,7 @@ pub fn scaffold(opts: &ScaffoldOptions) -> anyhow::Result<Vec<PathBuf>> {
             "{{fake_deps}}",
             match opts.template {
                 RustTemplate::Refcloud => String::new(),
-                RustTemplate::Rest => "base64 = \"0.22\"\n".to_string(),
+                RustTemplate::Rest => REST_FAKE_DEPS.to_string(),
             },
         ),
         ("{{name}}", opts.name.clone()),
@@ -525,6 +539,32 @@ pub fn scaffold(opts: &ScaffoldOptions) -> anyhow::Result<Vec<PathBuf>> {
     Ok(written)
 }
 
+/// What the rest template's fake depends on besides the reference
+/// cloud's (`{{fake_deps}}` of `Cargo.toml`).
+const REST_FAKE_DEPS: &str = "base64 = \"0.22\"\n";
+
+/// The crates a scaffolded plugin depends on, as a plugin name would spell
+/// them (`serde_json` is `serde-json`: Cargo takes both for one crate):
+/// read from the templates' `Cargo.toml`, so a dependency added there is
+/// refused as a name without another list to keep.
+fn dependency_names() -> Vec<String> {
+    let manifest =
+        include_str!("../templates/new/Cargo.toml.tmpl").replace("{{fake_deps}}", REST_FAKE_DEPS);
+    let mut in_deps = false;
+    let mut names = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_deps = line.ends_with("dependencies]");
+        } else if in_deps
+            && !line.starts_with('#')
+            && let Some((name, _)) = line.split_once('=')
+        {
+            names.push(name.trim().replace('_', "-"));
+        }
+    }
+    names
+}
+
 /// Checks a plugin name: lowercase letters, digits and `-`, starting with a
 /// letter, at most [`MAX_NAME_LEN`] characters, not reserved.
 fn validate_name(name: &str) -> anyhow::Result<()> {
@@ -546,6 +586,15 @@ fn validate_name(name: &str) -> anyhow::Result<()> {
         ))
     } else if name.ends_with('-') || name.contains("--") {
         Some("`-` must separate words: not at the end, not doubled".to_string())
+    } else if name == "wasmprov" {
+        Some(
+            "it is reserved (the manifest `wasmprov.toml` would be the plugin directory's trust file)"
+                .to_string(),
+        )
+    } else if dependency_names().iter().any(|d| d == name) {
+        Some(format!(
+            "it is reserved: the plugin depends on the crate {name} (a package cannot depend on its own name)"
+        ))
     } else if RESERVED_NAMES.contains(&name) {
         Some("it is reserved (a Rust keyword or a crate the plugin depends on)".to_string())
     } else {
@@ -936,14 +985,67 @@ mod tests {
             ("std", "reserved"),
             ("wasmprov-guest", "reserved"),
             ("axum", "reserved"),
+            ("wasmprov", "trust file"),
+            ("serde-json", "depends on the crate serde-json"),
+            ("base64", "depends on the crate base64"),
+            ("wasmprov-fake", "reserved"),
         ] {
             let err = validate_name(bad).unwrap_err().to_string();
             assert!(err.contains(why), "{bad:?}: {err}");
             assert!(err.contains("such as \"acme-cloud\""), "{err}");
         }
+        // Every dependency of either template is refused, read from the
+        // templates themselves.
+        let deps = dependency_names();
+        for dep in [
+            "wasmprov-guest",
+            "serde",
+            "serde-json",
+            "wasmprov-fake",
+            "axum",
+            "tokio",
+            "anyhow",
+            "base64",
+        ] {
+            assert!(deps.iter().any(|d| d == dep), "{dep} not in {deps:?}");
+        }
         assert_eq!(type_name("acme-cloud"), "AcmeCloudProvider");
         assert_eq!(type_name("x9-2"), "X92Provider");
         assert_eq!(toml_escape(r#"C:\a "b""#), r#"C:\\a \"b\""#);
+    }
+
+    #[test]
+    fn the_rest_template_is_for_rust_only() {
+        for lang in [Lang::Python, Lang::Js] {
+            let dir = tempfile::tempdir().unwrap();
+            let dest = dir.path().join("acme");
+            let err = scaffold(&ScaffoldOptions {
+                name: "acme".into(),
+                dest: dest.clone(),
+                checkout: None,
+                lang,
+                template: RustTemplate::Rest,
+            })
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains("--template rest is a Rust template"), "{err}");
+            assert!(!dest.exists(), "nothing written");
+        }
+    }
+
+    #[test]
+    fn every_python_sdk_module_is_carried() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/python-sdk");
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().to_string();
+            if name.ends_with(".py") {
+                let path = format!("wasmprov_sdk/{name}");
+                assert!(
+                    PYTHON_SDK.iter().any(|(p, _)| *p == path),
+                    "{path} is not carried"
+                );
+            }
+        }
     }
 
     #[test]

@@ -54,6 +54,11 @@ pub enum Paging {
     /// `?<page>=N`, from page 1, with the number of pages in every answer
     /// at JSON pointer `pages` (Linode's `{"page": 1, "pages": 3, "data":
     /// [...]}`): exactly as many pages are asked as exist, never one more.
+    /// An answer without the count, a count that changes between pages, or
+    /// an answer naming another page than the one asked (at the pointer
+    /// beside `pages` named as the parameter: `/page`) fails the walk with
+    /// a retryable `transport` error: a list read while it changes must not
+    /// come back partial.
     Pages {
         /// The page parameter (`page`).
         page: &'static str,
@@ -147,6 +152,7 @@ pub fn walk(
     };
     let base = request.clone();
     let mut seen = BTreeSet::new();
+    let mut pages_seen: Option<u64> = None;
     for number in 1..=MAX_PAGES {
         let resp = send(request.clone())?;
         let body: serde_json::Value = resp.json()?;
@@ -181,7 +187,12 @@ pub fn walk(
             }
             Paging::Pages { page, pages } => {
                 let total = match body.pointer(pages) {
-                    None | Some(serde_json::Value::Null) => 1,
+                    None | Some(serde_json::Value::Null) => {
+                        return Err(Error::Transport(format!(
+                            "{}: the answer has no number of pages at {pages}",
+                            resp.url
+                        )));
+                    }
                     Some(v) => v.as_u64().ok_or_else(|| {
                         Error::Transport(format!(
                             "{}: the number of pages at {pages} is {v}, not a number",
@@ -189,6 +200,27 @@ pub fn walk(
                         ))
                     })?,
                 };
+                // A list read while it changes would come back partial (and
+                // a node missing from a listing looks gone): the walk fails,
+                // retryably, instead.
+                if let Some(first) = pages_seen
+                    && first != total
+                {
+                    return Err(Error::Transport(format!(
+                        "{}: the list changed while it was read (pages {first}, then {total}); read it again",
+                        resp.url
+                    )));
+                }
+                pages_seen = Some(total);
+                let at = answered_page(pages, page);
+                if let Some(v) = body.pointer(&at).filter(|v| !v.is_null())
+                    && v.as_u64() != Some(number as u64)
+                {
+                    return Err(Error::Transport(format!(
+                        "{}: page {number} was asked, the answer is page {v} (at {at}); read the list again",
+                        resp.url
+                    )));
+                }
                 ((number as u64) < total).then(|| numbered(&base, page, number as u64 + 1))
             }
             Paging::NextUrl { pointer } => body
@@ -222,6 +254,14 @@ pub fn walk(
         "{}: the list goes on for more than {MAX_PAGES} pages; giving up",
         base.url()
     )))
+}
+
+/// Where a [`Paging::Pages`] answer says which page it is: beside the
+/// count of pages, named as the page parameter (`/pages` and `page`:
+/// `/page`, Linode's).
+fn answered_page(pages: &str, page: &str) -> String {
+    let parent = pages.rsplit_once('/').map_or("", |(parent, _)| parent);
+    format!("{parent}/{page}")
 }
 
 /// The `rel="next"` target of a `Link` header value.
@@ -352,6 +392,46 @@ mod tests {
             |req| answer(req.url(), serde_json::json!({"pages": "many"}), &[]),
         );
         assert!(matches!(r, Err(Error::Transport(m)) if m.contains("not a number")));
+    }
+
+    #[test]
+    fn a_list_that_changes_while_it_is_read_fails_the_walk() {
+        let pages_run = |serve: fn(u64) -> serde_json::Value| {
+            run(
+                Paging::pages("page", "/pages"),
+                Request::get("https://x/l"),
+                |req| {
+                    let page: u64 = req.query_value("page").unwrap().parse().unwrap();
+                    answer(req.url(), serve(page), &[])
+                },
+            )
+        };
+        // Three pages, then two: what was on page 3 moved to page 2.
+        let (r, asked) = pages_run(|p| serde_json::json!({"page": p, "pages": 4 - p.min(2)}));
+        assert!(
+            matches!(&r, Err(Error::Transport(m)) if m.contains("changed")),
+            "{r:?}"
+        );
+        assert!(r.unwrap_err().is_retryable());
+        assert_eq!(asked.len(), 2);
+        // Page 1 again when page 2 was asked.
+        let (r, _) = pages_run(|_| serde_json::json!({"page": 1, "pages": 2}));
+        assert!(
+            matches!(&r, Err(Error::Transport(m)) if m.contains("page 2 was asked")),
+            "{r:?}"
+        );
+        // No count of pages: not one page, an error.
+        let (r, _) = pages_run(|p| serde_json::json!({"page": p, "data": []}));
+        assert!(
+            matches!(&r, Err(Error::Transport(m)) if m.contains("no number of pages")),
+            "{r:?}"
+        );
+        // A steady list reads whole; an answer without its page number too.
+        let (r, asked) = pages_run(|p| serde_json::json!({"page": p, "pages": 3}));
+        assert!(r.is_ok() && asked.len() == 3);
+        let (r, asked) = pages_run(|_| serde_json::json!({"pages": 2}));
+        assert!(r.is_ok() && asked.len() == 2);
+        assert_eq!(answered_page("/meta/pages", "p"), "/meta/p");
     }
 
     #[test]

@@ -48,6 +48,22 @@ class Paging(unittest.TestCase):
                 lambda r: ({"pages": "many"}, []))
         self.assertIn("not a number", e.exception.message)
 
+    def test_a_list_that_changes_while_it_is_read_fails_the_walk(self):
+        def walk(serve):
+            return run(pages.Pages("page", "/pages"), Request.get("https://x/l"),
+                       lambda r: (serve(int(r.query_value("page"))), []))
+        cases = [(lambda p: {"page": p, "pages": 4 - min(p, 2)}, "changed"),
+                 (lambda p: {"page": 1, "pages": 2}, "page 2 was asked"),
+                 (lambda p: {"page": p, "data": []}, "no number of pages"),
+                 (lambda p: {"page": p, "pages": 2 ** 64}, "not a number"),
+                 (lambda p: {"page": True, "pages": 2}, "page 1 was asked")]
+        for serve, why in cases:
+            with self.assertRaises(Transport) as e:
+                walk(serve)
+            self.assertIn(why, e.exception.message)
+        self.assertEqual(len(walk(lambda p: {"page": p, "pages": 3})[0]), 3)
+        self.assertEqual(len(walk(lambda p: {"pages": 2})[0]), 2)
+
     def test_next_urls_links_and_tokens(self):
         asked, _ = run(pages.NextUrl("/links/next"), Request.get("https://x/a"),
                        lambda r: ({"links": {"next": "https://x/a?p=2" if r.url.endswith("/a") else None}}, []))

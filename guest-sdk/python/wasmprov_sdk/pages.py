@@ -29,8 +29,10 @@ class Numbers(NamedTuple):
 
 
 class Pages(NamedTuple):
-    """`?<page>=N` from 1, the number of pages at pointer `pages` (null or
-    absent: one): exactly that many pages are asked for."""
+    """`?<page>=N` from 1, the number of pages at pointer `pages`: exactly
+    that many pages are asked for. A missing count, a count that changes
+    between pages, or an answer naming another page (at the pointer beside
+    `pages` named `page`) fails the walk (`Transport`, retryable)."""
     page: str
     pages: str
 
@@ -65,6 +67,11 @@ def next_link(value: str) -> Optional[str]:
     return None
 
 
+def _is_u64(v) -> bool:
+    """Whether a JSON value is a number Rust's `as_u64` reads."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2 ** 64
+
+
 def _without_query(url: str) -> str:
     return url.split("?", 1)[0]
 
@@ -83,7 +90,7 @@ def walk(first: Request, paging, send: Callable[[Request], Response],
     """Sends `first` and every following page with `send` (which raises for
     an error answer), handing each page's JSON body to `each`, in order."""
     request = first.query(paging.page, "1") if isinstance(paging, (Numbers, Pages)) else first
-    base, seen = request, set()
+    base, seen, pages_seen = request, set(), None
     for number in range(1, MAX_PAGES + 1):
         resp = send(request)
         body = resp.json()
@@ -92,9 +99,7 @@ def walk(first: Request, paging, send: Callable[[Request], Response],
         if isinstance(paging, Numbers):
             if paging.next is not None:
                 following = pointer.get(body, paging.next)
-                if following is not None and (isinstance(following, bool)
-                                              or not isinstance(following, int)
-                                              or following < 0):
+                if following is not None and not _is_u64(following):
                     raise Transport(f"{resp.url}: the next page at {paging.next} is "
                                     f"{following!r}, not a page number")
             else:
@@ -106,10 +111,20 @@ def walk(first: Request, paging, send: Callable[[Request], Response],
         elif isinstance(paging, Pages):
             total = pointer.get(body, paging.pages)
             if total is None:
-                total = 1
-            if isinstance(total, bool) or not isinstance(total, int) or total < 0:
+                raise Transport(f"{resp.url}: the answer has no number of pages at {paging.pages}")
+            if not _is_u64(total):
                 raise Transport(f"{resp.url}: the number of pages at {paging.pages} is "
                                 f"{total!r}, not a number")
+            # A list read while it changes would come back partial: fail, retryably.
+            if pages_seen is not None and pages_seen != total:
+                raise Transport(f"{resp.url}: the list changed while it was read (pages "
+                                f"{pages_seen}, then {total}); read it again")
+            pages_seen = total
+            at = paging.pages.rpartition("/")[0] + "/" + paging.page
+            answered = pointer.get(body, at)
+            if answered is not None and not (_is_u64(answered) and answered == number):
+                raise Transport(f"{resp.url}: page {number} was asked, the answer is page "
+                                f"{answered!r} (at {at}); read the list again")
             if number < total:
                 nxt = _numbered(base, paging.page, number + 1)
         elif isinstance(paging, NextUrl):

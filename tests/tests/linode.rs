@@ -92,3 +92,70 @@ async fn linode_passes_the_suite_under_faults() {
         );
     }
 }
+
+/// A Linode API that answers `GET /v4/linode/instances/{id}` with instance
+/// 1 whatever the id (a buggy API, or something between plugin and cloud),
+/// served on loopback: the plugin, through the host, must not delete or
+/// relabel instance 2 (another owner's) after checking instance 1's owner.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_answer_about_another_instance_never_changes_the_one_asked() {
+    use std::sync::{Arc, Mutex};
+
+    use axum::extract::Path;
+    use axum::routing::get;
+    use serde_json::json;
+    use wasmprov_api::{CloudProvisioner as _, ProvisionerError};
+
+    let changed = Arc::new(Mutex::new(Vec::<String>::new()));
+    let mine = json!({"id": 1, "label": "wasmprov-n1", "status": "running",
+        "region": "us-east", "type": "g6-nanode-1", "ipv4": ["203.0.113.9"],
+        "created": "2026-11-24T00:00:00", "tags": ["wasmprov-owner:o-a"]});
+    let (on_delete, on_put) = (changed.clone(), changed.clone());
+    let app = axum::Router::new().route(
+        "/v4/linode/instances/{id}",
+        get(move || {
+            let mine = mine.clone();
+            async move { axum::Json(mine) }
+        })
+        .delete(move |Path(id): Path<String>| async move {
+            on_delete.lock().unwrap().push(format!("DELETE {id}"));
+            axum::Json(json!({}))
+        })
+        .put(move |Path(id): Path<String>| async move {
+            on_put.lock().unwrap().push(format!("PUT {id}"));
+            axum::Json(json!({}))
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = wasmprov_tests::PluginDir::new();
+    dir.add(
+        "linode",
+        guests::LINODE,
+        &format!(
+            "[config]\nendpoint = \"http://{addr}/v4\"\n[secrets]\ntoken = {{ env = \"LINODE_TOKEN\" }}\n[http]\nallow = [\"http://{addr}\"]\n"
+        ),
+    );
+    let host = wasmprov_host::HostBuilder::new(dir.path())
+        .owner_id("o-a")
+        .cache_dir(Some(std::env::temp_dir().join("wasmprov-test-cache")))
+        .secret_source(|name| (name == "LINODE_TOKEN").then(|| "t".to_string()))
+        .build()
+        .await
+        .expect("the host builds");
+    assert!(host.errors().is_empty(), "{:?}", host.errors());
+    let linode = host.plugin("linode").expect("linode loaded");
+    let e = linode.terminate(&"2".to_string()).await.unwrap_err();
+    assert!(matches!(e, ProvisionerError::NotFound(_)), "{e:?}");
+    assert!(linode.get(&"2".to_string()).await.unwrap().is_none());
+    assert!(
+        changed.lock().unwrap().is_empty(),
+        "{:?}",
+        changed.lock().unwrap()
+    );
+    // The instance asked for and answered is this owner's: deleted.
+    linode.terminate(&"1".to_string()).await.unwrap();
+    assert_eq!(*changed.lock().unwrap(), ["DELETE 1"]);
+}

@@ -104,7 +104,7 @@ async fn an_answer_about_another_instance_never_changes_the_one_asked() {
     use axum::extract::Path;
     use axum::routing::get;
     use serde_json::json;
-    use wasmprov_api::{CloudProvisioner as _, ProvisionerError};
+    use wasmprov_api::ProvisionerError;
 
     let changed = Arc::new(Mutex::new(Vec::<String>::new()));
     let mine = json!({"id": 1, "label": "wasmprov-n1", "status": "running",

@@ -17,6 +17,7 @@
 //! characters every common cloud accepts with [`label_value`]. That
 //! reduction is *not* one-to-one; never use it on an id.
 
+pub use wasmprov_api::provenance::{label_fault, reads_as_reserved};
 pub use wasmprov_api::tags::{FlatTags, TagCodec, TooLong};
 
 /// Label values of Hetzner Cloud (`[A-Za-z0-9_.-]`, at most 63): ids fit

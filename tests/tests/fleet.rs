@@ -1341,3 +1341,88 @@ mod safety {
         assert_eq!(c.fake.servers().len(), 1);
     }
 }
+
+/// Issue 26, finding 1: `label N 'wasmprov-journal =<journal>-<gen>'` made
+/// a node made outside the journal read as this journal's, and reconcile
+/// with leak termination terminated it. The host refuses the relabel (the
+/// padded key and the reserved one alike) before a plugin sees it, the
+/// fleet reads provenance from the exact key only, and the node is never
+/// terminated.
+#[tokio::test(flavor = "multi_thread")]
+async fn reconcile_never_terminates_a_node_whose_journal_label_was_forged() {
+    use wasmprov_api::provenance::{JOURNAL_LABEL, Provenance};
+    let dir = PluginDir::new();
+    let c = cloud(&dir, "hetzner", "fsn1", 100).await;
+    let state = tempfile::tempdir().unwrap();
+    let (host, fleet) = fleet_and_host(&dir, &state).await;
+    let p = host.plugin("hetzner").unwrap();
+    // This journal's provenance, read off a node it made.
+    let ours = fleet
+        .provision(
+            "hetzner",
+            &shape(),
+            ProvisionOptions {
+                request_id: Some("journaled".into()),
+                ..ProvisionOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut forged = Provenance::of(&ours).expect("the fleet's nodes carry provenance");
+    forged.generation += 1;
+    let stray = p
+        .provision_request(&ProvisionRequest {
+            request_id: "made-by-hand".into(),
+            shape: shape(),
+            boot: Default::default(),
+            subnet: None,
+        })
+        .await
+        .unwrap();
+    for key in [
+        format!("{JOURNAL_LABEL} "),
+        format!(" {JOURNAL_LABEL}"),
+        JOURNAL_LABEL.to_uppercase(),
+        JOURNAL_LABEL.to_string(),
+    ] {
+        let labels = BTreeMap::from([(key.clone(), forged.label_value())]);
+        let err = p.set_labels(&stray.provider_id, &labels).await.unwrap_err();
+        assert!(
+            matches!(err, wasmprov_api::ProvisionerError::InvalidConfig(_)),
+            "{key:?}: {err:?}"
+        );
+    }
+    // Were such a key on a node, the fleet would not read it as provenance.
+    let mut padded = stray.clone();
+    padded
+        .labels
+        .insert(format!("{JOURNAL_LABEL} "), forged.label_value());
+    assert_eq!(Provenance::of(&padded), None);
+
+    let leaks = ReconcilePolicy {
+        leaks: LeakPolicy::Terminate,
+        ..now_policy()
+    };
+    for _ in 0..2 {
+        let report = fleet.reconcile(&leaks).await.unwrap();
+        assert!(report.leaks.is_empty(), "{report}");
+        assert!(
+            report
+                .terminated
+                .iter()
+                .all(|(_, id)| *id != stray.provider_id),
+            "{report}"
+        );
+    }
+    let alive: Vec<String> = c.fake.servers().iter().map(|s| s.id.to_string()).collect();
+    assert!(alive.contains(&stray.provider_id), "{alive:?}");
+    assert!(alive.contains(&ours.provider_id), "{alive:?}");
+    let got = p.get(&stray.provider_id).await.unwrap().unwrap();
+    assert!(
+        got.labels
+            .keys()
+            .all(|k| !k.eq_ignore_ascii_case(JOURNAL_LABEL) && k.trim() == k),
+        "{:?}",
+        got.labels
+    );
+}

@@ -244,7 +244,10 @@ impl NodeShape {
     /// sees it.
     ///
     /// # Errors
-    /// [`ProvisionerError::Unsupported`] naming the field and the rule.
+    /// [`ProvisionerError::Unsupported`] naming the field and the rule;
+    /// [`ProvisionerError::InvalidConfig`] for a label that is not canonical
+    /// ([`provenance::label_fault`]: whitespace around a key, a control
+    /// character, a key that reads as a reserved one).
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(ProvisionerError::Unsupported(format!("invalid shape: {m}")));
         let by_type = self.instance_type.is_some() && self.cpu == 0.0 && self.memory_bytes == 0;
@@ -288,6 +291,11 @@ impl NodeShape {
                     k.len(),
                     v.len()
                 ));
+            }
+            if let Some(m) = provenance::label_fault(k, v) {
+                return Err(ProvisionerError::InvalidConfig(format!(
+                    "invalid shape: {m}"
+                )));
             }
         }
         for (field, value) in [
@@ -643,7 +651,10 @@ impl BootData {
     /// of 1 to [`MAX_SSH_KEY`] bytes in OpenSSH form (`type base64 [comment]`).
     ///
     /// # Errors
-    /// [`ProvisionerError::Unsupported`] naming the field and the rule.
+    /// [`ProvisionerError::Unsupported`] naming the field and the rule;
+    /// [`ProvisionerError::InvalidConfig`] for a label that is not canonical
+    /// ([`provenance::label_fault`]: whitespace around a key, a control
+    /// character, a key that reads as a reserved one).
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| {
             Err(ProvisionerError::Unsupported(format!(

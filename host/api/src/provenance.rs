@@ -189,6 +189,9 @@ pub fn check_new_labels(labels: &crate::Labels) -> crate::Result<()> {
                 v.len()
             ));
         }
+        if let Some(m) = label_fault(k, v) {
+            return bad(m);
+        }
         if is_reserved_label(k) {
             return bad(format!(
                 "{k:?} is reserved: the ownership and request labels stay as the node was made (set other keys)"
@@ -196,6 +199,60 @@ pub fn check_new_labels(labels: &crate::Labels) -> crate::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The reserved label (see [`is_reserved_label`]) `key` reads as once
+/// trimmed and lowercased, when it does: `" wasmprov-owner"` and
+/// `"WASMPROV-OWNER"` read as [`OWNER_LABEL`]. A cloud or a plugin that
+/// trims or folds case would take such a key for the reserved one.
+#[must_use]
+pub fn reads_as_reserved(key: &str) -> Option<&'static str> {
+    let folded = key.trim().to_lowercase();
+    [
+        OWNER_LABEL,
+        JOURNAL_LABEL,
+        REQUEST_LABEL,
+        REQUEST_DIGEST_LABEL,
+        GROUP_LABEL,
+    ]
+    .into_iter()
+    .find(|r| *r == folded)
+}
+
+/// Why a label a caller asks for is not canonical, or `None` when it is:
+/// the one rule for shape labels ([`NodeShape::validate`](crate::NodeShape::validate))
+/// and `set_labels` ([`check_new_labels`]) alike. Refused: a key with
+/// leading or trailing whitespace, a control character anywhere in the key
+/// or the value (a NUL or a newline breaks the clouds' XML and JSON), and a
+/// key that is not a reserved label but reads as one
+/// ([`reads_as_reserved`]): a cloud that trims keys, or a plugin that
+/// reads them trimmed, would take it for the reserved label and so for
+/// another owner's or another journal's. Whether the reserved keys
+/// themselves may be set is the caller's rule (a fleet sets them on shapes;
+/// `set_labels` never may).
+#[must_use]
+pub fn label_fault(key: &str, value: &str) -> Option<String> {
+    if key.trim() != key {
+        return Some(format!(
+            "label key {key:?} has leading or trailing whitespace"
+        ));
+    }
+    if key.chars().any(char::is_control) {
+        return Some(format!("label key {key:?} has a control character"));
+    }
+    if value.chars().any(char::is_control) {
+        return Some(format!(
+            "the value of label {key:?} has a control character"
+        ));
+    }
+    if let Some(r) = reads_as_reserved(key)
+        && r != key
+    {
+        return Some(format!(
+            "label key {key:?} reads as the reserved label {r:?} (the ownership and request labels are set by the host and its plugins)"
+        ));
+    }
+    None
 }
 
 /// Whether `key` is a label the host itself sets ([`OWNER_LABEL`],
@@ -240,6 +297,60 @@ fn parse_base36(s: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn labels_that_are_not_canonical_are_refused_for_shapes_and_relabels() {
+        let refused = [
+            (" wasmprov-owner", "ownerb"),
+            ("wasmprov-owner ", "ownerb"),
+            ("\twasmprov-request", "r"),
+            ("WASMPROV-OWNER", "ownerb"),
+            ("Wasmprov-Journal", "k7m2q4x6b3c5d-1"),
+            ("wasmprov-journal ", "k7m2q4x6b3c5d-1"),
+            ("\u{a0}wasmprov-group", "g"),
+            (" pool", "blue"),
+            ("pool ", "blue"),
+            ("po\0ol", "blue"),
+            ("pool", "bl\0ue"),
+            ("pool", "line\nbreak"),
+            ("pool", "\u{85}"),
+        ];
+        for (k, v) in refused {
+            assert!(label_fault(k, v).is_some(), "{k:?}={v:?}");
+            let labels = crate::Labels::from([(k.to_string(), v.to_string())]);
+            assert!(
+                matches!(
+                    check_new_labels(&labels),
+                    Err(crate::ProvisionerError::InvalidConfig(_))
+                ),
+                "{k:?}"
+            );
+            let mut shape = crate::NodeShape::new(1.0, 1 << 30);
+            shape.labels = labels;
+            assert!(
+                matches!(
+                    shape.validate(),
+                    Err(crate::ProvisionerError::InvalidConfig(_))
+                ),
+                "{k:?}"
+            );
+        }
+        for (k, v) in [
+            ("pool", "blue"),
+            ("pool", " spaced value "),
+            ("wasmprov-owner-note", "x"),
+            ("Name", "db 1"),
+            (OWNER_LABEL, "host-a"),
+            (GROUP_LABEL, "gpu"),
+        ] {
+            assert_eq!(label_fault(k, v), None, "{k:?}={v:?}");
+        }
+        assert_eq!(
+            reads_as_reserved(" WASMPROV-REQUEST-DIGEST "),
+            Some(REQUEST_DIGEST_LABEL)
+        );
+        assert_eq!(reads_as_reserved("wasmprov-owners"), None);
+    }
 
     #[test]
     fn values_round_trip_and_fit_small_tag_budgets() {

@@ -202,12 +202,25 @@ impl FlatTags {
         labels.iter().map(|(k, v)| self.encode(k, v)).collect()
     }
 
-    /// The labels of `tags`; tags this encoding did not write are left out
-    /// (for a key given twice, the last tag wins).
+    /// The labels of `tags`; tags this encoding did not write are left out,
+    /// and so is a key given twice with different values (order never
+    /// decides a label: two tags claiming the owner make a node nobody's).
     #[must_use]
     pub fn decode_all<S: AsRef<str>>(&self, tags: &[S]) -> BTreeMap<String, String> {
-        tags.iter()
-            .filter_map(|t| self.decode(t.as_ref()))
+        let mut claims: BTreeMap<String, Option<String>> = BTreeMap::new();
+        for (k, v) in tags.iter().filter_map(|t| self.decode(t.as_ref())) {
+            claims
+                .entry(k)
+                .and_modify(|had| {
+                    if had.as_ref() != Some(&v) {
+                        *had = None;
+                    }
+                })
+                .or_insert(Some(v.clone()));
+        }
+        claims
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)))
             .collect()
     }
 
@@ -224,6 +237,24 @@ impl FlatTags {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_tagged_twice_with_two_values_is_left_out_whatever_the_order() {
+        let f = FlatTags::DIGITALOCEAN;
+        let a = f.encode("wasmprov-owner", "host-a").unwrap();
+        let b = f.encode("wasmprov-owner", "host-b").unwrap();
+        let r = f.encode("wasmprov-request", "r1").unwrap();
+        for tags in [
+            vec![a.clone(), b.clone(), r.clone()],
+            vec![b.clone(), r.clone(), a.clone()],
+        ] {
+            let got = f.decode_all(&tags);
+            assert!(!got.contains_key("wasmprov-owner"), "{tags:?}");
+            assert_eq!(got["wasmprov-request"], "r1");
+        }
+        let twice = f.decode_all(&[a.clone(), a]);
+        assert_eq!(twice["wasmprov-owner"], "host-a");
+    }
 
     const SAMPLES: &[&str] = &[
         "",

@@ -111,13 +111,27 @@ pub const STATES: StateTable = StateTable::new(
 );
 
 impl Instance {
-    /// The value of tag `key`.
+    /// The value of tag `key`, exactly as named. For a reserved key
+    /// (`wasmprov_api::provenance::reads_as_reserved`: the owner, request,
+    /// journal, digest and group tags) `None` as well when any other tag
+    /// reads as the same key (`" wasmprov-owner"`, `"WASMPROV-OWNER"`) with
+    /// another value: an instance two tags claim is nobody's, never the
+    /// first's or the last's.
     #[must_use]
     pub fn tag(&self, key: &str) -> Option<&str> {
-        self.tags
+        let exact = self
+            .tags
             .iter()
             .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| v.as_str())?;
+        if wasmprov_api::provenance::reads_as_reserved(key) == Some(key)
+            && self.tags.iter().any(|(k, v)| {
+                v != exact && wasmprov_api::provenance::reads_as_reserved(k) == Some(key)
+            })
+        {
+            return None;
+        }
+        Some(exact)
     }
 
     /// Whether EC2 has terminated the instance.
@@ -146,12 +160,20 @@ impl Instance {
         })
     }
 
-    /// The instance's tags as labels, without AWS's reserved `aws:` tags.
+    /// The instance's tags as labels, without AWS's reserved `aws:` tags,
+    /// tags that only read as a reserved label (`" wasmprov-owner"`), and a
+    /// reserved label another tag contradicts ([`tag`](Self::tag)).
     #[must_use]
     pub fn labels(&self) -> Labels {
         self.tags
             .iter()
             .filter(|(k, _)| !k.to_ascii_lowercase().starts_with("aws:"))
+            .filter(
+                |(k, _)| match wasmprov_api::provenance::reads_as_reserved(k) {
+                    None => true,
+                    Some(r) => r == k && self.tag(k).is_some(),
+                },
+            )
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     }
@@ -214,6 +236,15 @@ fn text(node: Node<'_, '_>, name: &str) -> Option<String> {
     child(node, name)
         .and_then(|c| c.text())
         .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+}
+
+/// A child's text exactly as sent (tag keys and values: `" x"` and `"x"`
+/// are two tags to EC2, and must stay two here), `None` when empty.
+fn raw_text(node: Node<'_, '_>, name: &str) -> Option<String> {
+    child(node, name)
+        .and_then(|c| c.text())
         .filter(|t| !t.is_empty())
         .map(str::to_string)
 }
@@ -695,7 +726,12 @@ fn tag_set(item: Node<'_, '_>) -> Vec<(String, String)> {
     child(item, "tagSet")
         .map(|set| {
             children(set, "item")
-                .filter_map(|t| Some((text(t, "key")?, text(t, "value").unwrap_or_default())))
+                .filter_map(|t| {
+                    Some((
+                        raw_text(t, "key")?,
+                        raw_text(t, "value").unwrap_or_default(),
+                    ))
+                })
                 .collect()
         })
         .unwrap_or_default()

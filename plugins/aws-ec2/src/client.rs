@@ -2050,18 +2050,18 @@ mod tests {
                 r.get(&format!("TagSpecification.{spec}.Tag.{n}.Value")),
             )
         };
-        assert_eq!(tag(1, 1), (Some("pool"), Some("a b")));
+        assert_eq!(tag(1, 1), (Some(OWNER), Some("host-a")));
+        assert_eq!(tag(1, 2), (Some(REQUEST), Some("req-1")));
+        assert_eq!(tag(1, 3), (Some("pool"), Some("a b")));
         let digest = wasmprov_guest::tags::request_digest(&req);
         assert_eq!(
-            tag(1, 2),
+            tag(1, 4),
             (
                 Some(wasmprov_guest::tags::REQUEST_DIGEST),
                 Some(digest.as_str())
             )
         );
-        assert_eq!(tag(1, 3), (Some("Name"), Some("wasmprov-req-1")));
-        assert_eq!(tag(1, 4), (Some(OWNER), Some("host-a")));
-        assert_eq!(tag(1, 5), (Some(REQUEST), Some("req-1")));
+        assert_eq!(tag(1, 5), (Some("Name"), Some("wasmprov-req-1")));
         assert_eq!(tag(1, 6), (None, None));
         assert_eq!(r.get("TagSpecification.2.ResourceType"), Some("volume"));
         assert_eq!(tag(2, 1), (Some(OWNER), Some("host-a")));

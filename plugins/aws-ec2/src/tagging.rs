@@ -19,21 +19,29 @@ pub const NAME_PREFIX: &str = "wasmprov-";
 /// `provision` and `describe` ask `DescribeInstances` for.
 pub const LIVE_STATES: &[&str] = &["pending", "running", "shutting-down", "stopping", "stopped"];
 
-/// The tags of a new instance, in a stable order: the shape's labels (as
-/// written; EC2 accepts any characters), `Name` unless the shape sets it,
-/// then the owner and request tags (reduced with [`label_value`]), which
-/// always win.
+/// The tags of a new instance, in a stable order: the owner and request
+/// tags first (no shape label can precede them), then the shape's labels
+/// (as written; EC2 accepts any characters), then `Name` unless the shape
+/// sets it. The shape's own owner or request label is left out (the
+/// plugin's always win).
 ///
 /// # Errors
 /// [`Error::Unsupported`] for a label EC2 would refuse: an empty key, a key
 /// starting with `aws:`, a key over 128 or a value over 256 characters, or
-/// more than 50 tags in all.
+/// more than 50 tags in all. [`Error::InvalidConfig`] for a label that is
+/// not canonical (`wasmprov_api::provenance::label_fault`: a key such as
+/// `" wasmprov-owner"` that reads as a reserved one, whitespace around a
+/// key, a control character), which the host refuses before a plugin sees
+/// it: refused here too, so that no such tag is ever written.
 pub fn instance_tags(
     owner_id: &str,
     request_id: &str,
     shape_labels: &Labels,
 ) -> Result<Vec<(String, String)>> {
-    let mut tags: Vec<(String, String)> = Vec::new();
+    let mut tags: Vec<(String, String)> = vec![
+        (OWNER.into(), id_tag(owner_id)),
+        (REQUEST.into(), id_tag(request_id)),
+    ];
     for (k, v) in shape_labels {
         if k == OWNER || k == REQUEST {
             continue;
@@ -47,8 +55,6 @@ pub fn instance_tags(
             format!("{NAME_PREFIX}{}", id_tag(request_id)),
         ));
     }
-    tags.push((OWNER.into(), id_tag(owner_id)));
-    tags.push((REQUEST.into(), id_tag(request_id)));
     if tags.len() > MAX_TAGS {
         return Err(Error::Unsupported(format!(
             "{} tags asked for; EC2 allows at most {MAX_TAGS} on an instance",
@@ -58,8 +64,13 @@ pub fn instance_tags(
     Ok(tags)
 }
 
-/// Refuses a label EC2 would refuse as a tag.
+/// Refuses a label that is not canonical
+/// (`wasmprov_api::provenance::label_fault`), and one EC2 would refuse as a
+/// tag.
 fn check_label(k: &str, v: &str) -> Result<()> {
+    if let Some(m) = wasmprov_api::provenance::label_fault(k, v) {
+        return Err(Error::InvalidConfig(m));
+    }
     if k.is_empty() || is_aws_tag(k) {
         return Err(Error::Unsupported(format!(
             "label {k:?} cannot be an EC2 tag: keys must be non-empty and not start with \"aws:\""
@@ -119,10 +130,10 @@ impl Relabel {
 pub fn relabel(instance: &Instance, labels: &Labels) -> Result<Relabel> {
     let mut want: Vec<(String, String)> = Vec::new();
     for (k, v) in labels {
+        check_label(k, v)?;
         if wasmprov_api::provenance::is_reserved_label(k) {
             continue;
         }
-        check_label(k, v)?;
         want.push((k.clone(), v.clone()));
     }
     let kept = instance.tags.iter().filter(|(k, _)| is_kept(k)).count();
@@ -190,16 +201,83 @@ mod tests {
         assert_eq!(
             tags,
             [
-                ("pool".into(), "gpu a/b".into()),
-                ("Name".into(), "wasmprov-req-1".into()),
                 (OWNER.into(), "host-a".to_string()),
                 (REQUEST.into(), "req-1".into()),
+                ("pool".into(), "gpu a/b".into()),
+                ("Name".into(), "wasmprov-req-1".into()),
             ]
         );
         let named = Labels::from([("Name".to_string(), "db-1".to_string())]);
         let tags = instance_tags("o", "r", &named).unwrap();
-        assert_eq!(tags[0], ("Name".into(), "db-1".into()));
+        assert_eq!(tags[2], ("Name".into(), "db-1".into()));
         assert_eq!(tags.len(), 3);
+    }
+
+    #[test]
+    fn labels_that_read_as_reserved_tags_are_never_written() {
+        let node = tagged(&[(OWNER, "o"), (REQUEST, "r")]);
+        for (k, v) in [
+            (" wasmprov-owner", "host-b"),
+            ("wasmprov-owner ", "host-b"),
+            ("WASMPROV-OWNER", "host-b"),
+            ("wasmprov-journal ", "k7m2q4x6b3c5d-1"),
+            ("wasmprov-request\t", "r2"),
+            ("pool", "a\0b"),
+        ] {
+            let labels = Labels::from([(k.to_string(), v.to_string())]);
+            assert!(
+                matches!(
+                    instance_tags("o", "r", &labels),
+                    Err(Error::InvalidConfig(_))
+                ),
+                "{k:?}"
+            );
+            assert!(
+                matches!(relabel(&node, &labels), Err(Error::InvalidConfig(_))),
+                "{k:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_instance_two_owner_tags_claim_is_nobodys() {
+        // EC2 keeps " wasmprov-owner" and "wasmprov-owner" as two tags;
+        // whichever comes first, neither owner gets the instance.
+        for tags in [
+            &[
+                (" wasmprov-owner", "host-b"),
+                (OWNER, "host-a"),
+                (REQUEST, "r"),
+            ][..],
+            &[
+                (OWNER, "host-a"),
+                ("WASMPROV-OWNER", "host-b"),
+                (REQUEST, "r"),
+            ][..],
+        ] {
+            let i = tagged(tags);
+            assert!(
+                !is_owned(&i, "host-a") && !is_owned(&i, "host-b"),
+                "{tags:?}"
+            );
+            assert!(!i.labels().contains_key(OWNER), "{tags:?}");
+            assert!(
+                i.labels()
+                    .keys()
+                    .all(|k| !k.eq_ignore_ascii_case(OWNER) && k.trim() == k)
+            );
+        }
+        let forged_journal = tagged(&[
+            (OWNER, "host-a"),
+            ("wasmprov-journal", "k7m2q4x6b3c5d-1"),
+            ("wasmprov-journal ", "aaaaaaaaaaaaa-1"),
+        ]);
+        assert_eq!(forged_journal.tag("wasmprov-journal"), None);
+        assert!(!forged_journal.labels().contains_key("wasmprov-journal"));
+        assert!(is_owned(&forged_journal, "host-a"));
+        // The same value twice is no contradiction.
+        let twice = tagged(&[(OWNER, "host-a"), (" wasmprov-owner", "host-a")]);
+        assert!(is_owned(&twice, "host-a"));
     }
 
     #[test]

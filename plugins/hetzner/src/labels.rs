@@ -76,7 +76,11 @@ pub fn server_labels(owner_id: &str, request_id: &str, shape_labels: &Labels) ->
     let cleaned: Labels = shape_labels
         .iter()
         .map(|(k, v)| {
-            let k = if is_valid_label_key(k) {
+            // A key that reads as a reserved label without being it
+            // (`WASMPROV-OWNER`) is rewritten as an invalid one is, so no
+            // reader that folds case or trims could take it for the owner's.
+            let lookalike = tags::reads_as_reserved(k).is_some_and(|r| r != k);
+            let k = if is_valid_label_key(k) && !lookalike {
                 k.clone()
             } else {
                 label_value(k)
@@ -127,6 +131,39 @@ pub fn is_for_request(labels: &Labels, owner_id: &str, request_id: &str) -> bool
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn labels_that_read_as_reserved_never_become_them() {
+        // A JSON map holds one value a key, and a key Hetzner would refuse
+        // is rewritten with a hash: a lookalike of the owner or journal
+        // label can never land on the real one, whatever the order.
+        for k in [
+            " wasmprov-owner",
+            "wasmprov-owner ",
+            "WASMPROV-OWNER",
+            "wasmprov-journal\t",
+            "Wasmprov-Request",
+        ] {
+            let shape = Labels::from([(k.to_string(), "host-b".to_string())]);
+            let labels = server_labels("host-a", "req-1", &shape);
+            assert!(is_owned_by(&labels, "host-a") && !is_owned_by(&labels, "host-b"));
+            assert!(is_for_request(&labels, "host-a", "req-1"));
+            assert!(
+                labels
+                    .keys()
+                    .filter(|key| *key != OWNER && *key != REQUEST)
+                    .all(|key| ![
+                        "wasmprov-owner",
+                        "wasmprov-request",
+                        "wasmprov-journal",
+                        "wasmprov-request-digest",
+                        "wasmprov-group",
+                    ]
+                    .contains(&key.to_lowercase().trim())),
+                "{k:?}: {labels:?}"
+            );
+        }
+    }
 
     #[test]
     fn simple_request_ids_keep_the_documented_name() {

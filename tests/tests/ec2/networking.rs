@@ -757,3 +757,84 @@ async fn subnets_place_nodes_and_count_free_addresses() {
     })
     .await;
 }
+
+/// Issue 26, finding 1: a reserved label key padded with whitespace or
+/// written in capitals (`" wasmprov-owner"`) is a tag of its own to EC2; the
+/// plugin used to read tag keys trimmed and take the first match, so another
+/// owner could claim a node. The host refuses such keys at provision and at
+/// set-labels; a tag written past the host (by hand, here with boto3) makes
+/// the node nobody's: the other owner can neither relabel, assign an
+/// address, register it as a target nor terminate it.
+#[tokio::test]
+async fn a_reserved_label_key_that_is_not_canonical_claims_no_node() {
+    require_moto!();
+    within_limit(async {
+        let t = Two::start().await;
+        let zone = "us-east-1a";
+        for k in [" wasmprov-owner", "wasmprov-owner ", "WASMPROV-OWNER"] {
+            let err = t
+                .ours
+                .provision_request(&in_zone("forge-0", zone, &[(k, OTHER)]))
+                .await
+                .unwrap_err();
+            assert!(matches!(err, ProvisionerError::InvalidConfig(_)), "{k:?}: {err:?}");
+        }
+        let node = t
+            .ours
+            .provision_request(&in_zone("forge-1", zone, &[("pool", "blue")]))
+            .await
+            .unwrap();
+        let id = node.provider_id.clone();
+        let before = t.tags(&id);
+        for k in [" wasmprov-owner", "wasmprov-journal ", "Wasmprov-Request"] {
+            let err = t
+                .ours
+                .set_labels(&id, &labels(&[(k, OTHER)]))
+                .await
+                .unwrap_err();
+            assert!(matches!(err, ProvisionerError::InvalidConfig(_)), "{k:?}: {err:?}");
+        }
+        let err = t
+            .ours
+            .set_labels(&id, &labels(&[("pool", "a\0b")]))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ProvisionerError::InvalidConfig(_)), "{err:?}");
+        assert_eq!(t.tags(&id), before, "nothing reached EC2");
+
+        // Past the host: EC2 keeps the padded key as a tag of its own.
+        t.boto3(&format!(
+            "ec2.create_tags(Resources=['{id}'], Tags=[{{'Key': ' wasmprov-owner', 'Value': '{OTHER}'}}])\nout(1)"
+        ));
+        assert_eq!(t.tags(&id)[" wasmprov-owner"], OTHER);
+        assert_eq!(t.tags(&id)["wasmprov-owner"], OWNER);
+
+        let group = t.target_group("forged-tg");
+        not_found(t.theirs.set_labels(&id, &labels(&[("pool", "stolen")])).await);
+        not_found(t.theirs.assign_address(&id, &private(None)).await);
+        let target = Target {
+            group: group.clone(),
+            provider_id: id.clone(),
+            port: None,
+            health: None,
+        };
+        assert!(t.theirs.register_target(&target).await.is_err());
+        assert!(t.theirs.terminate(&id).await.is_err());
+        assert!(t.theirs.get(&id).await.unwrap().is_none());
+        assert!(
+            t.theirs
+                .describe()
+                .await
+                .unwrap()
+                .iter()
+                .all(|n| n.provider_id != id)
+        );
+        // Two tags claim it: nobody's, ours included, and untouched.
+        assert!(t.ours.get(&id).await.unwrap().is_none());
+        assert!(t.targets(&group).is_empty());
+        assert_eq!(t.instance(&id)["State"]["Name"], "running");
+        assert_eq!(t.tags(&id)["pool"], "blue");
+        assert_eq!(t.private_ips(&id).len(), 1);
+    })
+    .await;
+}

@@ -96,11 +96,10 @@ impl<T: Transport> Client<'_, T> {
             )));
         }
         self.take_private_ip(owner_id, ip, instance)?;
-        self.call(
-            &req.param("PrivateIpAddress.1", ip)
-                .param("AllowReassignment", "true"),
-            false,
-        )?;
+        // Never `AllowReassignment`: the address was taken off this owner's
+        // own instances above, so EC2 refusing it means someone else holds
+        // it, and it stays theirs.
+        self.call(&req.param("PrivateIpAddress.1", ip), false)?;
         self.info(
             "address assigned",
             &[("instance_id", &instance.id), ("address", ip)],
@@ -110,7 +109,12 @@ impl<T: Transport> Client<'_, T> {
 
     /// Takes private address `ip` off every other instance of this owner
     /// that has it as a secondary address (`UnassignPrivateIpAddresses`),
-    /// after checking no interface of anyone else holds it.
+    /// after checking no interface of anyone else holds it. The check
+    /// reads every interface of the instance's subnet (of the region when
+    /// the subnet is not known) and looks for `ip` among all their
+    /// addresses itself, primary and secondary: a filter by address is
+    /// applied by some emulators to primary addresses only, and a check
+    /// that misses a holder would fail open.
     ///
     /// # Errors
     /// [`Error::Unsupported`] when an interface that is not this owner's
@@ -135,8 +139,12 @@ impl<T: Transport> Client<'_, T> {
             to.interfaces.iter().any(|e| e.id == id)
                 || own.iter().any(|i| i.interfaces.iter().any(|e| e.id == id))
         };
-        let req = ApiRequest::new("DescribeNetworkInterfaces")
-            .filters(&[("addresses.private-ip-address".into(), vec![ip.into()])]);
+        let scope: Vec<(String, Vec<String>)> = to
+            .subnet_id
+            .iter()
+            .map(|s| ("subnet-id".to_string(), vec![s.clone()]))
+            .collect();
+        let req = ApiRequest::new("DescribeNetworkInterfaces").filters(&scope);
         let holders: Vec<Interface> = self
             .pages(&req, api::parse_network_interfaces)?
             .map_err(|failure| failure.into_error(false))?;

@@ -838,3 +838,45 @@ async fn a_reserved_label_key_that_is_not_canonical_claims_no_node() {
     })
     .await;
 }
+
+/// Issue 26, finding 2: a secondary private IP of another owner's instance
+/// was taken (the guard asked EC2 for interfaces holding it by a filter an
+/// emulator applies to primary addresses only, and the assignment was sent
+/// with `AllowReassignment`). It is refused, and the other owner keeps it.
+#[tokio::test]
+async fn another_owners_secondary_private_ip_is_never_taken() {
+    require_moto!();
+    within_limit(async {
+        let t = Two::start().await;
+        let a = t
+            .ours
+            .provision_request(&in_zone("sec-a", "us-east-1a", &[]))
+            .await
+            .unwrap();
+        let c = t
+            .theirs
+            .provision_request(&in_zone("sec-c", "us-east-1a", &[]))
+            .await
+            .unwrap();
+        let theirs = t
+            .theirs
+            .assign_address(&c.provider_id, &private(None))
+            .await
+            .unwrap();
+        let ip = theirs.address.clone();
+        assert!(t.private_ips(&c.provider_id).contains(&(ip.clone(), false)));
+        let m = unsupported(
+            t.ours
+                .assign_address(&a.provider_id, &private(Some(&ip)))
+                .await,
+        );
+        assert!(m.contains("not this owner's"), "{m}");
+        assert!(
+            t.private_ips(&c.provider_id).contains(&(ip.clone(), false)),
+            "the other owner keeps it: {:?}",
+            t.private_ips(&c.provider_id)
+        );
+        assert!(!t.private_ips(&a.provider_id).iter().any(|(x, _)| *x == ip));
+    })
+    .await;
+}

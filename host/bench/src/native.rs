@@ -114,6 +114,7 @@ impl NativeHetzner {
             user_data: None,
             ssh_keys: &[],
             start_after_create: true,
+            networks: &[],
         };
         let body = serde_json::to_vec(&body).context("encoding")?;
         let created = self
@@ -139,6 +140,7 @@ impl NativeHetzner {
             user_data: None,
             ssh_keys: &[],
             start_after_create: true,
+            networks: &[],
         };
         let body = serde_json::to_vec(&body).context("encoding")?;
         self.send(http::Method::POST, "/servers", Some(body))

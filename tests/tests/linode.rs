@@ -68,6 +68,16 @@ async fn linode_passes_the_suite_plain() {
     }
 }
 
+/// The longest owner id (63 characters): its own and its foreign owner's
+/// tags take the hashed long form, and the suite's foreign owner is still a
+/// valid id.
+#[tokio::test(flavor = "multi_thread")]
+async fn linode_passes_the_suite_with_the_longest_owner_id() {
+    let (suite, _fake) = suite().await;
+    let report = run(suite.owner(&format!("{}-z", "o".repeat(61)))).await;
+    report.assert_passed();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn linode_passes_the_suite_under_faults() {
     for seed in [1, 7] {

@@ -881,7 +881,7 @@ mod tests {
 
         let conformance = read(&dest.join("tests/conformance.rs"));
         assert!(conformance.contains(r#"env!("CARGO_BIN_EXE_acme-cloud-fake")"#));
-        assert!(conformance.contains("wasm32-wasip2/release/acme_cloud.wasm"));
+        assert!(conformance.contains("wasm32-wasip2/debug/acme_cloud.wasm"));
         assert!(conformance.contains(r#"suite(&["--faults", "default"]);"#));
         let fake = read(&dest.join("fake/main.rs"));
         assert!(fake.contains(r#"Fake::new("acme-cloud fake")"#));

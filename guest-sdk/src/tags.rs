@@ -344,11 +344,15 @@ pub const JOURNAL: &str = wasmprov_api::provenance::JOURNAL_LABEL;
 /// without the host's journal.
 pub const REQUEST_DIGEST: &str = wasmprov_api::provenance::REQUEST_DIGEST_LABEL;
 
-/// A digest of `request`'s shape and boot data: 16 hex digits of SHA-256
-/// over their JSON (labels sorted, so the same request always gives the
-/// same digest). Fits every common cloud's label values. The labels the
+/// A digest of `request`'s shape, boot data and subnet: 16 hex digits of
+/// SHA-256 over their JSON (labels sorted, so the same request always gives
+/// the same digest). Fits every common cloud's label values. The labels the
 /// host sets ([`OWNER`], [`JOURNAL`]) are left out: a request is the same
-/// request whichever journal of whichever host asks for it.
+/// request whichever journal of whichever host asks for it. The subnet is
+/// hashed only when given (`[shape, boot, subnet]`), so a request without
+/// one keeps the digest it always had (`[shape, boot]`, the Python SDK's),
+/// and the same request id asked again with another subnet is another
+/// request (a conflict), not the node in the first subnet.
 #[must_use]
 pub fn request_digest(request: &crate::ProvisionRequest) -> String {
     use sha2::Digest as _;
@@ -357,7 +361,11 @@ pub fn request_digest(request: &crate::ProvisionRequest) -> String {
         .labels
         .retain(|k, _| !wasmprov_api::provenance::is_host_label(k));
     // Serializing these plain types cannot fail.
-    let json = serde_json::to_vec(&(&shape, &request.boot)).unwrap_or_default();
+    let json = match &request.subnet {
+        None => serde_json::to_vec(&(&shape, &request.boot)),
+        Some(subnet) => serde_json::to_vec(&(&shape, &request.boot, subnet)),
+    }
+    .unwrap_or_default();
     sha2::Sha256::digest(&json)[..8]
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -586,6 +594,32 @@ mod tests {
         // A caller's own label is part of the request.
         request.shape.labels.insert("role".into(), "web".into());
         assert_ne!(request_digest(&request), plain);
+    }
+
+    #[test]
+    fn a_subnet_is_part_of_the_request_and_no_subnet_keeps_the_old_digest() {
+        use sha2::Digest as _;
+        let request = crate::ProvisionRequest::new("r-1", crate::NodeShape::new(1.0, 1 << 30));
+        // Without a subnet: SHA-256 over `[shape, boot]`, as always (and as
+        // the Python SDK writes it).
+        let old: String =
+            sha2::Sha256::digest(serde_json::to_vec(&(&request.shape, &request.boot)).unwrap())
+                [..8]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+        assert_eq!(request_digest(&request), old);
+        let mut a = request.clone();
+        a.subnet = Some("subnet-a".into());
+        let mut b = request.clone();
+        b.subnet = Some("subnet-b".into());
+        assert_ne!(
+            request_digest(&a),
+            old,
+            "the same id in a subnet is another request"
+        );
+        assert_ne!(request_digest(&a), request_digest(&b));
+        assert_eq!(request_digest(&a), request_digest(&a.clone()));
     }
 
     #[test]

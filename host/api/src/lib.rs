@@ -958,7 +958,27 @@ pub trait CloudProvisioner: Send + Sync {
     ///
     /// The default forwards to [`provision`](Self::provision) and so is only
     /// as idempotent as that; wasm plugins implement it for real.
+    /// `provision` takes a shape only, so the default refuses a request
+    /// with a subnet or boot data ([`ProvisionerError::Unsupported`], before
+    /// anything is made) rather than make a node without them.
+    ///
+    /// # Errors
+    /// [`ProvisionerError::Unsupported`] for a subnet or boot data;
+    /// [`provision`](Self::provision)'s errors.
     async fn provision_request(&self, request: &ProvisionRequest) -> Result<NodeHandle> {
+        if let Some(subnet) = &request.subnet {
+            return Err(ProvisionerError::Unsupported(format!(
+                "backend {} takes no subnet (asked for {subnet:?})",
+                self.name()
+            )));
+        }
+        if !request.boot.is_empty() {
+            return Err(ProvisionerError::Unsupported(format!(
+                "backend {} takes no boot data (given: {})",
+                self.name(),
+                request.boot.given().join(", ")
+            )));
+        }
         self.provision(&request.shape).await
     }
 
@@ -1401,6 +1421,27 @@ mod tests {
         };
         let node = backend.provision_request(&req).await.unwrap();
         assert_eq!(node.provider_id, "n-3");
+        // `provision` takes a shape only: a subnet or boot data is refused,
+        // never dropped.
+        let subnet = ProvisionRequest {
+            subnet: Some("subnet-1".into()),
+            ..req.clone()
+        };
+        assert!(matches!(
+            backend.provision_request(&subnet).await,
+            Err(ProvisionerError::Unsupported(m)) if m.contains("subnet-1")
+        ));
+        let boot = ProvisionRequest {
+            boot: BootData {
+                image: Some("ami-1".into()),
+                ..BootData::default()
+            },
+            ..req.clone()
+        };
+        assert!(matches!(
+            backend.provision_request(&boot).await,
+            Err(ProvisionerError::Unsupported(m)) if m.contains("boot data")
+        ));
         assert!(matches!(
             backend.terminate(&"x".to_string()).await,
             Err(ProvisionerError::NotFound(id)) if id == "x"

@@ -40,7 +40,7 @@
 //!   never adopted).
 //!
 //! What ZLayer's shape cannot say at all (a GPU model, an architecture, a
-//! disk size, boot data) is refused as `unsupported` unless the configured
+//! disk size, boot data, a subnet) is refused as `unsupported` unless the configured
 //! offering says it (the fleet only ranks an offering that fits the shape).
 
 use std::collections::BTreeMap;
@@ -298,6 +298,12 @@ impl wasmprov_api::CloudProvisioner for ZLayerBackend {
                 "{} (a ZLayer provisioner) cannot be given boot data ({}): ZLayer's provision takes a shape only",
                 self.name,
                 request.boot.given().join(", ")
+            )));
+        }
+        if let Some(subnet) = &request.subnet {
+            return Err(ProvisionerError::Unsupported(format!(
+                "{} (a ZLayer provisioner) cannot be given a subnet ({subnet:?}): ZLayer's provision takes a shape only",
+                self.name
             )));
         }
         if let (Some(owner), Some(asked)) = (&self.owner, request.shape.labels.get(OWNER_LABEL))
@@ -566,6 +572,17 @@ mod tests {
             matches!(&err, ProvisionerError::Unsupported(m) if m.contains("a GPU model")),
             "{err:?}"
         );
+        // Nor is a subnet, even for a request id it already made.
+        for id in ["web-1", "web-3"] {
+            let mut in_subnet = ProvisionRequest::new(id, owned_shape("team-a"));
+            in_subnet.shape.instance_type = Some("zl-2c".into());
+            in_subnet.subnet = Some("subnet-1".into());
+            let err = b.provision_request(&in_subnet).await.unwrap_err();
+            assert!(
+                matches!(&err, ProvisionerError::Unsupported(m) if m.contains("subnet-1")),
+                "{err:?}"
+            );
+        }
         // Another owner's request is not made under this one.
         let err = b.provision(&owned_shape("team-b")).await.unwrap_err();
         assert_eq!(err.kind(), "invalid_config", "{err:?}");

@@ -754,6 +754,22 @@ async fn subnets_place_nodes_and_count_free_addresses() {
         assert!(m.contains(&subnet) && m.contains("us-east-1c"), "{m}");
         assert_eq!(t.ours.describe().await.unwrap().len(), 1);
         not_found(t.ours.subnet_capacity("subnet-0123456789abcdef0").await);
+
+        // Issue 26, finding 3: the same request id in another subnet is
+        // another request (a conflict), never the node in the first one;
+        // asked again as it was, the node is returned.
+        let (other, _) = t.subnet("us-east-1b");
+        let mut moved = request.clone();
+        moved.subnet = Some(other.clone());
+        let err = t.ours.provision_request(&moved).await.unwrap_err();
+        assert!(matches!(err, ProvisionerError::Conflict(_)), "{err:?}");
+        let mut bare = request.clone();
+        bare.subnet = None;
+        let err = t.ours.provision_request(&bare).await.unwrap_err();
+        assert!(matches!(err, ProvisionerError::Conflict(_)), "{err:?}");
+        let again = t.ours.provision_request(&request).await.unwrap();
+        assert_eq!(again.provider_id, node.provider_id);
+        assert_eq!(t.ours.describe().await.unwrap().len(), 1);
     })
     .await;
 }

@@ -87,6 +87,7 @@ const HOSTILE: &[&str] = &[
     "fields-hoard",
     "sleep-forever",
     "host-limits",
+    "relabel-reserved",
 ];
 
 /// Guests that also export `networking` (`export_provider!(P, networking)`),

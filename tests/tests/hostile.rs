@@ -1500,4 +1500,39 @@ mod answers {
         assert!(zero.hourly_usd == 0.0 && zero.hourly_usd.is_sign_positive());
         probe_ok(&l.p).await;
     }
+
+    /// Issue 26, finding 4: a relabel that changes, adds or removes a
+    /// reserved label (request id, journal, group, digest) is refused, and
+    /// a relabel of a node that is not there is not-found, set-labels never
+    /// called (the guest would answer it as the owner's).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_relabel_keeps_every_reserved_label_exactly() {
+        let l = load(guests::HOSTILE_RELABEL_RESERVED, "").await;
+        let asked = |change: &str| {
+            wasmprov_api::Labels::from([
+                ("change".to_string(), change.to_string()),
+                ("pool".to_string(), "green".to_string()),
+            ])
+        };
+        let id = "n-1".to_string();
+        let honest = l.p.set_labels(&id, &asked("none")).await.unwrap();
+        assert_eq!(honest.labels["pool"], "green");
+        assert_eq!(honest.labels["wasmprov-request"], "r-1");
+        for (change, label) in [
+            ("request", "wasmprov-request"),
+            ("journal", "wasmprov-journal"),
+            ("group", "wasmprov-group"),
+            ("digest", "wasmprov-request-digest"),
+            ("drop-request", "wasmprov-request"),
+        ] {
+            let err = l.p.set_labels(&id, &asked(change)).await.unwrap_err();
+            assert_fault(&err, PluginFault::Contract, label);
+        }
+        let err =
+            l.p.set_labels(&"n-2".to_string(), &asked("none"))
+                .await
+                .unwrap_err();
+        assert!(matches!(err, ProvisionerError::NotFound(_)), "{err:?}");
+        assert_normal(&l.p).await;
+    }
 }

@@ -11,7 +11,7 @@
 //! | describe | at most [`MAX_NODES`] handles, provider ids distinct; a node that does not carry the host's owner id (`wasmprov_api::provenance::owned_by`) is dropped from the answer, counted as a contract fault and logged |
 //! | get | none, or the node asked for (same provider id), carrying the host's owner id |
 //! | offerings | at most [`MAX_OFFERINGS`], instance types 1–[`MAX_NAME`] bytes and distinct, cpu finite and ≥ 0, prices finite and ≥ 0, at most [`MAX_ZONES`] zones of at most [`MAX_NAME`] bytes |
-//! | set-labels | a node handle: the node asked about, carrying the host's owner id, with exactly the labels asked plus the reserved ones (`wasmprov_api::provenance::is_reserved_label`) it had |
+//! | set-labels | a node handle: the node asked about (read first with `get`: not-found, and set-labels not called, unless it exists and is the owner's), carrying the host's owner id, with exactly the labels asked plus the reserved ones (`wasmprov_api::provenance::is_reserved_label`) it had, each unchanged |
 //! | stable address | `address` parses as an IP address; `kind` is the kind asked; an IP asked for is the one answered; the node it is on, when said, is the node asked about |
 //! | targets | at most [`MAX_NODES`]; each names the group asked, a provider id of 1–[`MAX_PROVIDER_ID`] bytes; health at most [`MAX_NAME`] |
 //! | subnet capacity | names the subnet asked; `available_addresses` ≤ `total_addresses` when the total is said; zone at most [`MAX_NAME`] |
@@ -165,17 +165,45 @@ pub(crate) fn got(
 
 /// The answer of `set-labels` for node `asked` and `labels`: that node,
 /// still `owner`'s, now labelled exactly `labels` beside the reserved
-/// labels (owner, request id, journal, group) it keeps.
+/// labels (owner, request id, journal, digest, group) it had `before`,
+/// each kept exactly (none changed, none added, none removed).
 pub(crate) fn relabelled(
     plugin: &str,
     owner: &str,
     asked: &str,
     labels: &Labels,
+    before: &NodeHandle,
     node: NodeHandle,
 ) -> Result<NodeHandle, ProvisionerError> {
     let Some(node) = got(plugin, owner, asked, Some(node))? else {
         unreachable!("got answers the node it was given")
     };
+    let reserved = |n: &NodeHandle| -> Labels {
+        n.labels
+            .iter()
+            .filter(|(k, _)| wasmprov_api::provenance::is_reserved_label(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    let (had, has) = (reserved(before), reserved(&node));
+    if had != has {
+        let differ: Vec<String> = had
+            .keys()
+            .chain(has.keys())
+            .filter(|k| had.get(*k) != has.get(*k))
+            .map(|k| cut(k))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        return Err(broken(
+            plugin,
+            "labels",
+            format!(
+                "changed the reserved labels {}: a relabel keeps them as they were",
+                differ.join(", ")
+            ),
+        ));
+    }
     let kept: Labels = node
         .labels
         .iter()
@@ -512,10 +540,25 @@ mod tests {
                 ..NodeHandle::default()
             }
         };
-        let ok = relabelled("p", "me", "n1", &asked, node("n1", "me", &[("role", "db")]));
+        let before = node("n1", "me", &[("role", "old")]);
+        let ok = relabelled(
+            "p",
+            "me",
+            "n1",
+            &asked,
+            &before,
+            node("n1", "me", &[("role", "db")]),
+        );
         assert!(ok.is_ok(), "{ok:?}");
         faulted(
-            relabelled("p", "me", "n1", &asked, node("n2", "me", &[("role", "db")])),
+            relabelled(
+                "p",
+                "me",
+                "n1",
+                &asked,
+                &before,
+                node("n2", "me", &[("role", "db")]),
+            ),
             "provider_id",
         );
         faulted(
@@ -524,6 +567,7 @@ mod tests {
                 "me",
                 "n1",
                 &asked,
+                &before,
                 node("n1", "you", &[("role", "db")]),
             ),
             "owner",
@@ -534,6 +578,7 @@ mod tests {
                 "me",
                 "n1",
                 &asked,
+                &before,
                 node("n1", "me", &[("role", "web")]),
             ),
             "role",
@@ -544,14 +589,48 @@ mod tests {
                 "me",
                 "n1",
                 &asked,
+                &before,
                 node("n1", "me", &[("role", "db"), ("Name", "x")]),
             ),
             "Name",
         );
         faulted(
-            relabelled("p", "me", "n1", &asked, node("n1", "me", &[])),
+            relabelled("p", "me", "n1", &asked, &before, node("n1", "me", &[])),
             "role",
         );
+        // The reserved labels stay exactly as they were: none changed,
+        // added or removed.
+        let mut changed = node("n1", "me", &[("role", "db")]);
+        changed
+            .labels
+            .insert("wasmprov-request".into(), "r2".into());
+        faulted(
+            relabelled("p", "me", "n1", &asked, &before, changed),
+            "wasmprov-request",
+        );
+        let mut dropped = node("n1", "me", &[("role", "db")]);
+        dropped.labels.remove("wasmprov-request");
+        faulted(
+            relabelled("p", "me", "n1", &asked, &before, dropped),
+            "wasmprov-request",
+        );
+        for key in [
+            "wasmprov-journal",
+            "wasmprov-group",
+            "wasmprov-request-digest",
+        ] {
+            faulted(
+                relabelled(
+                    "p",
+                    "me",
+                    "n1",
+                    &asked,
+                    &before,
+                    node("n1", "me", &[("role", "db"), (key, "forged")]),
+                ),
+                key,
+            );
+        }
     }
 
     #[test]

@@ -1183,6 +1183,15 @@ impl WasmPlugin {
         // overwrite the ownership and request labels, never reach a plugin.
         asked("provider id", id)?;
         wasmprov_api::provenance::check_new_labels(labels)?;
+        // The node as it is: it must exist and be this owner's before
+        // set-labels is asked, and its reserved labels are what the answer
+        // must keep, exactly.
+        let before = self.get_call(id).await?.ok_or_else(|| {
+            ProvisionerError::NotFound(format!(
+                "node {id:?} of plugin {}: not there, or not owned by this host; its labels were not changed",
+                self.shared.manifest.name
+            ))
+        })?;
         let owner = self.owner_id.as_str();
         let (r, reached) = self
             .call_io_reached(async |store: &mut Store<CallState>, p: &Instance| {
@@ -1191,7 +1200,14 @@ impl WasmPlugin {
             .await;
         let r = r.map_err(|e| not_sent(e, reached))?;
         match r {
-            Ok(h) => crate::answers::relabelled(&self.shared.manifest.name, owner, id, labels, h),
+            Ok(h) => crate::answers::relabelled(
+                &self.shared.manifest.name,
+                owner,
+                id,
+                labels,
+                &before,
+                h,
+            ),
             Err(e) => Err(not_sent(self.plugin_error(e), reached)),
         }
     }

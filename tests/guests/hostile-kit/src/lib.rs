@@ -81,6 +81,17 @@ pub trait Attack {
     fn describe(_owner_id: &str) -> Result<Vec<NodeHandle>> {
         Ok(Vec::new())
     }
+
+    /// Unsupported, as the guest SDK's default.
+    ///
+    /// # Errors
+    /// `Unsupported`, unless overridden.
+    fn set_labels(_owner_id: &str, provider_id: &str, _labels: &Labels) -> Result<NodeHandle> {
+        Err(wasmprov_guest::Error::Unsupported(format!(
+            "{} cannot change the labels of {provider_id}",
+            Self::NAME
+        )))
+    }
 }
 
 /// The provider that runs an [`Attack`]; see [`hostile!`].
@@ -113,6 +124,10 @@ impl<A: Attack> Provider for Hostile<A> {
 
     fn describe(&self, owner_id: &str) -> Result<Vec<NodeHandle>> {
         A::describe(owner_id)
+    }
+
+    fn set_labels(&self, owner_id: &str, provider_id: &str, labels: &Labels) -> Result<NodeHandle> {
+        A::set_labels(owner_id, provider_id, labels)
     }
 }
 

@@ -53,6 +53,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+mod canonical;
 pub mod fit;
 pub mod ids;
 pub mod network;
@@ -246,7 +247,7 @@ impl NodeShape {
     /// # Errors
     /// [`ProvisionerError::Unsupported`] naming the field and the rule;
     /// [`ProvisionerError::InvalidConfig`] for a label that is not canonical
-    /// ([`provenance::label_fault`]: whitespace around a key, a control
+    /// (`provenance::label_fault`: whitespace around a key, a control
     /// character, a key that reads as a reserved one).
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(ProvisionerError::Unsupported(format!("invalid shape: {m}")));
@@ -292,7 +293,7 @@ impl NodeShape {
                     v.len()
                 ));
             }
-            if let Some(m) = provenance::label_fault(k, v) {
+            if let Some(m) = canonical::label_fault(k, v) {
                 return Err(ProvisionerError::InvalidConfig(format!(
                     "invalid shape: {m}"
                 )));
@@ -653,7 +654,7 @@ impl BootData {
     /// # Errors
     /// [`ProvisionerError::Unsupported`] naming the field and the rule;
     /// [`ProvisionerError::InvalidConfig`] for a label that is not canonical
-    /// ([`provenance::label_fault`]: whitespace around a key, a control
+    /// (`provenance::label_fault`: whitespace around a key, a control
     /// character, a key that reads as a reserved one).
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| {

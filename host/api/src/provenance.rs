@@ -36,6 +36,8 @@
 
 use crate::NodeHandle;
 
+pub use crate::canonical::{label_fault, reads_as_reserved};
+
 /// The label carrying the owner id of the host that created the node.
 pub const OWNER_LABEL: &str = "wasmprov-owner";
 /// The label carrying the node's [`Provenance`].
@@ -201,60 +203,6 @@ pub fn check_new_labels(labels: &crate::Labels) -> crate::Result<()> {
     Ok(())
 }
 
-/// The reserved label (see [`is_reserved_label`]) `key` reads as once
-/// trimmed and lowercased, when it does: `" wasmprov-owner"` and
-/// `"WASMPROV-OWNER"` read as [`OWNER_LABEL`]. A cloud or a plugin that
-/// trims or folds case would take such a key for the reserved one.
-#[must_use]
-pub fn reads_as_reserved(key: &str) -> Option<&'static str> {
-    let folded = key.trim().to_lowercase();
-    [
-        OWNER_LABEL,
-        JOURNAL_LABEL,
-        REQUEST_LABEL,
-        REQUEST_DIGEST_LABEL,
-        GROUP_LABEL,
-    ]
-    .into_iter()
-    .find(|r| *r == folded)
-}
-
-/// Why a label a caller asks for is not canonical, or `None` when it is:
-/// the one rule for shape labels ([`NodeShape::validate`](crate::NodeShape::validate))
-/// and `set_labels` ([`check_new_labels`]) alike. Refused: a key with
-/// leading or trailing whitespace, a control character anywhere in the key
-/// or the value (a NUL or a newline breaks the clouds' XML and JSON), and a
-/// key that is not a reserved label but reads as one
-/// ([`reads_as_reserved`]): a cloud that trims keys, or a plugin that
-/// reads them trimmed, would take it for the reserved label and so for
-/// another owner's or another journal's. Whether the reserved keys
-/// themselves may be set is the caller's rule (a fleet sets them on shapes;
-/// `set_labels` never may).
-#[must_use]
-pub fn label_fault(key: &str, value: &str) -> Option<String> {
-    if key.trim() != key {
-        return Some(format!(
-            "label key {key:?} has leading or trailing whitespace"
-        ));
-    }
-    if key.chars().any(char::is_control) {
-        return Some(format!("label key {key:?} has a control character"));
-    }
-    if value.chars().any(char::is_control) {
-        return Some(format!(
-            "the value of label {key:?} has a control character"
-        ));
-    }
-    if let Some(r) = reads_as_reserved(key)
-        && r != key
-    {
-        return Some(format!(
-            "label key {key:?} reads as the reserved label {r:?} (the ownership and request labels are set by the host and its plugins)"
-        ));
-    }
-    None
-}
-
 /// Whether `key` is a label the host itself sets ([`OWNER_LABEL`],
 /// [`JOURNAL_LABEL`]): a caller's shape may not carry it, and the guest SDK
 /// leaves it out of a request's digest.
@@ -350,6 +298,18 @@ mod tests {
             Some(REQUEST_DIGEST_LABEL)
         );
         assert_eq!(reads_as_reserved("wasmprov-owners"), None);
+        let mut reserved = crate::canonical::RESERVED.to_vec();
+        reserved.sort_unstable();
+        let mut ours = [
+            OWNER_LABEL,
+            JOURNAL_LABEL,
+            REQUEST_LABEL,
+            REQUEST_DIGEST_LABEL,
+            GROUP_LABEL,
+        ];
+        ours.sort_unstable();
+        assert_eq!(reserved, ours);
+        assert!(reserved.iter().all(|k| is_reserved_label(k)));
     }
 
     #[test]

@@ -93,6 +93,7 @@ mod hooks;
 mod host;
 mod http;
 pub mod intercept;
+mod keyed_lock;
 mod linker;
 pub mod lock;
 mod log;

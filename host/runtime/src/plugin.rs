@@ -118,6 +118,11 @@ pub struct WasmPlugin {
     warm: std::sync::Mutex<Vec<Warm>>,
     /// Which calls that may do I/O start now, wait, or are refused.
     admission: Admission,
+    /// One lock per provider id: the calls that change a node (set-labels,
+    /// assign-address, release-address, register- and deregister-target)
+    /// run one after another, so that two relabels never interleave their
+    /// cloud calls into a mix of both.
+    nodes: crate::keyed_lock::KeyedLocks,
 }
 
 /// An instance that answered price hints and may answer more.
@@ -502,6 +507,7 @@ impl WasmPlugin {
             metrics: input.hooks.metrics.plugin(&name),
             warm: std::sync::Mutex::new(Vec::new()),
             admission: Admission::new(&name, max_calls, call_queue),
+            nodes: crate::keyed_lock::KeyedLocks::default(),
         };
         // Ask the backend once for what never changes; this also proves the
         // component instantiates under its limits.
@@ -1183,6 +1189,7 @@ impl WasmPlugin {
         // overwrite the ownership and request labels, never reach a plugin.
         asked("provider id", id)?;
         wasmprov_api::provenance::check_new_labels(labels)?;
+        let _turn = self.nodes.lock(id).await;
         // The node as it is: it must exist and be this owner's before
         // set-labels is asked, and its reserved labels are what the answer
         // must keep, exactly.
@@ -1222,6 +1229,7 @@ impl WasmPlugin {
         if let Some(a) = &request.address {
             asked("address", a)?;
         }
+        let _turn = self.nodes.lock(id).await;
         let owner = self.owner_id.as_str();
         let (r, reached) = self
             .call_io_reached(async |store: &mut Store<CallState>, p: &Instance| {
@@ -1239,6 +1247,7 @@ impl WasmPlugin {
         self.has("networking", self.info.interfaces.networking)?;
         asked("provider id", id)?;
         asked("address", address)?;
+        let _turn = self.nodes.lock(id).await;
         let owner = self.owner_id.as_str();
         let (r, reached) = self
             .call_io_reached(async |store: &mut Store<CallState>, p: &Instance| {
@@ -1254,6 +1263,7 @@ impl WasmPlugin {
         self.has("networking", self.info.interfaces.networking)?;
         asked("target group", &target.group)?;
         asked("provider id", &target.provider_id)?;
+        let _turn = self.nodes.lock(&target.provider_id).await;
         let owner = self.owner_id.as_str();
         let (r, reached) = self
             .call_io_reached(async |store: &mut Store<CallState>, p: &Instance| {

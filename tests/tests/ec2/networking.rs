@@ -896,3 +896,42 @@ async fn another_owners_secondary_private_ip_is_never_taken() {
     })
     .await;
 }
+
+/// Issue 26, finding 5: twenty relabels of one node at once. EC2 has no
+/// atomic replace (a relabel is `DeleteTags` then `CreateTags`), so
+/// interleaved relabels failed as contract faults and left a mix of several
+/// calls' labels. The host runs the calls that change one node one after
+/// another: every call succeeds, and the node ends with exactly one call's
+/// labels.
+#[tokio::test]
+async fn concurrent_relabels_of_one_node_run_in_turn() {
+    require_moto!();
+    within_limit(async {
+        let t = Two::start().await;
+        let node = t
+            .ours
+            .provision_request(&in_zone("busy-1", "us-east-1a", &[]))
+            .await
+            .unwrap();
+        let asked = |n: usize| labels(&[("call", &n.to_string()), (&format!("only-{n}"), "x")]);
+        let calls: Vec<_> = (0..20)
+            .map(|n| {
+                let (p, id, l) = (t.ours.clone(), node.provider_id.clone(), asked(n));
+                tokio::spawn(async move { p.set_labels(&id, &l).await })
+            })
+            .collect();
+        for (n, call) in calls.into_iter().enumerate() {
+            let got = call.await.unwrap();
+            let got = got.unwrap_or_else(|e| panic!("call {n}: {e:?}"));
+            assert_eq!(got.labels["call"], n.to_string());
+        }
+        let tags = t.tags(&node.provider_id);
+        let last: usize = tags["call"].parse().unwrap();
+        let user: BTreeMap<String, String> = tags
+            .into_iter()
+            .filter(|(k, _)| !k.starts_with("wasmprov-"))
+            .collect();
+        assert_eq!(user, asked(last), "one call's labels, not a mix");
+    })
+    .await;
+}

@@ -245,6 +245,22 @@ pub(crate) fn stable_address(
             format!("{:?} is not an IP address", cut(&a.address)),
         )
     })?;
+    // An IPv4-mapped IPv6 address (`::ffff:10.0.0.5`) is read as the IPv4
+    // address it is.
+    let ip = ip.to_canonical();
+    // A private address is on the node's network; a public one is the
+    // cloud's to say (moto hands out Elastic IPs in 127.0.0.0/8).
+    if a.kind == wasmprov_api::AddressKind::Private
+        && (ip.is_loopback() || ip.is_unspecified() || ip.is_multicast())
+    {
+        return Err(broken(
+            plugin,
+            "address",
+            format!(
+                "is {ip}: a loopback, unspecified or multicast address is no node's private address"
+            ),
+        ));
+    }
     if a.kind != request.kind {
         return Err(broken(
             plugin,
@@ -259,6 +275,7 @@ pub(crate) fn stable_address(
         .address
         .as_deref()
         .and_then(|w| w.parse::<std::net::IpAddr>().ok())
+        .map(|w| w.to_canonical())
         && wanted != ip
     {
         return Err(broken(
@@ -267,18 +284,29 @@ pub(crate) fn stable_address(
             format!("is {ip}, but {wanted} was asked for"),
         ));
     }
-    if let Some(on) = &a.provider_id
-        && on != asked
-    {
-        return Err(broken(
-            plugin,
-            "provider_id",
-            format!(
-                "is {:?}, but the address was put on {:?}",
-                cut(on),
-                cut(asked)
-            ),
-        ));
+    match &a.provider_id {
+        None => {
+            return Err(broken(
+                plugin,
+                "provider_id",
+                format!(
+                    "is missing: the answer must say the address is on {:?}",
+                    cut(asked)
+                ),
+            ));
+        }
+        Some(on) if on != asked => {
+            return Err(broken(
+                plugin,
+                "provider_id",
+                format!(
+                    "is {:?}, but the address was put on {:?}",
+                    cut(on),
+                    cut(asked)
+                ),
+            ));
+        }
+        Some(_) => {}
     }
     if let Some(r) = &a.resource_id {
         sized(plugin, "resource_id", r, 1, MAX_PROVIDER_ID)?;
@@ -302,12 +330,22 @@ pub(crate) fn targets(
             ),
         ));
     }
+    let mut seen = std::collections::BTreeSet::new();
     for t in &list {
         if t.group != group {
             return Err(broken(
                 plugin,
                 "target group",
                 format!("is {:?}, but {:?} was asked for", cut(&t.group), cut(group)),
+            ));
+        }
+        // A node listed twice on one port is refused, not merged: the
+        // answer is not what the cloud holds.
+        if !seen.insert((t.provider_id.as_str(), t.port)) {
+            return Err(broken(
+                plugin,
+                "targets",
+                format!("list {:?} port {:?} twice", cut(&t.provider_id), t.port),
             ));
         }
         sized(
@@ -323,6 +361,10 @@ pub(crate) fn targets(
     }
     Ok(list)
 }
+
+/// Most free addresses a subnet answered without its total may claim: an
+/// IPv4 /8. (With a total, `available <= total` bounds it.)
+const MAX_SUBNET_ADDRESSES: u64 = 1 << 24;
 
 /// The answer of `subnet-capacity` for `subnet`.
 pub(crate) fn subnet_capacity(
@@ -349,6 +391,16 @@ pub(crate) fn subnet_capacity(
             "available_addresses",
             format!(
                 "is {}, more than the subnet's {total} addresses",
+                c.available_addresses
+            ),
+        ));
+    }
+    if c.total_addresses.is_none() && c.available_addresses > MAX_SUBNET_ADDRESSES {
+        return Err(broken(
+            plugin,
+            "available_addresses",
+            format!(
+                "is {}, more than a /8 holds ({MAX_SUBNET_ADDRESSES}), with no total given",
                 c.available_addresses
             ),
         ));
@@ -647,7 +699,47 @@ mod tests {
         };
         use wasmprov_api::AddressKind::{Private, Public};
         assert!(stable_address("p", "n1", &private, addr("10.0.0.5", Private, Some("n1"))).is_ok());
-        assert!(stable_address("p", "n1", &private, addr("fd00::5", Private, None)).is_ok());
+        assert!(stable_address("p", "n1", &private, addr("fd00::5", Private, Some("n1"))).is_ok());
+        // Issue 26, finding 6: no node named, or a loopback, unspecified or
+        // multicast address (an IPv4-mapped one read as its IPv4).
+        faulted(
+            stable_address("p", "n1", &private, addr("10.0.0.5", Private, None)),
+            "provider_id",
+        );
+        for bad in [
+            "127.0.0.1",
+            "0.0.0.0",
+            "::1",
+            "::",
+            "224.0.0.1",
+            "ff02::1",
+            "::ffff:127.0.0.1",
+        ] {
+            faulted(
+                stable_address("p", "n1", &private, addr(bad, Private, Some("n1"))),
+                "loopback",
+            );
+        }
+        let public = AddressRequest {
+            kind: Public,
+            address: None,
+        };
+        assert!(
+            stable_address("p", "n1", &public, addr("127.4.17.88", Public, Some("n1"))).is_ok()
+        );
+        let mapped = AddressRequest {
+            kind: Private,
+            address: Some("10.0.0.5".into()),
+        };
+        assert!(
+            stable_address(
+                "p",
+                "n1",
+                &mapped,
+                addr("::ffff:10.0.0.5", Private, Some("n1"))
+            )
+            .is_ok()
+        );
         faulted(
             stable_address("p", "n1", &private, addr("ten.0.0.5", Private, None)),
             "IP",
@@ -672,7 +764,7 @@ mod tests {
             kind: Private,
             address: Some("eipalloc-1".into()),
         };
-        assert!(stable_address("p", "n1", &by_id, addr("10.0.0.5", Private, None)).is_ok());
+        assert!(stable_address("p", "n1", &by_id, addr("10.0.0.5", Private, Some("n1"))).is_ok());
 
         let t = |g: &str| Target {
             group: g.into(),
@@ -682,6 +774,10 @@ mod tests {
         };
         assert!(targets("p", "tg", vec![t("tg")]).is_ok());
         faulted(targets("p", "tg", vec![t("tg"), t("other")]), "other");
+        faulted(targets("p", "tg", vec![t("tg"), t("tg")]), "twice");
+        let mut on_port = t("tg");
+        on_port.port = Some(80);
+        assert!(targets("p", "tg", vec![t("tg"), on_port]).is_ok());
 
         let cap = |s: &str, avail, total| SubnetCapacity {
             subnet: s.into(),
@@ -692,6 +788,9 @@ mod tests {
         assert!(subnet_capacity("p", "s1", cap("s1", 3, Some(3))).is_ok());
         assert!(subnet_capacity("p", "s1", cap("s1", 3, None)).is_ok());
         faulted(subnet_capacity("p", "s1", cap("s2", 3, None)), "subnet");
+        assert!(subnet_capacity("p", "s1", cap("s1", 1 << 24, None)).is_ok());
+        faulted(subnet_capacity("p", "s1", cap("s1", u64::MAX, None)), "/8");
+        assert!(subnet_capacity("p", "s1", cap("s1", 1 << 30, Some(1 << 30))).is_ok());
         faulted(
             subnet_capacity("p", "s1", cap("s1", 4, Some(3))),
             "available",

@@ -81,7 +81,7 @@ pub(crate) enum AddressAction {
         kind: wasmprov_api::AddressKind,
         /// The address to move to the node (an IP, or the cloud's id of it); none takes a
         /// new one.
-        #[arg(long)]
+        #[arg(long, value_parser = parse_non_empty)]
         address: Option<String>,
     },
     /// Take an address off a node; it stays the account's.
@@ -92,6 +92,7 @@ pub(crate) enum AddressAction {
         /// The node's provider id.
         id: String,
         /// The address (an IP, or the cloud's id of it).
+        #[arg(value_parser = parse_non_empty)]
         address: String,
     },
 }
@@ -109,7 +110,7 @@ pub(crate) enum TargetAction {
         /// The node's provider id.
         id: String,
         /// The port traffic goes to, when the group takes one per target.
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
         port: Option<u16>,
     },
     /// Take a node out of a target group.
@@ -122,7 +123,7 @@ pub(crate) enum TargetAction {
         /// The node's provider id.
         id: String,
         /// The port it was registered with, when the group takes one per target.
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
         port: Option<u16>,
     },
     /// Every target of a group.
@@ -185,7 +186,7 @@ pub(crate) enum Command {
         lease_secs: Option<u64>,
         /// The cloud's id of the subnet (network, VPC) the node goes in; a plugin that
         /// cannot place it there refuses (unsupported), never places it elsewhere.
-        #[arg(long, value_name = "ID")]
+        #[arg(long, value_name = "ID", value_parser = parse_non_empty)]
         subnet: Option<String>,
         #[command(flatten)]
         boot: BootArgs,
@@ -260,6 +261,7 @@ pub(crate) enum Command {
         /// Plugin name.
         plugin: String,
         /// The cloud's id of the subnet.
+        #[arg(value_parser = parse_non_empty)]
         subnet: String,
     },
     /// Settle the journal against every plugin's describe: confirm or resume
@@ -761,6 +763,27 @@ pub(crate) fn parse_label(s: &str) -> Result<(String, String), String> {
         ));
     }
     Ok((k.to_string(), v.to_string()))
+}
+
+/// The labels given on the command line as a map; a key given twice is a
+/// usage error (not last-wins: which value was meant is not for us to pick).
+pub(crate) fn unique_labels(labels: &[(String, String)]) -> Result<wasmprov_api::Labels, String> {
+    let mut out = wasmprov_api::Labels::new();
+    for (k, v) in labels {
+        if out.insert(k.clone(), v.clone()).is_some() {
+            return Err(format!("label {k:?} is given twice"));
+        }
+    }
+    Ok(out)
+}
+
+/// A value that may not be empty (a subnet id, an address).
+pub(crate) fn parse_non_empty(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        Err("must not be empty".into())
+    } else {
+        Ok(s.to_string())
+    }
 }
 
 /// Parses `4GiB`, `512MiB`, `8G`, `1024`: binary units, as memory is sized.

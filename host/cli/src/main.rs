@@ -73,6 +73,7 @@ async fn run(cli: Cli) -> Result<()> {
             subnet,
             boot,
         } => {
+            args::unique_labels(labels).map_err(exit::Usage)?;
             let boot = boot.boot()?;
             let host = load_named(&cli, name).await?;
             let p = plugin(&host, name)?;
@@ -146,8 +147,8 @@ async fn run(cli: Cli) -> Result<()> {
             id,
             labels,
         } => {
+            let labels = args::unique_labels(labels).map_err(exit::Usage)?;
             let host = load_named(&cli, name).await?;
-            let labels: wasmprov_api::Labels = labels.iter().cloned().collect();
             let node = plugin(&host, name)?
                 .set_labels(id, &labels)
                 .await

@@ -1141,3 +1141,53 @@ fn a_replay_runs_none_of_the_plugins_programs() {
     assert!(!out.status.success(), "{stdout}");
     assert!(stdout.contains("a replay runs no programs"), "{stdout}");
 }
+
+/// Issue 26, finding 6: what gRPC refuses is a usage error here too (exit
+/// 2), before any plugin is loaded: port 0, an empty subnet or address, and
+/// a label key given twice (not last-wins).
+#[test]
+fn empty_values_port_zero_and_repeated_labels_are_usage_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    for args in [
+        &["target", "register", "p", "tg", "i-1", "--port", "0"][..],
+        &["target", "deregister", "p", "tg", "i-1", "--port", "0"],
+        &["subnet", "p", ""],
+        &[
+            "address",
+            "assign",
+            "p",
+            "i-1",
+            "--kind",
+            "private",
+            "--address",
+            "",
+        ],
+        &["address", "release", "p", "i-1", ""],
+        &[
+            "provision",
+            "p",
+            "--cpu",
+            "1",
+            "--memory",
+            "1GiB",
+            "--subnet",
+            "",
+        ],
+        &["label", "p", "i-1", "a=1", "a=2"],
+        &[
+            "provision",
+            "p",
+            "--cpu",
+            "1",
+            "--memory",
+            "1GiB",
+            "--label",
+            "a=1",
+            "--label",
+            "a=2",
+        ],
+    ] {
+        let out = wasmprov(tmp.path(), None, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+    }
+}

@@ -1181,6 +1181,11 @@ impl Provisioner for Service {
         if req.provider_id.is_empty() {
             return Err(Status::invalid_argument("provider_id is required"));
         }
+        if req.address.as_deref().is_some_and(|a| a.trim().is_empty()) {
+            return Err(Status::invalid_argument(
+                "address, when given, must not be empty (leave it out for a new address)",
+            ));
+        }
         let request = wasmprov_api::AddressRequest {
             kind: kind_from_pb(req.kind)?,
             address: req.address,

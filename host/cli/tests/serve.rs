@@ -2502,6 +2502,21 @@ async fn a_journal_that_cannot_write_makes_the_daemon_not_serving() {
     wait_ready(&served).await;
     let metrics = served.metrics.unwrap();
     let mut c = client(served.grpc).await;
+    // Ready is the daemon, not the plugin: it may still be compiling.
+    bounded("hetzner loaded", START_LIMIT, async {
+        loop {
+            let list = rpc(
+                "ListPlugins",
+                c.list_plugins(authed(TOKEN, pb::ListPluginsRequest {})),
+            )
+            .await;
+            if list.plugins.iter().any(|p| p.name == "hetzner") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
     let provision = |id: &str| {
         authed(
             TOKEN,

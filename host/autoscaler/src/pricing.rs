@@ -1,0 +1,1 @@
+//! Node and pod prices from offerings (filled in by its own commit).

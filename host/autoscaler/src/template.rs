@@ -1,0 +1,1 @@
+//! The template node of a group (filled in by its own commit).

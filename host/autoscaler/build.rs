@@ -10,6 +10,7 @@ fn main() {
     for proto in PROTOS {
         println!("cargo:rerun-if-changed={proto}");
     }
+    println!("cargo:rerun-if-changed=proto");
     let fds = match protox::compile(PROTOS, ["proto"]) {
         Ok(fds) => fds,
         Err(e) => panic!("compiling {PROTOS:?}: {e}"),

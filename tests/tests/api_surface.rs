@@ -38,6 +38,7 @@ const CRATES: &[(&str, &str)] = &[
     ("wasmprov_fake", "host/fake/src/lib.rs"),
     ("wasmprov_compat_zlayer", "host/compat-zlayer/src/lib.rs"),
     ("wasmprov_guest_build", "host/guest-build/src/lib.rs"),
+    ("wasmprov_autoscaler", "host/autoscaler/src/lib.rs"),
     ("wasmprov_guest", "guest-sdk/src/lib.rs"),
 ];
 

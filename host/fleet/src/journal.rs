@@ -1531,6 +1531,50 @@ impl Journal {
         })
     }
 
+    /// The number kept under `name` by [`set_value`](Self::set_value), if
+    /// any: small durable state that belongs with the intents, such as a
+    /// capacity group's target size (kept in the same file, so a restored
+    /// journal restores it with the members it counts).
+    ///
+    /// # Errors
+    /// When the database cannot be read or holds a malformed record.
+    pub fn value(&self, name: &str) -> Result<Option<u64>> {
+        let key = value_key(name);
+        self.read(|txn| {
+            let meta = txn.open_table(META)?;
+            match meta.get(key.as_str())? {
+                Some(v) => {
+                    let bytes: [u8; 8] = v
+                        .value()
+                        .try_into()
+                        .map_err(|_| anyhow::anyhow!("a malformed value record {name:?}"))?;
+                    Ok(Some(u64::from_le_bytes(bytes)))
+                }
+                None => Ok(None),
+            }
+        })
+    }
+
+    /// Keeps `value` under `name` durably (`None` removes it).
+    ///
+    /// # Errors
+    /// When the database cannot be written.
+    pub fn set_value(&self, name: &str, value: Option<u64>) -> Result<()> {
+        let key = value_key(name);
+        self.write(|txn| {
+            let mut meta = txn.open_table(META)?;
+            match value {
+                Some(v) => {
+                    meta.insert(key.as_str(), v.to_le_bytes().as_slice())?;
+                }
+                None => {
+                    meta.remove(key.as_str())?;
+                }
+            }
+            Ok(())
+        })
+    }
+
     /// The next number of the counter `name` (1, 2, ...), durably: a number
     /// is never handed out twice, even across crashes.
     ///
@@ -1542,6 +1586,12 @@ impl Journal {
             bump(&mut table, name)
         })
     }
+}
+
+/// Where [`Journal::value`] keeps `name`: apart from the journal's own
+/// records, which never begin with a NUL.
+fn value_key(name: &str) -> String {
+    format!("\u{0}value\u{0}{name}")
 }
 
 /// The key of a node in reconcile's memory: plugin and provider id.

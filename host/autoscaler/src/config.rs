@@ -1,0 +1,477 @@
+//! `node-groups.toml`: the node groups the autoscaler may scale, each a
+//! wasmprov capacity group with what Kubernetes needs to know of its nodes.
+//!
+//! ```toml
+//! [[group]]
+//! id = "gpu"                # the group's id (the id syntax of request ids)
+//! min = 0
+//! max = 4
+//! cpu = 8                   # a shape: cpu and memory (and optionally GPUs) ...
+//! memory_gib = 32
+//! gpu = 1
+//! gpu_vendor = "nvidia"
+//! # instance_type = "cx22"  # ... or one pinned offering
+//! plugins = ["hetzner"]     # empty or absent: every loaded plugin
+//! labels = { pool = "gpu" }
+//! taints = [{ key = "nvidia.com/gpu", value = "present", effect = "NoSchedule" }]
+//!
+//! [group.boot]
+//! image = "ubuntu-24.04"
+//! user_data = "#cloud-config\nruncmd: [[kubeadm, join, --token, '{{node_token}}']]\n"
+//!
+//! [group.options]           # optional; NodeGroupGetOptions answers them
+//! scale_down_utilization_threshold = 0.4
+//! scale_down_unneeded_secs = 300
+//! ```
+//!
+//! Unknown keys are refused, as are a `min` above `max`, two groups with one
+//! id, a group with neither a shape nor an instance type, and a bad taint
+//! effect: each error names the group and says what is accepted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use wasmprov_api::{Arch, BootData, NodeShape};
+use wasmprov_fleet::CapacityGroup;
+
+/// The placeholder in `boot.user_data` replaced by a fresh token for each
+/// new node.
+pub const NODE_TOKEN: &str = "{{node_token}}";
+
+/// Why a node-groups file was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The text is not a node-groups file.
+    #[error("{0}")]
+    Parse(String),
+    /// A group is wrong.
+    #[error("group {group:?}: {problem}")]
+    Group {
+        /// The group's id.
+        group: String,
+        /// What is wrong, and what is accepted.
+        problem: String,
+    },
+}
+
+/// A taint put on the group's template node.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Taint {
+    /// The taint's key.
+    pub key: String,
+    /// Its value (may be empty).
+    #[serde(default)]
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
+}
+
+/// A group's own autoscaling options (NodeGroupGetOptions); what is not
+/// given is the autoscaler's default.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs, reason = "named as the autoscaler's options are")]
+pub struct GroupOptions {
+    pub scale_down_utilization_threshold: Option<f64>,
+    pub scale_down_gpu_utilization_threshold: Option<f64>,
+    pub zero_or_max_node_scaling: Option<bool>,
+    pub ignore_daemonsets_utilization: Option<bool>,
+    pub allow_non_atomic_scale_up_to_max: Option<bool>,
+    pub scale_down_unneeded_secs: Option<u64>,
+    pub scale_down_unready_secs: Option<u64>,
+    pub max_node_provision_secs: Option<u64>,
+    pub max_node_startup_secs: Option<u64>,
+}
+
+impl GroupOptions {
+    /// Whether no option is given.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// What a group's nodes boot with, as written in the file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BootFile {
+    image: Option<String>,
+    user_data: Option<String>,
+    #[serde(default)]
+    ssh_keys: Vec<String>,
+}
+
+/// One `[[group]]` as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GroupFile {
+    id: String,
+    min: u32,
+    max: u32,
+    cpu: Option<f64>,
+    memory_gib: Option<f64>,
+    #[serde(default)]
+    gpu: u32,
+    gpu_vendor: Option<String>,
+    gpu_model: Option<String>,
+    arch: Option<Arch>,
+    disk_gib: Option<u64>,
+    zone: Option<String>,
+    instance_type: Option<String>,
+    #[serde(default)]
+    plugins: Vec<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    taints: Vec<Taint>,
+    #[serde(default)]
+    boot: BootFile,
+    #[serde(default)]
+    options: GroupOptions,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    group: Vec<GroupFile>,
+}
+
+/// One node group: a capacity group and what its template node carries.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeGroup {
+    /// The capacity group (its name is the node group's id).
+    pub capacity: CapacityGroup,
+    /// Labels of the group's nodes, for the template.
+    pub labels: BTreeMap<String, String>,
+    /// Taints of the group's nodes, for the template.
+    pub taints: Vec<Taint>,
+    /// The group's autoscaling options.
+    pub options: GroupOptions,
+}
+
+impl NodeGroup {
+    /// The group's id.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.capacity.name
+    }
+
+    /// A group of `capacity` with no labels, taints or options.
+    #[must_use]
+    pub fn new(capacity: CapacityGroup) -> Self {
+        Self {
+            capacity,
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            options: GroupOptions::default(),
+        }
+    }
+
+    /// The boot data of one new node: the group's, with [`NODE_TOKEN`]
+    /// replaced by `token`.
+    #[must_use]
+    pub fn boot_for(&self, token: &str) -> BootData {
+        let mut boot = self.capacity.boot.clone();
+        if let Some(text) = boot
+            .user_data
+            .as_deref()
+            .and_then(|b| std::str::from_utf8(b).ok())
+            && text.contains(NODE_TOKEN)
+        {
+            boot.user_data = Some(text.replace(NODE_TOKEN, token).into_bytes());
+        }
+        boot
+    }
+
+    /// Whether the user data asks for a per-node token.
+    #[must_use]
+    pub fn wants_token(&self) -> bool {
+        self.capacity
+            .boot
+            .user_data
+            .as_deref()
+            .is_some_and(|b| String::from_utf8_lossy(b).contains(NODE_TOKEN))
+    }
+}
+
+/// The node groups of a file, in the file's order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeGroups {
+    groups: Vec<NodeGroup>,
+}
+
+const EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+
+impl NodeGroups {
+    /// Groups given directly (each checked as a file's would be).
+    ///
+    /// # Errors
+    /// As [`parse`](Self::parse).
+    pub fn new(groups: Vec<NodeGroup>) -> Result<Self, ConfigError> {
+        let mut ids = BTreeSet::new();
+        for g in &groups {
+            let bad = |problem: String| ConfigError::Group {
+                group: g.id().to_string(),
+                problem,
+            };
+            g.capacity.validate().map_err(|e| bad(format!("{e:#}")))?;
+            if !ids.insert(g.id().to_string()) {
+                return Err(bad(
+                    "the id is given twice; every group needs its own".into()
+                ));
+            }
+            for t in &g.taints {
+                if t.key.is_empty() {
+                    return Err(bad("a taint has an empty key".into()));
+                }
+                if !EFFECTS.contains(&t.effect.as_str()) {
+                    return Err(bad(format!(
+                        "taint {:?} has effect {:?}; use one of {}",
+                        t.key,
+                        t.effect,
+                        EFFECTS.join(", ")
+                    )));
+                }
+            }
+            for (name, v) in [
+                (
+                    "scale_down_utilization_threshold",
+                    g.options.scale_down_utilization_threshold,
+                ),
+                (
+                    "scale_down_gpu_utilization_threshold",
+                    g.options.scale_down_gpu_utilization_threshold,
+                ),
+            ] {
+                if v.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
+                    return Err(bad(format!("options.{name} must be between 0 and 1")));
+                }
+            }
+        }
+        Ok(Self { groups })
+    }
+
+    /// Reads `node-groups.toml` text.
+    ///
+    /// # Errors
+    /// Unknown keys, a value of the wrong type, a group that fails
+    /// [`CapacityGroup::validate`] (bad id, `min` above `max`, no shape),
+    /// two groups with one id, a bad taint or option.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let file: File = toml::from_str(text).map_err(|e| {
+            ConfigError::Parse(format!(
+                "not a node-groups file: {e}(each group is a [[group]] table with id, min, max and a shape: cpu and memory_gib, or instance_type)"
+            ))
+        })?;
+        let groups = file
+            .group
+            .into_iter()
+            .map(GroupFile::into_group)
+            .collect::<Result<Vec<_>, _>>()?;
+        Self::new(groups)
+    }
+
+    /// Reads `path`.
+    ///
+    /// # Errors
+    /// When it cannot be read, or as [`parse`](Self::parse).
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|e| match e {
+            ConfigError::Parse(m) => ConfigError::Parse(format!("{}: {m}", path.display())),
+            other => other,
+        })
+    }
+
+    /// Every group.
+    #[must_use]
+    pub fn groups(&self) -> &[NodeGroup] {
+        &self.groups
+    }
+
+    /// The group `id`.
+    #[must_use]
+    pub fn get(&self, id: &str) -> Option<&NodeGroup> {
+        self.groups.iter().find(|g| g.id() == id)
+    }
+}
+
+impl GroupFile {
+    fn into_group(self) -> Result<NodeGroup, ConfigError> {
+        let bad = |problem: &str| ConfigError::Group {
+            group: self.id.clone(),
+            problem: problem.to_string(),
+        };
+        let gib = |v: f64, what: &str| -> Result<u64, ConfigError> {
+            if !(v.is_finite() && v > 0.0 && v < 1e9) {
+                return Err(bad(&format!("{what} must be a number of GiB above 0")));
+            }
+            #[allow(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "checked above: positive and far below u64::MAX"
+            )]
+            Ok((v * f64::from(1u32 << 30)) as u64)
+        };
+        let mut shape = match (&self.instance_type, self.cpu, self.memory_gib) {
+            (Some(t), None, None) => {
+                let mut s = NodeShape::new(0.0, 0);
+                s.instance_type = Some(t.clone());
+                s
+            }
+            (None, Some(cpu), Some(mem)) => NodeShape::new(cpu, gib(mem, "memory_gib")?),
+            (Some(_), _, _) => {
+                return Err(bad(
+                    "give either instance_type (one pinned offering) or cpu and memory_gib, not both",
+                ));
+            }
+            _ => {
+                return Err(bad(
+                    "give a shape: cpu and memory_gib (such as cpu = 2, memory_gib = 4), or instance_type",
+                ));
+            }
+        };
+        shape.gpu = self.gpu;
+        shape.gpu_vendor = self.gpu_vendor;
+        shape.gpu_model = self.gpu_model;
+        shape.arch = self.arch;
+        shape.zone = self.zone;
+        shape.disk_bytes = match self.disk_gib {
+            Some(d) => Some(
+                d.checked_mul(1 << 30)
+                    .ok_or_else(|| bad("disk_gib is too large"))?,
+            ),
+            None => None,
+        };
+        let mut capacity = CapacityGroup::new(self.id.clone(), shape, self.min, self.max);
+        capacity.plugins = self.plugins;
+        capacity.boot = BootData {
+            image: self.boot.image,
+            user_data: self.boot.user_data.map(String::into_bytes),
+            ssh_keys: self.boot.ssh_keys,
+        };
+        Ok(NodeGroup {
+            capacity,
+            labels: self.labels,
+            taints: self.taints,
+            options: self.options,
+        })
+    }
+}
+
+/// Seconds as a duration.
+pub(crate) fn secs(s: Option<u64>) -> Option<Duration> {
+    s.map(Duration::from_secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[[group]]
+id = "web"
+min = 1
+max = 5
+cpu = 2
+memory_gib = 4
+plugins = ["hetzner"]
+labels = { pool = "web" }
+taints = [{ key = "dedicated", value = "web", effect = "NoSchedule" }]
+[group.boot]
+user_data = "join {{node_token}}"
+[group.options]
+scale_down_unneeded_secs = 120
+
+[[group]]
+id = "pinned"
+min = 0
+max = 2
+instance_type = "cx22"
+"#;
+
+    #[test]
+    fn reads_groups() {
+        let groups = NodeGroups::parse(GOOD).expect("parses");
+        let web = groups.get("web").expect("web");
+        assert_eq!(web.capacity.min, 1);
+        assert_eq!(web.capacity.shape.memory_bytes, 4 << 30);
+        assert_eq!(web.capacity.plugins, ["hetzner"]);
+        assert_eq!(web.labels["pool"], "web");
+        assert_eq!(web.options.scale_down_unneeded_secs, Some(120));
+        assert!(web.wants_token());
+        assert_eq!(
+            web.boot_for("abc.def").user_data.as_deref(),
+            Some(&b"join abc.def"[..])
+        );
+        let pinned = groups.get("pinned").expect("pinned");
+        assert_eq!(pinned.capacity.shape.instance_type.as_deref(), Some("cx22"));
+        assert!(!pinned.wants_token());
+    }
+
+    #[test]
+    fn refuses_bad_files() {
+        let one = |body: &str| format!("[[group]]\nid = \"g\"\n{body}");
+        let cases = [
+            (
+                one("min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\ncolour = 1"),
+                "unknown field",
+            ),
+            (
+                one("min = 3\nmax = 1\ncpu = 1\nmemory_gib = 1"),
+                "min 3 is above max 1",
+            ),
+            (one("min = 0\nmax = 1"), "give a shape"),
+            (
+                one("min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\ninstance_type = \"x\""),
+                "not both",
+            ),
+            (one("min = 0\nmax = 1\ncpu = 1\nmemory_gib = -1"), "above 0"),
+            (
+                one(
+                    "min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\ntaints = [{ key = \"k\", effect = \"Never\" }]",
+                ),
+                "NoSchedule",
+            ),
+            (
+                one(
+                    "min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\n[group.options]\nscale_down_utilization_threshold = 2.0",
+                ),
+                "between 0 and 1",
+            ),
+            (
+                format!(
+                    "{}\n{}",
+                    one("min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1"),
+                    one("min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1")
+                ),
+                "given twice",
+            ),
+            (
+                "[[group]]\nid = \"Bad Id\"\nmin = 0\nmax = 1\ncpu = 1\nmemory_gib = 1".into(),
+                "not valid",
+            ),
+            ("[groups]\n".into(), "unknown field"),
+        ];
+        for (text, want) in cases {
+            let err = NodeGroups::parse(&text).expect_err(&text).to_string();
+            assert!(err.contains(want), "{text}\n→ {err}\n(wanted {want:?})");
+        }
+    }
+}

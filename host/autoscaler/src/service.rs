@@ -1,0 +1,353 @@
+//! The `CloudProvider` gRPC service: every RPC of cluster-autoscaler's
+//! `externalgrpc` provider, answered from the node groups ([`Scaler`]),
+//! the template and the prices.
+//!
+//! Requests are checked here, once; the node groups, template and prices
+//! below see only checked values. Errors become codes in `status.rs`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tonic::{Request, Response, Status};
+use wasmprov_fleet::Fleet;
+
+use crate::config::{GroupOptions, NodeGroup, NodeGroups};
+use crate::proto;
+use crate::proto::cloud_provider_server::{CloudProvider, CloudProviderServer};
+use crate::scaler::{MemberState, Scaler};
+use crate::status::AutoscalerError;
+
+/// How long NodeGroupIncreaseSize waits, by default, for the first members
+/// to be asked of the clouds before it answers (the target is durable
+/// before that): under the autoscaler's default call timeout of 5 s.
+pub const DEFAULT_INCREASE_WAIT: Duration = Duration::from_secs(3);
+
+/// The `clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider`
+/// service over a fleet and its node groups.
+///
+/// ```no_run
+/// # async fn demo(fleet: std::sync::Arc<wasmprov_fleet::Fleet>) -> anyhow::Result<()> {
+/// use wasmprov_autoscaler::{NodeGroups, Service};
+///
+/// let groups = NodeGroups::load("node-groups.toml".as_ref())?;
+/// // Hand it to a tonic server (`Server::builder().add_service(...)`).
+/// let _server = Service::new(fleet, groups).server();
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Service {
+    scaler: Arc<Scaler>,
+    increase_wait: Duration,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("groups", &self.scaler.groups)
+            .field("increase_wait", &self.increase_wait)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Service {
+    /// The service over `fleet` (its journal keeps the groups' targets and
+    /// members) and `groups`. Starts the task that brings each group to its
+    /// target, so a host restarted after a crash resumes an increase: call
+    /// it inside a Tokio runtime. The task ends when the last clone of the
+    /// service is dropped.
+    #[must_use]
+    pub fn new(fleet: Arc<Fleet>, groups: NodeGroups) -> Self {
+        Self::with_retry(fleet, groups, Duration::from_secs(10))
+    }
+
+    /// As [`new`](Self::new), with the grower passing over the groups at
+    /// least every `retry_every` (members that failed to be made are asked
+    /// for again then).
+    #[must_use]
+    pub fn with_retry(fleet: Arc<Fleet>, groups: NodeGroups, retry_every: Duration) -> Self {
+        let mut scaler = Scaler::new(fleet, groups);
+        scaler.retry_every = retry_every;
+        let scaler = Arc::new(scaler);
+        scaler.start();
+        Self {
+            scaler,
+            increase_wait: DEFAULT_INCREASE_WAIT,
+        }
+    }
+
+    /// How long NodeGroupIncreaseSize waits for the first members to be
+    /// asked for ([`DEFAULT_INCREASE_WAIT`]).
+    #[must_use]
+    pub fn increase_wait(mut self, wait: Duration) -> Self {
+        self.increase_wait = wait;
+        self
+    }
+
+    /// The service, ready for a tonic server.
+    #[must_use]
+    pub fn server(self) -> CloudProviderServer<Self> {
+        CloudProviderServer::new(self)
+    }
+
+    /// The node groups served.
+    #[must_use]
+    pub fn groups(&self) -> &NodeGroups {
+        &self.scaler.groups
+    }
+
+    fn group(&self, id: &str) -> Result<&NodeGroup, AutoscalerError> {
+        self.scaler.group(id)
+    }
+}
+
+/// The encoded descriptors of `proto/externalgrpc.proto`, for server
+/// reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/externalgrpc_descriptor.bin"));
+
+type Rpc<T> = std::result::Result<Response<T>, Status>;
+
+fn ok<T>(t: T) -> Rpc<T> {
+    Ok(Response::new(t))
+}
+
+fn pb_group(g: &NodeGroup) -> proto::NodeGroup {
+    let shape = &g.capacity.shape;
+    let what = match &shape.instance_type {
+        Some(t) => format!("instance type {t}"),
+        None => format!(
+            "{} cpu, {} MiB{}",
+            shape.cpu,
+            shape.memory_bytes >> 20,
+            if shape.gpu > 0 {
+                format!(", {} gpu", shape.gpu)
+            } else {
+                String::new()
+            }
+        ),
+    };
+    let plugins = if g.capacity.plugins.is_empty() {
+        "any plugin".to_string()
+    } else {
+        g.capacity.plugins.join(", ")
+    };
+    proto::NodeGroup {
+        id: g.id().to_string(),
+        min_size: i32::try_from(g.capacity.min).unwrap_or(i32::MAX),
+        max_size: i32::try_from(g.capacity.max).unwrap_or(i32::MAX),
+        debug: format!("wasmprov group {}: {what} on {plugins}", g.id()),
+    }
+}
+
+fn duration(secs: Option<u64>) -> Option<prost_types::Duration> {
+    crate::config::secs(secs).map(|d| prost_types::Duration {
+        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        nanos: 0,
+    })
+}
+
+/// The autoscaler's defaults with the group's own options over them.
+fn options(
+    defaults: Option<proto::NodeGroupAutoscalingOptions>,
+    own: &GroupOptions,
+) -> proto::NodeGroupAutoscalingOptions {
+    let mut o = defaults.unwrap_or_default();
+    if let Some(v) = own.scale_down_utilization_threshold {
+        o.scale_down_utilization_threshold = v;
+    }
+    if let Some(v) = own.scale_down_gpu_utilization_threshold {
+        o.scale_down_gpu_utilization_threshold = v;
+    }
+    if let Some(v) = own.zero_or_max_node_scaling {
+        o.zero_or_max_node_scaling = v;
+    }
+    if let Some(v) = own.ignore_daemonsets_utilization {
+        o.ignore_daemon_sets_utilization = v;
+    }
+    if let Some(v) = own.allow_non_atomic_scale_up_to_max {
+        o.allow_non_atomic_scale_up_to_max = v;
+    }
+    if let Some(d) = duration(own.scale_down_unneeded_secs) {
+        o.scale_down_unneeded_duration = Some(d);
+    }
+    if let Some(d) = duration(own.scale_down_unready_secs) {
+        o.scale_down_unready_duration = Some(d);
+    }
+    if let Some(d) = duration(own.max_node_provision_secs) {
+        o.max_node_provision_duration = Some(d);
+    }
+    if let Some(d) = duration(own.max_node_startup_secs) {
+        o.max_node_startup_duration = Some(d);
+    }
+    o
+}
+
+#[tonic::async_trait]
+impl CloudProvider for Service {
+    async fn node_groups(
+        &self,
+        _: Request<proto::NodeGroupsRequest>,
+    ) -> Rpc<proto::NodeGroupsResponse> {
+        ok(proto::NodeGroupsResponse {
+            node_groups: self.scaler.groups.groups().iter().map(pb_group).collect(),
+        })
+    }
+
+    async fn node_group_for_node(
+        &self,
+        req: Request<proto::NodeGroupForNodeRequest>,
+    ) -> Rpc<proto::NodeGroupForNodeResponse> {
+        let node = req.into_inner().node.unwrap_or_default();
+        let group = self.scaler.group_of(&node.provider_id)?;
+        ok(proto::NodeGroupForNodeResponse {
+            node_group: Some(group.map(pb_group).unwrap_or_default()),
+        })
+    }
+
+    async fn pricing_node_price(
+        &self,
+        _req: Request<proto::PricingNodePriceRequest>,
+    ) -> Rpc<proto::PricingNodePriceResponse> {
+        Err(AutoscalerError::Unimplemented("node prices are not served yet".into()).into())
+    }
+
+    async fn pricing_pod_price(
+        &self,
+        _req: Request<proto::PricingPodPriceRequest>,
+    ) -> Rpc<proto::PricingPodPriceResponse> {
+        Err(AutoscalerError::Unimplemented("pod prices are not served yet".into()).into())
+    }
+
+    async fn gpu_label(&self, _: Request<proto::GpuLabelRequest>) -> Rpc<proto::GpuLabelResponse> {
+        Err(AutoscalerError::Unimplemented("the GPU label is not served yet".into()).into())
+    }
+
+    async fn get_available_gpu_types(
+        &self,
+        _: Request<proto::GetAvailableGpuTypesRequest>,
+    ) -> Rpc<proto::GetAvailableGpuTypesResponse> {
+        Err(AutoscalerError::Unimplemented("GPU types are not served yet".into()).into())
+    }
+
+    async fn cleanup(&self, _: Request<proto::CleanupRequest>) -> Rpc<proto::CleanupResponse> {
+        // The service outlives one autoscaler: nothing to release.
+        ok(proto::CleanupResponse {})
+    }
+
+    async fn refresh(&self, _: Request<proto::RefreshRequest>) -> Rpc<proto::RefreshResponse> {
+        // Membership is read from the journal on every call; a refresh only
+        // checks that the journal answers (no cloud is asked).
+        self.scaler
+            .fleet
+            .intents()
+            .map_err(AutoscalerError::Journal)?;
+        ok(proto::RefreshResponse {})
+    }
+
+    async fn node_group_target_size(
+        &self,
+        req: Request<proto::NodeGroupTargetSizeRequest>,
+    ) -> Rpc<proto::NodeGroupTargetSizeResponse> {
+        let target = self.scaler.target(&req.into_inner().id)?;
+        ok(proto::NodeGroupTargetSizeResponse {
+            target_size: i32::try_from(target).unwrap_or(i32::MAX),
+        })
+    }
+
+    async fn node_group_increase_size(
+        &self,
+        req: Request<proto::NodeGroupIncreaseSizeRequest>,
+    ) -> Rpc<proto::NodeGroupIncreaseSizeResponse> {
+        let req = req.into_inner();
+        self.scaler
+            .increase(&req.id, req.delta, self.increase_wait)
+            .await?;
+        ok(proto::NodeGroupIncreaseSizeResponse {})
+    }
+
+    async fn node_group_delete_nodes(
+        &self,
+        req: Request<proto::NodeGroupDeleteNodesRequest>,
+    ) -> Rpc<proto::NodeGroupDeleteNodesResponse> {
+        let req = req.into_inner();
+        self.group(&req.id)?;
+        let mut ids = Vec::with_capacity(req.nodes.len());
+        for node in req.nodes {
+            if node.provider_id.is_empty() {
+                return Err(AutoscalerError::InvalidArgument(format!(
+                    "deleting nothing: node {:?} has no providerID",
+                    node.name
+                ))
+                .into());
+            }
+            ids.push(node.provider_id);
+        }
+        self.scaler.delete(&req.id, &ids).await?;
+        ok(proto::NodeGroupDeleteNodesResponse {})
+    }
+
+    async fn node_group_decrease_target_size(
+        &self,
+        req: Request<proto::NodeGroupDecreaseTargetSizeRequest>,
+    ) -> Rpc<proto::NodeGroupDecreaseTargetSizeResponse> {
+        let req = req.into_inner();
+        self.scaler.decrease(&req.id, req.delta).await?;
+        ok(proto::NodeGroupDecreaseTargetSizeResponse {})
+    }
+
+    async fn node_group_nodes(
+        &self,
+        req: Request<proto::NodeGroupNodesRequest>,
+    ) -> Rpc<proto::NodeGroupNodesResponse> {
+        use proto::instance_status::InstanceState;
+        let instances = self.scaler.instances(&req.into_inner().id)?;
+        ok(proto::NodeGroupNodesResponse {
+            instances: instances
+                .into_iter()
+                .map(|i| proto::Instance {
+                    id: i.id,
+                    status: Some(proto::InstanceStatus {
+                        instance_state: match i.state {
+                            MemberState::Running => InstanceState::InstanceRunning,
+                            MemberState::Creating => InstanceState::InstanceCreating,
+                            MemberState::Deleting => InstanceState::InstanceDeleting,
+                        }
+                        .into(),
+                        error_info: i.error.map(|e| proto::InstanceErrorInfo {
+                            error_code: e.code,
+                            error_message: e.message,
+                            instance_error_class: e.class,
+                        }),
+                    }),
+                })
+                .collect(),
+        })
+    }
+
+    async fn node_group_template_node_info(
+        &self,
+        req: Request<proto::NodeGroupTemplateNodeInfoRequest>,
+    ) -> Rpc<proto::NodeGroupTemplateNodeInfoResponse> {
+        self.group(&req.into_inner().id)?;
+        Err(AutoscalerError::Unimplemented("template nodes are not served yet".into()).into())
+    }
+
+    async fn node_group_get_options(
+        &self,
+        req: Request<proto::NodeGroupAutoscalingOptionsRequest>,
+    ) -> Rpc<proto::NodeGroupAutoscalingOptionsResponse> {
+        let req = req.into_inner();
+        let g = self.group(&req.id)?;
+        if g.options.is_empty() {
+            // The autoscaler then keeps its defaults for the group.
+            return Err(AutoscalerError::Unimplemented(format!(
+                "group {} sets no options of its own",
+                g.id()
+            ))
+            .into());
+        }
+        ok(proto::NodeGroupAutoscalingOptionsResponse {
+            node_group_autoscaling_options: Some(options(req.defaults, &g.options)),
+        })
+    }
+}

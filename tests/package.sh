@@ -35,6 +35,7 @@ crates=(
     wasmprov-fake-digitalocean
     wasmprov-testkit
     wasmprov-compat-zlayer
+    wasmprov-autoscaler
     wasmprov
 )
 # The plugins the CLI bundles (host/cli/build.rs), as the guest build names them.

@@ -583,6 +583,28 @@ pub(crate) struct ServeArgs {
     pub(crate) no_watch: bool,
     #[command(flatten)]
     pub(crate) fallback: FallbackArgs,
+    #[command(flatten)]
+    pub(crate) autoscaler: AutoscalerArgs,
+}
+
+/// `serve`'s cluster-autoscaler listener (docs/AUTOSCALER.md).
+#[derive(Debug, Args)]
+pub(crate) struct AutoscalerArgs {
+    /// Also serve cluster-autoscaler's externalgrpc CloudProvider service on this address.
+    #[arg(long, value_name = "ADDR", requires = "node_groups")]
+    pub(crate) autoscaler_listen: Option<SocketAddr>,
+    /// The node groups the autoscaler may scale (node-groups.toml).
+    #[arg(long, value_name = "FILE", requires = "autoscaler_listen")]
+    pub(crate) node_groups: Option<PathBuf>,
+    /// TLS certificate (PEM) of the autoscaler listener; with --autoscaler-tls-key.
+    #[arg(long, value_name = "FILE", requires_all = ["autoscaler_tls_key", "autoscaler_listen"])]
+    pub(crate) autoscaler_tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) of the autoscaler listener.
+    #[arg(long, value_name = "FILE", requires = "autoscaler_tls_cert")]
+    pub(crate) autoscaler_tls_key: Option<PathBuf>,
+    /// CA (PEM) the autoscaler's client certificate must be signed by (mutual TLS).
+    #[arg(long, value_name = "FILE", requires = "autoscaler_tls_cert")]
+    pub(crate) autoscaler_client_ca: Option<PathBuf>,
 }
 
 /// How far a scale falls back when offerings run out of capacity.

@@ -155,6 +155,7 @@ pub(crate) mod pb {
         tonic::include_file_descriptor_set!("wasmprov_descriptor");
 }
 
+mod autoscaler;
 mod convert;
 mod metrics;
 
@@ -241,6 +242,11 @@ pub(crate) async fn run(cli: &Cli, args: &ServeArgs) -> Result<()> {
             .await
             .with_context(|| format!("binding the metrics listener to {}", args.metrics_listen))?;
         Some(l)
+    };
+    let autoscaler = autoscaler::bind(&args.autoscaler, args.allow_remote, &fleet).await?;
+    let autoscaler_addr = match &autoscaler {
+        Some(a) => format!(" autoscaler={}", a.local_addr()?),
+        None => String::new(),
     };
     let metrics_addr = match &metrics_listener {
         Some(l) => l.local_addr()?.to_string(),
@@ -340,10 +346,22 @@ pub(crate) async fn run(cli: &Cli, args: &ServeArgs) -> Result<()> {
         }
     };
 
+    if let Some(listener) = autoscaler {
+        let stop = stopped(stop_rx.clone());
+        tokio::spawn(async move {
+            if let Err(e) = listener.serve(stop).await {
+                tracing::error!(target: LOG_TARGET, "{e:#}");
+            }
+        });
+    }
+
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
-        writeln!(out, "listening grpc={grpc_addr} metrics={metrics_addr}")?;
+        writeln!(
+            out,
+            "listening grpc={grpc_addr} metrics={metrics_addr}{autoscaler_addr}"
+        )?;
         out.flush()?;
     }
 

@@ -724,3 +724,130 @@ async fn options_refresh_cleanup() {
 fn prost_types_duration(seconds: i64) -> prost_types::Duration {
     prost_types::Duration { seconds, nanos: 0 }
 }
+
+/// NodeGroupTemplateNodeInfo (T's template over the group's cheapest
+/// offering, in the new and the older field), GPULabel,
+/// GetAvailableGPUTypes and the prices.
+#[tokio::test]
+async fn template_gpu_and_prices() {
+    use prost::Message;
+    let mut rig = rig().await;
+    let answer = rig
+        .client
+        .node_group_template_node_info(proto::NodeGroupTemplateNodeInfoRequest { id: "web".into() })
+        .await
+        .expect("a template")
+        .into_inner();
+    assert_eq!(answer.node_bytes, answer.legacy_node_info);
+    let node = wasmprov_autoscaler::k8s::core_v1::Node::decode(answer.node_bytes.as_slice())
+        .expect("a v1.Node");
+    let labels = &node.metadata.as_ref().unwrap().labels;
+    assert_eq!(labels.get("pool").map(String::as_str), Some("web"));
+    assert!(
+        labels.contains_key("node.kubernetes.io/instance-type"),
+        "{labels:?}"
+    );
+    for (group, code) in [("nope", Code::NotFound), ("huge", Code::FailedPrecondition)] {
+        let err = rig
+            .client
+            .node_group_template_node_info(proto::NodeGroupTemplateNodeInfoRequest {
+                id: group.into(),
+            })
+            .await
+            .expect_err("no template");
+        assert_eq!(err.code(), code, "{group}: {}", err.message());
+    }
+    let label = rig
+        .client
+        .gpu_label(proto::GpuLabelRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .label;
+    assert_eq!(label, wasmprov_autoscaler::template::GPU_LABEL);
+    rig.client
+        .get_available_gpu_types(proto::GetAvailableGpuTypesRequest {})
+        .await
+        .expect("GPU types");
+
+    rig.increase("web", 1).await.unwrap();
+    rig.until("web's server", |r| r.servers_of("web").len() == 1)
+        .await;
+    let member = hetzner_id(rig.servers_of("web")[0]);
+    let hour = |start: i64| proto::PricingNodePriceRequest {
+        node: Some(proto::ExternalGrpcNode {
+            provider_id: member.clone(),
+            ..Default::default()
+        }),
+        start_timestamp: Some(prost_types::Timestamp {
+            seconds: start,
+            nanos: 0,
+        }),
+        end_timestamp: Some(prost_types::Timestamp {
+            seconds: start + 3600,
+            nanos: 0,
+        }),
+    };
+    let price = rig
+        .client
+        .pricing_node_price(hour(1_700_000_000))
+        .await
+        .unwrap()
+        .into_inner()
+        .price;
+    assert!(price > 0.0, "{price}");
+    let table: Vec<(proto::PricingNodePriceRequest, Code)> = vec![
+        (
+            proto::PricingNodePriceRequest {
+                end_timestamp: None,
+                ..hour(1_700_000_000)
+            },
+            Code::InvalidArgument,
+        ),
+        (
+            proto::PricingNodePriceRequest {
+                node: Some(proto::ExternalGrpcNode {
+                    provider_id: "hcloud://1".into(),
+                    ..Default::default()
+                }),
+                ..hour(1_700_000_000)
+            },
+            Code::InvalidArgument,
+        ),
+        (
+            proto::PricingNodePriceRequest {
+                node: Some(proto::ExternalGrpcNode {
+                    provider_id: "wasmprov://hetzner/424242".into(),
+                    ..Default::default()
+                }),
+                ..hour(1_700_000_000)
+            },
+            Code::Unimplemented,
+        ),
+    ];
+    for (req, code) in table {
+        let err = rig
+            .client
+            .pricing_node_price(req)
+            .await
+            .expect_err("refused");
+        assert_eq!(err.code(), code, "{}", err.message());
+    }
+    let err = rig
+        .client
+        .pricing_pod_price(proto::PricingPodPriceRequest {
+            pod_bytes: vec![0xff, 0xff, 0xff],
+            start_timestamp: Some(prost_types::Timestamp {
+                seconds: 1_700_000_000,
+                nanos: 0,
+            }),
+            end_timestamp: Some(prost_types::Timestamp {
+                seconds: 1_700_003_600,
+                nanos: 0,
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect_err("not a pod");
+    assert_eq!(err.code(), Code::InvalidArgument, "{}", err.message());
+}

@@ -100,6 +100,88 @@ impl Service {
     }
 }
 
+impl Service {
+    /// Every offering of the plugins `g` may use (every loaded plugin when
+    /// `g` is `None`), with its plugin.
+    async fn offerings(&self, g: Option<&NodeGroup>) -> Vec<(String, wasmprov_api::Offering)> {
+        let backends = self.scaler.fleet.backends();
+        let mut out = Vec::new();
+        for name in backends.backend_names() {
+            if let Some(g) = g
+                && !g.capacity.plugins.is_empty()
+                && !g.capacity.plugins.contains(&name)
+            {
+                continue;
+            }
+            let Some(backend) = backends.backend(&name) else {
+                continue;
+            };
+            match backend.offerings().await {
+                Ok(list) => out.extend(list.into_iter().map(|o| (name.clone(), o))),
+                Err(e) => tracing::warn!(plugin = name, "offerings: {e}"),
+            }
+        }
+        out
+    }
+
+    /// The template node of `g`, from its cheapest fitting offering.
+    async fn template(&self, g: &NodeGroup) -> Result<Vec<u8>, AutoscalerError> {
+        let fleet = &self.scaler.fleet;
+        let plugins = g.capacity.plugins.clone();
+        let ranking = fleet
+            .catalogues()
+            .rank(fleet.backends().as_ref(), &g.capacity.shape, None, |p| {
+                plugins.is_empty() || plugins.iter().any(|q| q == p)
+            })
+            .await;
+        let Some(offer) = ranking.offers.first() else {
+            let why: Vec<String> = ranking
+                .none
+                .iter()
+                .map(|n| format!("{}: {}", n.plugin, n.reason))
+                .collect();
+            return Err(AutoscalerError::FailedPrecondition(format!(
+                "group {}: no plugin offers its shape ({})",
+                g.id(),
+                why.join("; ")
+            )));
+        };
+        let offering = self
+            .offerings(Some(g))
+            .await
+            .into_iter()
+            .find(|(p, o)| *p == offer.plugin && o.instance_type == offer.hint.instance_type)
+            .map(|(_, o)| o)
+            .ok_or_else(|| {
+                AutoscalerError::FailedPrecondition(format!(
+                    "group {}: the offering {} of {} is no longer listed",
+                    g.id(),
+                    offer.hint.instance_type,
+                    offer.plugin
+                ))
+            })?;
+        let bad = |e: crate::template::TemplateError| {
+            AutoscalerError::FailedPrecondition(format!("group {}: {e}", g.id()))
+        };
+        let mut template = crate::template::NodeTemplate::new(g.id(), &offer.plugin, offering);
+        template.labels = g.labels.clone();
+        template.zone = g.capacity.shape.zone.clone();
+        template.taints = g
+            .taints
+            .iter()
+            .map(|t| {
+                let effect = t.effect.parse().map_err(bad)?;
+                crate::template::Taint::new(&t.key, &t.value, effect).map_err(bad)
+            })
+            .collect::<Result<_, _>>()?;
+        template.node_bytes().map_err(bad)
+    }
+}
+
+fn price_error(e: crate::pricing::PriceError) -> AutoscalerError {
+    AutoscalerError::InvalidArgument(e.to_string())
+}
+
 /// The encoded descriptors of `proto/externalgrpc.proto`, for server
 /// reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] =
@@ -206,27 +288,95 @@ impl CloudProvider for Service {
 
     async fn pricing_node_price(
         &self,
-        _req: Request<proto::PricingNodePriceRequest>,
+        req: Request<proto::PricingNodePriceRequest>,
     ) -> Rpc<proto::PricingNodePriceResponse> {
-        Err(AutoscalerError::Unimplemented("node prices are not served yet".into()).into())
+        let req = req.into_inner();
+        let node = req.node.unwrap_or_default();
+        let Some(crate::NodeRef::Node {
+            plugin,
+            provider_id,
+        }) = crate::NodeRef::decode(&node.provider_id)
+        else {
+            return Err(AutoscalerError::InvalidArgument(format!(
+                "{:?} is not a wasmprov node id (wasmprov://PLUGIN/PROVIDER-ID)",
+                node.provider_id
+            ))
+            .into());
+        };
+        let intent = self
+            .scaler
+            .fleet
+            .intents()
+            .map_err(AutoscalerError::Journal)?
+            .into_iter()
+            .find(|i| i.plugin == plugin && i.provider_id() == Some(provider_id.as_str()))
+            .ok_or_else(|| {
+                AutoscalerError::Unimplemented(format!(
+                    "{} is not a node of this host's journal: no price known",
+                    node.provider_id
+                ))
+            })?;
+        let Some(hourly) = intent.hourly_usd else {
+            return Err(AutoscalerError::Unimplemented(format!(
+                "no price was quoted for {}",
+                node.provider_id
+            ))
+            .into());
+        };
+        let price = crate::pricing::node_price(
+            hourly,
+            req.start_timestamp.as_ref(),
+            req.end_timestamp.as_ref(),
+        )
+        .map_err(price_error)?;
+        ok(proto::PricingNodePriceResponse { price })
     }
 
     async fn pricing_pod_price(
         &self,
-        _req: Request<proto::PricingPodPriceRequest>,
+        req: Request<proto::PricingPodPriceRequest>,
     ) -> Rpc<proto::PricingPodPriceResponse> {
-        Err(AutoscalerError::Unimplemented("pod prices are not served yet".into()).into())
+        let req = req.into_inner();
+        // Older autoscalers sent the pod at field 1.
+        let pod = if req.pod_bytes.is_empty() {
+            &req.legacy_pod
+        } else {
+            &req.pod_bytes
+        };
+        let requests = crate::pricing::pod_requests(pod).map_err(price_error)?;
+        let hours =
+            crate::pricing::period_hours(req.start_timestamp.as_ref(), req.end_timestamp.as_ref())
+                .map_err(price_error)?;
+        let offerings: Vec<wasmprov_api::Offering> = self
+            .offerings(None)
+            .await
+            .into_iter()
+            .map(|(_, o)| o)
+            .collect();
+        let price = crate::pricing::pod_price(
+            &requests,
+            &offerings,
+            &crate::template::Kubelet::default(),
+            hours,
+        )
+        .map_err(|e| AutoscalerError::FailedPrecondition(e.to_string()))?;
+        ok(proto::PricingPodPriceResponse { price: price.usd })
     }
 
     async fn gpu_label(&self, _: Request<proto::GpuLabelRequest>) -> Rpc<proto::GpuLabelResponse> {
-        Err(AutoscalerError::Unimplemented("the GPU label is not served yet".into()).into())
+        ok(proto::GpuLabelResponse {
+            label: crate::template::GPU_LABEL.to_string(),
+        })
     }
 
     async fn get_available_gpu_types(
         &self,
         _: Request<proto::GetAvailableGpuTypesRequest>,
     ) -> Rpc<proto::GetAvailableGpuTypesResponse> {
-        Err(AutoscalerError::Unimplemented("GPU types are not served yet".into()).into())
+        let offerings = self.offerings(None).await;
+        ok(proto::GetAvailableGpuTypesResponse {
+            gpu_types: crate::template::gpu_types(offerings.iter().map(|(_, o)| o)),
+        })
     }
 
     async fn cleanup(&self, _: Request<proto::CleanupRequest>) -> Rpc<proto::CleanupResponse> {
@@ -328,8 +478,15 @@ impl CloudProvider for Service {
         &self,
         req: Request<proto::NodeGroupTemplateNodeInfoRequest>,
     ) -> Rpc<proto::NodeGroupTemplateNodeInfoResponse> {
-        self.group(&req.into_inner().id)?;
-        Err(AutoscalerError::Unimplemented("template nodes are not served yet".into()).into())
+        let g = self.group(&req.into_inner().id)?;
+        let bytes = self.template(g).await?;
+        ok(proto::NodeGroupTemplateNodeInfoResponse {
+            // Older autoscalers read the node as a message at field 1: the
+            // same bytes on the wire.
+            legacy_node_info: bytes.clone(),
+            node_bytes: bytes,
+            resource_slice_bytes: Vec::new(),
+        })
     }
 
     async fn node_group_get_options(

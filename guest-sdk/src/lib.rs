@@ -74,6 +74,7 @@ pub mod cloud_config;
 pub mod config;
 pub mod exec;
 pub mod http;
+pub mod ids;
 pub mod log;
 pub mod pages;
 pub mod random;

@@ -88,6 +88,19 @@ pub trait RestCloud {
     /// `not_found` without a request).
     fn node_url(&self, id: &str) -> Option<String>;
 
+    /// Refuses, before any request, a provider id this cloud never spells
+    /// so, with an error that is not `not_found` (a terminate answered
+    /// `not_found` tells the caller the node is gone). A cloud of numeric
+    /// ids refuses every spelling but the canonical one with
+    /// [`crate::ids::numeric_id`]. The default accepts every id.
+    ///
+    /// # Errors
+    /// Any contract error but `not_found`, typically `unsupported`.
+    fn check_id(&self, id: &str) -> Result<()> {
+        let _ = id;
+        Ok(())
+    }
+
     /// Creates a node for `request` with `labels` (owner, request id,
     /// request digest and the shape's labels): the plugin encodes them as
     /// its cloud stores them.
@@ -658,13 +671,15 @@ pub fn provision<C: RestCloud + ?Sized>(
 /// owner).
 ///
 /// # Errors
-/// The cloud's classified errors (not `not_found`, which is `None`).
+/// The cloud's classified errors (not `not_found`, which is `None`), and
+/// [`RestCloud::check_id`]'s refusal of a misspelt id.
 pub fn get<C: RestCloud + ?Sized>(
     cloud: &C,
     transport: &impl Transport,
     owner_id: &str,
     provider_id: &str,
 ) -> Result<Option<NodeHandle>> {
+    cloud.check_id(provider_id)?;
     let Some(url) = cloud.node_url(provider_id) else {
         return Ok(None);
     };

@@ -239,3 +239,75 @@ async fn addresses_are_never_taken_from_another_owners_server() {
         Some(mine)
     );
 }
+
+/// `+N`, `0N` and ` N` are not server N: every call refuses them as
+/// `unsupported` (never `not_found`, which a terminate would report as a
+/// node already gone), and nothing is done to server N.
+#[tokio::test]
+async fn non_canonical_server_ids_are_refused_never_gone() {
+    let c = cloud().await;
+    let id = node(&c.mine, "spelt", Some(c.network)).await;
+    let load_balancer = c.fake.add_load_balancer("lb", "fsn1").unwrap().to_string();
+    let running = |c: &Cloud| c.fake.servers().iter().any(|s| s.id.to_string() == id);
+    let public = AddressRequest {
+        kind: AddressKind::Public,
+        address: None,
+    };
+    for spelt in [
+        format!("+{id}"),
+        format!("0{id}"),
+        format!(" {id}"),
+        format!("{id} "),
+        format!("{id}\n"),
+    ] {
+        let refused = |what: &str, r: Result<(), ProvisionerError>| {
+            let e = r.expect_err(what);
+            assert!(
+                matches!(e, ProvisionerError::Unsupported(_)),
+                "{what} {spelt:?}: {e}"
+            );
+        };
+        refused("terminate", c.mine.terminate(&spelt).await);
+        refused(
+            "set-labels",
+            c.mine
+                .set_labels(&spelt, &Default::default())
+                .await
+                .map(drop),
+        );
+        refused(
+            "assign-address",
+            c.mine
+                .assign_address(&spelt, &private(None))
+                .await
+                .map(drop),
+        );
+        refused(
+            "assign public",
+            c.mine.assign_address(&spelt, &public).await.map(drop),
+        );
+        refused(
+            "register-target",
+            c.mine
+                .register_target(&wasmprov_api::Target {
+                    group: load_balancer.clone(),
+                    provider_id: spelt.clone(),
+                    port: None,
+                    health: None,
+                })
+                .await,
+        );
+        assert!(running(&c), "{spelt:?}");
+    }
+    assert!(aliases(&c, &id).is_empty());
+    assert!(c.fake.floating_ips().is_empty());
+    assert!(
+        c.mine
+            .list_targets(&load_balancer)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // The canonical id still works.
+    c.mine.terminate(&id).await.unwrap();
+}

@@ -1115,6 +1115,9 @@ impl WasmPlugin {
     }
 
     async fn terminate_call(&self, id: &str) -> Result<()> {
+        // Refused, not passed on: a plugin could answer `not_found` for an
+        // id no node can have, and the caller would be told it is gone.
+        asked("provider id", id)?;
         let owner = self.owner_id.as_str();
         let (r, reached) = self
             .call_io_reached(async |store: &mut Store<CallState>, p: &Instance| {

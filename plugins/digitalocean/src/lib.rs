@@ -44,8 +44,11 @@ impl RestCloud for DigitalOcean {
         Ok(Request::get(self.0.url("/droplets?per_page=200")).query("tag_name", &tag))
     }
     fn node_url(&self, id: &str) -> Option<String> {
-        let id: u64 = id.parse().ok()?;
+        let id = wasmprov_guest::ids::numeric_id("droplet", id).ok()?;
         Some(self.0.url(&format!("/droplets/{id}")))
+    }
+    fn check_id(&self, id: &str) -> Result<()> {
+        wasmprov_guest::ids::numeric_id("droplet", id).map(|_| ())
     }
     fn create(&self, request: &ProvisionRequest, labels: &Labels) -> Result<Request> {
         let (id, shape, boot) = (&request.request_id, &request.shape, &request.boot);

@@ -9,6 +9,7 @@
 //! server name when a stranger holds the first.
 
 use wasmprov_guest::http::{Request, Response};
+use wasmprov_guest::ids::numeric_id;
 use wasmprov_guest::pages::{self, Paging};
 use wasmprov_guest::rest::{self, RestCloud};
 use wasmprov_guest::tags;
@@ -205,9 +206,9 @@ impl<'a, T: Transport> Client<'a, T> {
         let Some(subnet) = subnet else {
             return Ok(Vec::new());
         };
-        let Some(id) = subnet.trim().parse::<u64>().ok() else {
+        let Ok(id) = numeric_id("network", subnet) else {
             return Err(Error::Unsupported(format!(
-                "Hetzner Cloud places a server in a network by the network's numeric id; {subnet:?} is not one"
+                "Hetzner Cloud places a server in a network by the network's numeric id (decimal digits, no sign, no leading zero); {subnet:?} is not one"
             )));
         };
         match self.call(Request::get(format!("/networks/{id}")))? {
@@ -223,14 +224,16 @@ impl<'a, T: Transport> Client<'a, T> {
     /// owner's label.
     ///
     /// # Errors
-    /// [`Error::NotFound`] when it is gone, was never a server id, or is
-    /// another owner's; the API's errors otherwise.
+    /// [`Error::NotFound`] when it is gone or is another owner's;
+    /// [`Error::Unsupported`] for an id that is not a canonical server id
+    /// ([`numeric_id`]); the API's errors otherwise.
     pub(crate) fn owned_server(&self, owner_id: &str, provider_id: &str) -> Result<Server> {
         let not_found = || {
             Error::NotFound(format!(
                 "Hetzner server {provider_id:?} does not exist or is not owned by this host"
             ))
         };
+        rest::RestCloud::check_id(self, provider_id)?;
         let url = rest::RestCloud::node_url(self, provider_id).ok_or_else(not_found)?;
         let server = match self.call(Request::get(url))? {
             Ok(resp) => resp.json::<OneServer>()?.server,
@@ -403,8 +406,12 @@ impl<T: Transport> RestCloud for Client<'_, T> {
     }
 
     fn node_url(&self, id: &str) -> Option<String> {
-        let id = id.trim().parse::<u64>().ok()?;
+        let id = numeric_id("server", id).ok()?;
         Some(format!("/servers/{id}"))
+    }
+
+    fn check_id(&self, id: &str) -> Result<()> {
+        numeric_id("server", id).map(|_| ())
     }
 
     /// The create under the request's first server name. (`Client::provision`
@@ -905,12 +912,24 @@ mod tests {
         ));
         assert!(script.logs.borrow().is_empty());
 
-        // Not a server id at all: no request.
+        // Not a server id at all, or not spelt as one: no request, and
+        // refused as unsupported, never not-found (which reads "already
+        // gone" to the caller).
         let script = Script::new(vec![]);
         let client = Client::new(&settings, &script);
-        for bad in ["", "abc", "../actions/1", "1/2", "-1"] {
+        for bad in [
+            "",
+            "abc",
+            "../actions/1",
+            "1/2",
+            "-1",
+            "+5",
+            "05",
+            " 5",
+            "5 ",
+        ] {
             assert!(
-                matches!(client.terminate("host-a", bad), Err(Error::NotFound(_))),
+                matches!(client.terminate("host-a", bad), Err(Error::Unsupported(_))),
                 "{bad}"
             );
         }

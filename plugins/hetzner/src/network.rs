@@ -10,6 +10,7 @@
 //! nor a floating IP labelled with another owner.
 
 use wasmprov_guest::http::Request;
+use wasmprov_guest::ids::numeric_id;
 use wasmprov_guest::tags;
 use wasmprov_guest::{
     AddressKind, AddressRequest, Error, Labels, Result, StableAddress, SubnetCapacity, Target,
@@ -239,7 +240,7 @@ impl<T: Transport> Client<'_, T> {
     /// Network `id`.
     fn network(&self, id: &str) -> Result<Network> {
         let missing = || Error::NotFound(format!("the project has no network {id:?}"));
-        let id = id.trim().parse::<u64>().map_err(|_| missing())?;
+        let id = numeric_id("network", id)?;
         match self.call(Request::get(format!("/networks/{id}")))? {
             Ok(resp) => Ok(resp.json::<OneNetwork>()?.network),
             Err(f) if f.is_not_found() => Err(missing()),
@@ -340,20 +341,17 @@ impl<T: Transport> Client<'_, T> {
 
     /// The floating IP `address` names: a floating IP id, or its IP.
     fn floating_ip(&self, address: &str) -> Result<FloatingIp> {
-        let address = address.trim();
         let missing = || Error::NotFound(format!("the project has no floating IP {address}"));
-        if let Ok(id) = address.parse::<u64>() {
+        // Not an IP: a floating IP id, spelt canonically (`unsupported`
+        // otherwise, never `not_found`).
+        let Ok(ip) = address.parse::<std::net::IpAddr>() else {
+            let id = numeric_id("floating IP", address)?;
             return match self.call(Request::get(format!("/floating_ips/{id}")))? {
                 Ok(resp) => Ok(resp.json::<OneFloatingIp>()?.floating_ip),
                 Err(f) if f.is_not_found() => Err(missing()),
                 Err(f) => Err(f.into_error()),
             };
-        }
-        let ip: std::net::IpAddr = address.parse().map_err(|_| {
-            Error::NotFound(format!(
-                "{address:?} is neither an IP address nor a floating IP id"
-            ))
-        })?;
+        };
         let mut page = 1;
         while page <= MAX_PAGES {
             let req = Request::get("/floating_ips")
@@ -486,7 +484,7 @@ impl<T: Transport> Client<'_, T> {
 
     fn load_balancer(&self, group: &str) -> Result<LoadBalancer> {
         let missing = || Error::NotFound(format!("the project has no load balancer {group:?}"));
-        let id = group.trim().parse::<u64>().map_err(|_| missing())?;
+        let id = numeric_id("load balancer", group)?;
         match self.call(Request::get(format!("/load_balancers/{id}")))? {
             Ok(resp) => Ok(resp.json::<OneLoadBalancer>()?.load_balancer),
             Err(f) if f.is_not_found() => Err(missing()),

@@ -36,8 +36,11 @@ impl RestCloud for Linode {
         Ok(Request::get(url).header("x-filter", filter.to_string()))
     }
     fn node_url(&self, id: &str) -> Option<String> {
-        let id: u64 = id.parse().ok()?;
+        let id = wasmprov_guest::ids::numeric_id("instance", id).ok()?;
         Some(self.0.url(&format!("/linode/instances/{id}")))
+    }
+    fn check_id(&self, id: &str) -> Result<()> {
+        wasmprov_guest::ids::numeric_id("instance", id).map(|_| ())
     }
     fn create(&self, request: &ProvisionRequest, labels: &Labels) -> Result<Request> {
         let (id, shape, boot) = (&request.request_id, &request.shape, &request.boot);

@@ -20,23 +20,36 @@ use crate::tagging;
 /// in the group as far as the contract is concerned.
 const DRAINING: &str = "draining";
 
+/// The tag, beside the owner's, on an Elastic IP this plugin allocates:
+/// the instance it was allocated for. Set in the `AllocateAddress` call
+/// itself, so an allocation whose association was lost (a timeout, a
+/// crash) is found and used by the retry instead of leaking.
+pub(crate) const NODE_TAG: &str = "wasmprov-node";
+
 impl<T: Transport> Client<'_, T> {
     /// Puts a stable address on an instance of this owner and answers where
     /// it is. Private: a secondary private IP of its primary network
     /// interface, the one asked for (taken off any other instance of this
-    /// owner first) or a new one (`AssignPrivateIpAddresses`). Public: an
-    /// Elastic IP, the one asked for (allocation id or IP) or a new one
-    /// allocated and tagged with the owner (`AllocateAddress`), associated
-    /// with `AllowReassociation` (`AssociateAddress`). An address already
-    /// on the instance sends nothing.
+    /// owner first) or, without one, the secondary address it already has,
+    /// else a new one (`AssignPrivateIpAddresses`). Public: an Elastic IP,
+    /// the one asked for (allocation id or IP) or, without one, the one it
+    /// holds, else the one allocated for it earlier and left unassociated,
+    /// else a new one allocated with the owner's and the node's tags
+    /// ([`NODE_TAG`]); associated without `AllowReassociation`, after
+    /// taking it off this owner's other instance by that association's id
+    /// (`DisassociateAddress`). So assigning without an address is the same
+    /// address every time, and a concurrent taker of the same address makes
+    /// this call fail (`conflict`) instead of both being told it is theirs.
+    /// An address already on the instance sends nothing.
     ///
     /// # Errors
     /// [`Error::NotFound`] for an instance that is not this owner's, gone,
     /// or an Elastic IP EC2 does not have; [`Error::Unsupported`] for an
     /// address held by an instance or interface that is not this owner's,
     /// or an Elastic IP tagged with another owner (it is never taken), a
-    /// primary address, or one that is not an IPv4 address; the API's
-    /// errors.
+    /// primary address, or one that is not an IPv4 address;
+    /// [`Error::Conflict`] when another caller moved the address meanwhile;
+    /// the API's errors.
     pub fn assign_address(
         &self,
         owner_id: &str,
@@ -71,6 +84,11 @@ impl<T: Transport> Client<'_, T> {
         };
         let req = ApiRequest::new("AssignPrivateIpAddresses").param("NetworkInterfaceId", &eni.id);
         let Some(ip) = address else {
+            // The one it has: asked again (a retry after a lost answer
+            // included), it is the same address, not one more.
+            if let Some((held, _)) = eni.private_ips.iter().find(|(_, primary)| !primary) {
+                return Ok(stable(held.clone()));
+            }
             let resp = self.call(&req.param("SecondaryPrivateIpAddressCount", "1"), false)?;
             // EC2 lists the new address; an emulator may list them all.
             let new = api::parse_assigned_private_ips(&resp.text())?
@@ -194,7 +212,10 @@ impl<T: Transport> Client<'_, T> {
             Some(a) => self
                 .elastic_ip(a)?
                 .ok_or_else(|| Error::NotFound(format!("EC2 has no Elastic IP {a:?}")))?,
-            None => self.allocate_address(owner_id)?,
+            None => match self.held_elastic_ip(owner_id, instance)? {
+                Some(held) => held,
+                None => self.allocate_address(owner_id, &instance.id)?,
+            },
         };
         let allocation = eip.allocation_id.clone().ok_or_else(|| {
             Error::Unsupported(format!(
@@ -234,6 +255,23 @@ impl<T: Transport> Client<'_, T> {
                         eip.public_ip
                     )));
                 }
+                // Off our instance by that association only: if it moved
+                // since it was read, EC2 refuses, and nothing else is taken.
+                let association = eip.association_id.as_deref().ok_or_else(|| {
+                    Error::Transport(format!(
+                        "EC2 described Elastic IP {} on instance {other} without an association id",
+                        eip.public_ip
+                    ))
+                })?;
+                let req =
+                    ApiRequest::new("DisassociateAddress").param("AssociationId", association);
+                match self.try_call(&req)? {
+                    Ok(_) => {}
+                    Err(f) if f.code.starts_with("InvalidAssociationID") => {
+                        return Err(moved_meanwhile(&eip.public_ip));
+                    }
+                    Err(f) => return Err(f.into_error(false)),
+                }
             }
             (None, Some(eni)) => {
                 return Err(Error::Unsupported(format!(
@@ -243,11 +281,18 @@ impl<T: Transport> Client<'_, T> {
             }
             (None, None) => {}
         }
+        // Never `AllowReassociation`: an address someone associated since it
+        // was read stays where it is, and this call is the one that fails.
         let req = ApiRequest::new("AssociateAddress")
             .param("AllocationId", allocation)
-            .param("InstanceId", &instance.id)
-            .param("AllowReassociation", "true");
-        self.call(&req, false)?;
+            .param("InstanceId", &instance.id);
+        match self.try_call(&req)? {
+            Ok(_) => {}
+            Err(f) if f.code == "Resource.AlreadyAssociated" => {
+                return Err(moved_meanwhile(&eip.public_ip));
+            }
+            Err(f) => return Err(f.into_error(false)),
+        }
         self.info(
             "address assigned",
             &[
@@ -259,13 +304,54 @@ impl<T: Transport> Client<'_, T> {
         Ok(stable)
     }
 
-    /// A new Elastic IP for the VPC, tagged with this owner.
-    fn allocate_address(&self, owner_id: &str) -> Result<ElasticIp> {
+    /// The Elastic IP of this owner's that `instance` should have when
+    /// none is named: one associated with it (any: associating another
+    /// would push it off), else one allocated for it ([`NODE_TAG`]) and
+    /// left unassociated (an earlier call whose association was lost).
+    ///
+    /// # Errors
+    /// The API's errors.
+    fn held_elastic_ip(&self, owner_id: &str, instance: &Instance) -> Result<Option<ElasticIp>> {
+        let describe = |filters: &[(String, Vec<String>)]| -> Result<Vec<ElasticIp>> {
+            let resp = self.call(
+                &ApiRequest::new("DescribeAddresses").filters(filters),
+                false,
+            )?;
+            api::parse_addresses(&resp.text())
+        };
+        let on_it = describe(&[("instance-id".into(), vec![instance.id.clone()])])?;
+        if let Some(eip) = on_it
+            .into_iter()
+            .find(|e| e.instance_id.as_deref() == Some(instance.id.as_str()))
+        {
+            return Ok(Some(eip));
+        }
+        let mine = describe(&[
+            (format!("tag:{OWNER}"), vec![id_tag(owner_id)]),
+            (format!("tag:{NODE_TAG}"), vec![instance.id.clone()]),
+        ])?;
+        Ok(mine.into_iter().find(|e| {
+            e.instance_id.is_none()
+                && e.interface_id.is_none()
+                && e.tags
+                    .iter()
+                    .any(|(k, v)| k == OWNER && *v == id_tag(owner_id))
+                && e.tags
+                    .iter()
+                    .any(|(k, v)| k == NODE_TAG && *v == instance.id)
+        }))
+    }
+
+    /// A new Elastic IP for the VPC, tagged with this owner and the
+    /// instance it is for, in the allocation itself.
+    fn allocate_address(&self, owner_id: &str, instance_id: &str) -> Result<ElasticIp> {
         let req = ApiRequest::new("AllocateAddress")
             .param("Domain", "vpc")
             .param("TagSpecification.1.ResourceType", "elastic-ip")
             .param("TagSpecification.1.Tag.1.Key", OWNER)
-            .param("TagSpecification.1.Tag.1.Value", id_tag(owner_id));
+            .param("TagSpecification.1.Tag.1.Value", id_tag(owner_id))
+            .param("TagSpecification.1.Tag.2.Key", NODE_TAG)
+            .param("TagSpecification.1.Tag.2.Value", instance_id);
         let resp = self.call(&req, false)?;
         let (ip, allocation) = api::parse_allocate_address(&resp.text())?;
         self.info(
@@ -275,7 +361,10 @@ impl<T: Transport> Client<'_, T> {
         Ok(ElasticIp {
             public_ip: ip,
             allocation_id: Some(allocation),
-            tags: vec![(OWNER.into(), id_tag(owner_id))],
+            tags: vec![
+                (OWNER.into(), id_tag(owner_id)),
+                (NODE_TAG.into(), instance_id.to_string()),
+            ],
             ..ElasticIp::default()
         })
     }
@@ -317,7 +406,10 @@ impl<T: Transport> Client<'_, T> {
     /// Takes `address` off an instance of this owner: a secondary private
     /// IP of one of its interfaces (`UnassignPrivateIpAddresses`), or an
     /// Elastic IP associated with it, by IP or allocation id
-    /// (`DisassociateAddress`; the allocation stays the account's).
+    /// (`DisassociateAddress`). An Elastic IP this plugin allocated for
+    /// this owner (tagged with it) is then released (`ReleaseAddress`): it
+    /// was made for the node and would otherwise be paid for unused; any
+    /// other (the operator's) stays the account's.
     ///
     /// # Errors
     /// [`Error::NotFound`] for an instance that is not this owner's, or an
@@ -354,13 +446,29 @@ impl<T: Transport> Client<'_, T> {
             .elastic_ip(address)?
             .filter(|e| e.instance_id.as_deref() == Some(provider_id))
             .ok_or_else(not_on_it)?;
-        let association = eip.association_id.ok_or_else(not_on_it)?;
+        let association = eip.association_id.clone().ok_or_else(not_on_it)?;
         let req = ApiRequest::new("DisassociateAddress").param("AssociationId", association);
-        self.call(&req, false)?;
+        match self.try_call(&req)? {
+            Ok(_) => {}
+            Err(f) if f.code.starts_with("InvalidAssociationID") => return Err(not_on_it()),
+            Err(f) => return Err(f.into_error(false)),
+        }
         self.info(
             "address released",
             &[("instance_id", provider_id), ("address", &eip.public_ip)],
         );
+        let ours = eip
+            .tags
+            .iter()
+            .any(|(k, v)| k == OWNER && *v == id_tag(owner_id));
+        if let (true, Some(allocation)) = (ours, eip.allocation_id.as_deref()) {
+            let req = ApiRequest::new("ReleaseAddress").param("AllocationId", allocation);
+            self.call(&req, false)?;
+            self.info(
+                "address deallocated",
+                &[("address", &eip.public_ip), ("allocation_id", allocation)],
+            );
+        }
         Ok(())
     }
 
@@ -522,6 +630,14 @@ pub fn target_group(group: &str) -> Result<&str> {
 fn ipv4(ip: &str) -> Result<Ipv4Addr> {
     ip.parse()
         .map_err(|_| Error::Unsupported(format!("{ip:?} is not an IPv4 address")))
+}
+
+/// The error of an assign whose address another caller moved between this
+/// call reading it and moving it: retry to see where it is now.
+fn moved_meanwhile(ip: &str) -> Error {
+    Error::Conflict(format!(
+        "Elastic IP {ip} was moved by another caller while this call ran; it was not assigned (ask again to see where it is)"
+    ))
 }
 
 #[cfg(test)]

@@ -108,6 +108,23 @@ impl Two {
         ))
     }
 
+    /// Every Elastic IP of the account, as boto3 reads them.
+    pub fn allocations(&self) -> Vec<serde_json::Value> {
+        self.boto3("out(ec2.describe_addresses()['Addresses'])")
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    /// A new Elastic IP as an operator allocates it (untagged): its
+    /// allocation id.
+    pub fn operator_eip(&self) -> String {
+        self.boto3("out(ec2.allocate_address(Domain='vpc')['AllocationId'])")
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
     /// The targets of a group: (instance id, port).
     pub fn targets(&self, group: &str) -> Vec<(String, u16)> {
         let v = self.boto3(&format!(
@@ -466,9 +483,11 @@ async fn elastic_ips_move_between_own_nodes_only() {
         let seen = t.elastic_ip(&allocation);
         assert_eq!(seen["PublicIp"], eip.address.as_str());
         assert_eq!(seen["InstanceId"], a.provider_id.as_str());
-        assert_eq!(
-            seen["Tags"][0],
-            serde_json::json!({"Key": "wasmprov-owner", "Value": OWNER})
+        let tags = &seen["Tags"];
+        assert!(
+            tags.as_array().unwrap().contains(&serde_json::json!({"Key": "wasmprov-owner", "Value": OWNER}))
+                && tags.as_array().unwrap().contains(&serde_json::json!({"Key": "wasmprov-node", "Value": a.provider_id})),
+            "{seen}"
         );
         assert_eq!(
             t.ours
@@ -500,18 +519,30 @@ async fn elastic_ips_move_between_own_nodes_only() {
             .unwrap();
         assert_eq!(again, moved);
 
-        // Released from a (not there): not-found; from b: disassociated,
-        // still allocated.
+        // Released from a (not there): not-found; from b: disassociated
+        // and, allocated by the plugin for this owner, released (no Elastic
+        // IP left paid for and unused).
         not_found(t.ours.release_address(&a.provider_id, &eip.address).await);
         t.ours
             .release_address(&b.provider_id, &eip.address)
             .await
             .unwrap();
-        let after = t.elastic_ip(&allocation);
+        assert!(t.allocations().iter().all(|e| e["AllocationId"] != allocation.as_str()));
+        not_found(t.ours.release_address(&b.provider_id, &allocation).await);
+        // An operator's (untagged) one released from a node stays allocated.
+        let operator = t.operator_eip();
+        t.ours
+            .assign_address(&a.provider_id, &public(Some(&operator)))
+            .await
+            .unwrap();
+        t.ours
+            .release_address(&a.provider_id, &operator)
+            .await
+            .unwrap();
+        let after = t.elastic_ip(&operator);
         let unset = |key: &str| after[key].as_str().unwrap_or_default().is_empty();
         assert!(unset("InstanceId") && unset("AssociationId"), "{after}");
-        assert_eq!(after["PublicIp"], eip.address.as_str());
-        not_found(t.ours.release_address(&b.provider_id, &allocation).await);
+        let allocation = operator;
 
         // Another owner's Elastic IP on its node is never taken; its node
         // is not-found; an allocation EC2 does not have is not-found.
@@ -550,11 +581,20 @@ async fn elastic_ips_move_between_own_nodes_only() {
                 .assign_address(&a.provider_id, &public(Some("eipalloc-00000000000000000")))
                 .await,
         );
-        // Released by its owner, it is still theirs: tagged with them.
+        // Released by its owner, it is deallocated; one tagged with them
+        // and on no node is still theirs.
         t.theirs
             .release_address(&c.provider_id, &theirs_alloc)
             .await
             .unwrap();
+        assert!(t.allocations().iter().all(|e| e["AllocationId"] != theirs_alloc.as_str()));
+        let theirs_alloc = t
+            .boto3(&format!(
+                "out(ec2.allocate_address(Domain='vpc', TagSpecifications=[{{'ResourceType': 'elastic-ip', 'Tags': [{{'Key': 'wasmprov-owner', 'Value': '{OTHER}'}}]}}])['AllocationId'])"
+            ))
+            .as_str()
+            .unwrap()
+            .to_string();
         let m = unsupported(
             t.ours
                 .assign_address(&a.provider_id, &public(Some(&theirs_alloc)))
@@ -932,6 +972,137 @@ async fn concurrent_relabels_of_one_node_run_in_turn() {
             .filter(|(k, _)| !k.starts_with("wasmprov-"))
             .collect();
         assert_eq!(user, asked(last), "one call's labels, not a mix");
+    })
+    .await;
+}
+
+/// Assigning without naming an address is the same address every time
+/// (no new Elastic IP or secondary IP per call), and an Elastic IP
+/// allocated for the node whose association was lost (the allocation
+/// carries the owner's and the node's tags from the start) is the one the
+/// retry uses.
+#[tokio::test]
+async fn assigning_without_an_address_never_leaks_one_per_call() {
+    require_moto!();
+    within_limit(async {
+        let t = Two::start().await;
+        let a = t
+            .ours
+            .provision_request(&in_zone("leak-a", "us-east-1a", &[]))
+            .await
+            .unwrap();
+        let first = t
+            .ours
+            .assign_address(&a.provider_id, &public(None))
+            .await
+            .unwrap();
+        for _ in 0..3 {
+            let again = t
+                .ours
+                .assign_address(&a.provider_id, &public(None))
+                .await
+                .unwrap();
+            assert_eq!(again, first);
+        }
+        assert_eq!(t.allocations().len(), 1, "{:?}", t.allocations());
+
+        let private_first = t
+            .ours
+            .assign_address(&a.provider_id, &private(None))
+            .await
+            .unwrap();
+        for _ in 0..3 {
+            let again = t
+                .ours
+                .assign_address(&a.provider_id, &private(None))
+                .await
+                .unwrap();
+            assert_eq!(again, private_first);
+        }
+        let ips = t.private_ips(&a.provider_id);
+        assert_eq!(ips.iter().filter(|(_, primary)| !primary).count(), 1, "{ips:?}");
+
+        // An allocation made for b whose association never happened.
+        let b = t
+            .ours
+            .provision_request(&in_zone("leak-b", "us-east-1b", &[]))
+            .await
+            .unwrap();
+        let lost = t
+            .boto3(&format!(
+                "out(ec2.allocate_address(Domain='vpc', TagSpecifications=[{{'ResourceType': 'elastic-ip', 'Tags': [{{'Key': 'wasmprov-owner', 'Value': '{OWNER}'}}, {{'Key': 'wasmprov-node', 'Value': '{}'}}]}}])['AllocationId'])",
+                b.provider_id
+            ))
+            .as_str()
+            .unwrap()
+            .to_string();
+        let retried = t
+            .ours
+            .assign_address(&b.provider_id, &public(None))
+            .await
+            .unwrap();
+        assert_eq!(retried.resource_id.as_deref(), Some(lost.as_str()));
+        assert_eq!(t.elastic_ip(&lost)["InstanceId"], b.provider_id.as_str());
+        assert_eq!(t.allocations().len(), 2);
+        // Released, both are deallocated.
+        t.ours
+            .release_address(&b.provider_id, &retried.address)
+            .await
+            .unwrap();
+        t.ours
+            .release_address(&a.provider_id, &first.address)
+            .await
+            .unwrap();
+        assert!(t.allocations().is_empty(), "{:?}", t.allocations());
+    })
+    .await;
+}
+
+/// Two owners assigning one operator's Elastic IP at the same moment: one
+/// is told it is theirs, and it is on that one's node; the other gets an
+/// error (never both ok, which left one owner believing in an address on
+/// another owner's node).
+#[tokio::test]
+async fn two_owners_assigning_one_address_at_once_are_never_both_told_ok() {
+    require_moto!();
+    within_limit(async {
+        let t = Two::start().await;
+        let a = t
+            .ours
+            .provision_request(&in_zone("race-a", "us-east-1a", &[]))
+            .await
+            .unwrap();
+        let c = t
+            .theirs
+            .provision_request(&in_zone("race-c", "us-east-1a", &[]))
+            .await
+            .unwrap();
+        let operator = t.operator_eip();
+        let take = public(Some(&operator));
+        for round in 0..12 {
+            let (ours, theirs) = tokio::join!(
+                t.ours.assign_address(&a.provider_id, &take),
+                t.theirs.assign_address(&c.provider_id, &take),
+            );
+            let holder = t.elastic_ip(&operator)["InstanceId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let (winner, node, loser) = match (&ours, &theirs) {
+                (Ok(_), Err(e)) => (&t.ours, &a.provider_id, e),
+                (Err(e), Ok(_)) => (&t.theirs, &c.provider_id, e),
+                _ => panic!("round {round}: exactly one may be told ok: {ours:?} / {theirs:?}"),
+            };
+            assert_eq!(&holder, node, "round {round}");
+            assert!(
+                matches!(
+                    loser,
+                    ProvisionerError::Conflict(_) | ProvisionerError::Unsupported(_)
+                ),
+                "round {round}: {loser}"
+            );
+            winner.release_address(node, &operator).await.unwrap();
+        }
     })
     .await;
 }

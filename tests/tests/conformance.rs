@@ -20,9 +20,15 @@ token = { env = "HCLOUD_TOKEN" }
 allow = ["https://api.hetzner.cloud"]
 "#;
 
+/// The plugin's retries within a call wait a share of 50 ms, 100 ms …
+/// rather than of 1 s, 2 s …: the same retries, without most of a minute of
+/// sleeping under injected faults.
 const AWS_EC2_MANIFEST: &str = r#"
 name = "aws-ec2"
 component = "aws-ec2.wasm"
+
+[config]
+retry_base_ms = "50"
 
 [secrets]
 access_key_id = { env = "AWS_ACCESS_KEY_ID" }
@@ -57,14 +63,18 @@ async fn run_ec2(faults: bool) -> Option<Report> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn aws_ec2_passes_with_and_without_faults() {
-    let Some(report) = run_ec2(false).await else {
-        return;
-    };
-    report.assert_passed();
-    let report = run_ec2(true).await.expect("moto was there a moment ago");
-    report.assert_passed();
-    assert!(!report.injected.is_empty());
+async fn aws_ec2_passes() {
+    if let Some(report) = run_ec2(false).await {
+        report.assert_passed();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn aws_ec2_passes_under_faults() {
+    if let Some(report) = run_ec2(true).await {
+        report.assert_passed();
+        assert!(!report.injected.is_empty());
+    }
 }
 
 /// Contract 0.3's rules, each of which a plugin with set-labels and the

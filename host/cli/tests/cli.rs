@@ -471,6 +471,17 @@ fn every_bundled_plugin_passes_wasmprov_test_with_and_without_faults() {
     );
     let mut plugins = vec!["hetzner", "cloud-init", "digitalocean"];
     if moto_available() {
+        // Its retries within a call wait a share of 50 ms, 100 ms … rather
+        // than of 1 s, 2 s …: the same retries, without minutes of sleeping
+        // under injected faults.
+        let manifest = d.join("aws-ec2.toml");
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        assert!(text.contains("[config]\n"), "{text}");
+        std::fs::write(
+            &manifest,
+            text.replacen("[config]\n", "[config]\nretry_base_ms = \"50\"\n", 1),
+        )
+        .unwrap();
         plugins.push("aws-ec2");
     } else {
         eprintln!("moto is not installed (pip install 'moto[server]'): aws-ec2 is not tested here");

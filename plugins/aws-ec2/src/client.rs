@@ -291,7 +291,8 @@ impl<'a, T: Transport> Client<'a, T> {
 
     /// Sends with the AWS standard retry mode: up to `max_attempts` attempts
     /// while the answer is a throttle, a 5xx or no answer at all, each retry
-    /// after a jittered exponential delay (`rand × 2^n` s, at most 20 s, or
+    /// after a jittered exponential delay (`rand × base × 2^n`, base
+    /// `retry_base_ms` (1 s by default), at most 20 s, or
     /// the `Retry-After` asked for), and only while the retry can still end
     /// within `retry_budget_ms` of the call's start (counting the next
     /// attempt as long as the last one took). `RunInstances` is
@@ -310,7 +311,10 @@ impl<'a, T: Transport> Client<'a, T> {
             if attempt >= self.settings.max_attempts {
                 return result;
             }
-            let exp = 1000u64.saturating_mul(1 << (attempt - 1).min(16));
+            let exp = self
+                .settings
+                .retry_base_ms
+                .saturating_mul(1 << (attempt - 1).min(16));
             #[allow(
                 clippy::cast_possible_truncation,
                 clippy::cast_sign_loss,
@@ -1883,6 +1887,23 @@ mod tests {
         assert!(client.describe("o").unwrap().is_empty());
         assert_eq!(script.requests().len(), 3);
         assert_eq!(*script.slept.borrow(), [500, 1000]);
+        // A smaller base (`retry_base_ms`) scales every wait.
+        let quick = Settings {
+            retry_base_ms: 40,
+            ..settings.clone()
+        };
+        let script = Script::new(vec![
+            err(503, "RequestLimitExceeded"),
+            err(500, "InternalError"),
+            page(&[], None),
+        ]);
+        assert!(
+            Client::new(&quick, &script)
+                .describe("o")
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(*script.slept.borrow(), [20, 40]);
         // Retry-After wins over the backoff; the third failure is returned.
         let script = Script::new(vec![
             resp_with(503, &[("retry-after", "3")], "RequestLimitExceeded"),

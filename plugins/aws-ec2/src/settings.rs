@@ -18,6 +18,9 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 /// Default time a call may spend before it stops retrying, in milliseconds:
 /// under the host's default call timeout (30 s).
 pub const DEFAULT_RETRY_BUDGET_MS: u64 = 20_000;
+/// Default bound of the first retry's jittered delay, in milliseconds (the
+/// AWS standard retry mode's base of one second; each retry doubles it).
+pub const DEFAULT_RETRY_BASE_MS: u64 = 1_000;
 /// Largest `user_data` EC2 accepts: 16 KiB before base64 encoding.
 pub const MAX_USER_DATA: usize = 16 * 1024;
 
@@ -74,6 +77,9 @@ pub struct Settings {
     pub max_attempts: u32,
     /// How long a call may run before it stops retrying, in milliseconds.
     pub retry_budget_ms: u64,
+    /// Bound of the first retry's jittered delay, in milliseconds; each
+    /// further retry doubles it (a `Retry-After` the cloud asks for wins).
+    pub retry_base_ms: u64,
     /// Launch settings with the meaning of Karpenter's `EC2NodeClass`.
     pub launch: crate::launch::Launch,
 }
@@ -99,6 +105,7 @@ impl Settings {
             elb_endpoint: default_elb_endpoint(region),
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             retry_budget_ms: DEFAULT_RETRY_BUDGET_MS,
+            retry_base_ms: DEFAULT_RETRY_BASE_MS,
             launch: crate::launch::Launch::default(),
         }
     }
@@ -162,6 +169,18 @@ impl Settings {
                         "retry_budget_ms",
                         &v,
                         "must be milliseconds from 0 (no retries) to 600000",
+                    ));
+                }
+            }
+        }
+        if let Some(v) = get("retry_base_ms")? {
+            match v.parse::<u64>() {
+                Ok(n) if (1..=20_000).contains(&n) => s.retry_base_ms = n,
+                _ => {
+                    return Err(invalid(
+                        "retry_base_ms",
+                        &v,
+                        "must be milliseconds from 1 to 20000",
                     ));
                 }
             }
@@ -490,6 +509,8 @@ mod tests {
             ("max_attempts", "0"),
             ("max_attempts", "11"),
             ("retry_budget_ms", "-1"),
+            ("retry_base_ms", "0"),
+            ("retry_base_ms", "20001"),
         ];
         for (key, value) in cases {
             let mut pairs = vec![(key, value)];

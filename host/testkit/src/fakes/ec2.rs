@@ -507,7 +507,7 @@ impl FakeCloud for Ec2 {
 
     /// EC2's XML error: `InsufficientInstanceCapacity` (500) for capacity,
     /// `InstanceLimitExceeded` (400) for quota, else `RequestLimitExceeded`
-    /// (503, `Retry-After: 1`).
+    /// (503, no `Retry-After`, as EC2 answers).
     fn fault_response(&self, kind: FaultKind, _req: &OutgoingRequest) -> http::Response<Bytes> {
         fault(kind, self.faults.fetch_add(1, Ordering::Relaxed))
     }
@@ -541,9 +541,11 @@ fn fault(kind: FaultKind, n: u64) -> http::Response<Bytes> {
             "You have requested more instances than your current instance limit allows for the specified instance type (injected by the test suite).",
             &request_id,
         ),
+        // EC2 says nothing of when to ask again: the client's own backoff
+        // decides (AWS standard retry mode).
         _ => ec2_error(
             503,
-            &[("Retry-After", "1")],
+            &[],
             "RequestLimitExceeded",
             "Request limit exceeded (injected by the test suite).",
             &request_id,
@@ -911,7 +913,7 @@ mod tests {
                 assert!(matches!(
                     failure.into_error(false),
                     ProvisionerError::RateLimited {
-                        retry_after_ms: Some(1000),
+                        retry_after_ms: None,
                         ..
                     }
                 ));

@@ -1,7 +1,8 @@
 //! Generates the cluster-autoscaler `externalgrpc` service (server and
 //! client, no transport) and the Kubernetes `v1.Node`/`v1.Pod` subset from
 //! `proto/` with protox, a protobuf compiler in Rust (no `protoc` needed;
-//! the google well-known types are built into it).
+//! the google well-known types are built into it). Every map is a
+//! `BTreeMap`, so encoded messages are deterministic.
 
 use std::path::Path;
 
@@ -24,6 +25,10 @@ fn main() {
         .build_server(true)
         .build_client(true)
         .build_transport(false)
+        // Maps as `BTreeMap`: prost encodes entries in the map's iteration
+        // order, so the template node's bytes are the same on every call
+        // (and in key order, as Go's generated `Marshal` writes them).
+        .btree_map(".")
         .compile_fds(fds)
     {
         panic!("generating gRPC code from {PROTOS:?}: {e}");

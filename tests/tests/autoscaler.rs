@@ -527,6 +527,41 @@ async fn decreases_and_failed_creates() {
     assert!(rig.nodes("huge").await.is_empty());
 }
 
+/// A member the cloud has no room for (the project's server quota) is
+/// listed with the autoscaler's out-of-resources class, read from the
+/// plugin's typed error, so the autoscaler tries other groups.
+#[tokio::test]
+async fn a_full_quota_is_out_of_resources() {
+    let opts = HetznerFakeOptions {
+        max_servers: 1,
+        ..HetznerFakeOptions::default()
+    };
+    let mut rig = rig_with(opts, Duration::from_secs(20)).await;
+    // db's min member takes the one server the quota allows.
+    rig.until("db's server", |r| r.servers_of("db").len() == 1)
+        .await;
+    rig.increase("web", 1).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let info = loop {
+        let nodes = rig.nodes("web").await;
+        if let Some(info) = nodes
+            .first()
+            .and_then(|n| n.status.as_ref())
+            .and_then(|s| s.error_info.clone())
+        {
+            break info;
+        }
+        assert!(Instant::now() < deadline, "web's nodes: {nodes:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        (info.instance_error_class, info.error_code.as_str()),
+        (wasmprov_autoscaler::OUT_OF_RESOURCES, "out-of-resources"),
+        "{info:?}"
+    );
+    assert!(rig.servers_of("web").is_empty());
+}
+
 /// A member deleted while its create is still under way is terminated once
 /// the create finishes: no node is left behind.
 #[tokio::test]
@@ -739,6 +774,14 @@ async fn template_gpu_and_prices() {
         .expect("a template")
         .into_inner();
     assert_eq!(answer.node_bytes, answer.legacy_node_info);
+    // Deterministic: the same bytes on every call (maps in key order).
+    let again = rig
+        .client
+        .node_group_template_node_info(proto::NodeGroupTemplateNodeInfoRequest { id: "web".into() })
+        .await
+        .expect("a template")
+        .into_inner();
+    assert_eq!(again.node_bytes, answer.node_bytes);
     let node = wasmprov_autoscaler::k8s::core_v1::Node::decode(answer.node_bytes.as_slice())
         .expect("a v1.Node");
     let labels = &node.metadata.as_ref().unwrap().labels;

@@ -657,21 +657,27 @@ async fn the_ceiling_is_measured_from_what_can_be_had() {
     assert_eq!(report.added.len(), 1, "{report}");
     assert_eq!(report.added[0].plugin, "b");
 
-    // Quota alone: not retryable. Capacity: retryable.
+    // Quota alone: not retryable. Capacity: retryable. Both are out of
+    // resources (from the typed errors); a shape nobody offers is not.
     let dir = tempfile::tempdir().unwrap();
     let f = fleet(std::slice::from_ref(&a), &dir);
     let report = f.scale(&group, 1).await.unwrap();
     assert!(!report.converged() && !report.retryable, "{report}");
+    assert!(report.out_of_resources, "{report}");
     let c = Cloud::new("c", vec![offering("c-1", 2.0, 4, Arch::X86_64, 0.010)]);
     c.run_out("c-1", CapacityScope::InstanceType);
     let dir = tempfile::tempdir().unwrap();
     let f = fleet(std::slice::from_ref(&c), &dir);
     let report = f.scale(&group, 1).await.unwrap();
     assert!(!report.converged() && report.retryable, "{report}");
+    assert!(report.out_of_resources, "{report}");
     // The next pass skips it, marked, and is still retryable.
     let report = f.scale(&group, 1).await.unwrap();
-    assert!(report.retryable, "{report}");
+    assert!(report.retryable && report.out_of_resources, "{report}");
     assert_eq!(c.asked().len(), 1);
+    let huge = CapacityGroup::new("huge", NodeShape::new(64.0, 4 << 30), 0, 10);
+    let report = f.scale(&huge, 1).await.unwrap();
+    assert!(!report.converged() && !report.out_of_resources, "{report}");
 }
 
 /// Offerings without a price of their own are priced by the plugin's price

@@ -12,8 +12,14 @@
 //! gpu_vendor = "nvidia"
 //! # instance_type = "cx22"  # ... or one pinned offering
 //! plugins = ["hetzner"]     # empty or absent: every loaded plugin
+//! disk_gib = 100           # each node's disk (its ephemeral-storage)
 //! labels = { pool = "gpu" }
 //! taints = [{ key = "nvidia.com/gpu", value = "present", effect = "NoSchedule" }]
+//! # gpu_resource = "example.com/gpu"  # another vendor's GPU resource name
+//!
+//! [group.kubelet]           # optional: what the nodes' kubelet reserves
+//! max_pods = 58
+//! reserved_memory = "1Gi"
 //!
 //! [group.boot]
 //! image = "ubuntu-24.04"
@@ -25,8 +31,12 @@
 //! ```
 //!
 //! Unknown keys are refused, as are a `min` above `max`, two groups with one
-//! id, a group with neither a shape nor an instance type, and a bad taint
-//! effect: each error names the group and says what is accepted.
+//! id, a group with neither a shape nor an instance type, labels a node's
+//! kubelet may not set or that the template derives, bad or repeated
+//! taints, a bad GPU resource name and kubelet settings no node can have:
+//! each error names the group and says what is accepted. So a group whose
+//! template Kubernetes would refuse stops `serve` at start, not at the
+//! autoscaler's first template request.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -35,6 +45,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use wasmprov_api::{Arch, BootData, NodeShape};
 use wasmprov_fleet::CapacityGroup;
+
+use crate::template::{self, Kubelet};
 
 /// The placeholder in `boot.user_data` replaced by a fresh token for each
 /// new node.
@@ -65,7 +77,10 @@ pub enum ConfigError {
     },
 }
 
-/// A taint put on the group's template node.
+/// A taint put on the group's template node, unchecked.
+#[deprecated(
+    note = "use template::Taint, which is checked when built or read; NodeGroup::taints holds those"
+)]
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Taint {
@@ -135,7 +150,10 @@ struct GroupFile {
     #[serde(default)]
     labels: BTreeMap<String, String>,
     #[serde(default)]
-    taints: Vec<Taint>,
+    taints: Vec<template::Taint>,
+    gpu_resource: Option<String>,
+    #[serde(default)]
+    kubelet: Kubelet,
     #[serde(default)]
     boot: BootFile,
     #[serde(default)]
@@ -157,7 +175,14 @@ pub struct NodeGroup {
     /// Labels of the group's nodes, for the template.
     pub labels: BTreeMap<String, String>,
     /// Taints of the group's nodes, for the template.
-    pub taints: Vec<Taint>,
+    pub taints: Vec<template::Taint>,
+    /// The GPU resource name of the group's nodes; `None`: the vendor's
+    /// ([`template::gpu_resource_of`]).
+    pub gpu_resource: Option<String>,
+    /// What the kubelet of the group's nodes reserves, and their max pods.
+    /// The size of their disk (the template's `ephemeral-storage`) is the
+    /// shape's `disk_bytes` (`disk_gib` in the file).
+    pub kubelet: Kubelet,
     /// The group's autoscaling options.
     pub options: GroupOptions,
 }
@@ -169,13 +194,16 @@ impl NodeGroup {
         &self.capacity.name
     }
 
-    /// A group of `capacity` with no labels, taints or options.
+    /// A group of `capacity` with no labels, taints or options, the
+    /// vendor's GPU resource and the kubelet's defaults.
     #[must_use]
     pub fn new(capacity: CapacityGroup) -> Self {
         Self {
             capacity,
             labels: BTreeMap::new(),
             taints: Vec::new(),
+            gpu_resource: None,
+            kubelet: Kubelet::default(),
             options: GroupOptions::default(),
         }
     }
@@ -213,8 +241,6 @@ pub struct NodeGroups {
     groups: Vec<NodeGroup>,
 }
 
-const EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
-
 impl NodeGroups {
     /// Groups given directly (each checked as a file's would be).
     ///
@@ -233,18 +259,24 @@ impl NodeGroups {
                     "the id is given twice; every group needs its own".into()
                 ));
             }
-            for t in &g.taints {
-                if t.key.is_empty() {
-                    return Err(bad("a taint has an empty key".into()));
-                }
-                if !EFFECTS.contains(&t.effect.as_str()) {
-                    return Err(bad(format!(
-                        "taint {:?} has effect {:?}; use one of {}",
-                        t.key,
-                        t.effect,
-                        EFFECTS.join(", ")
-                    )));
-                }
+            // What the template would refuse, refused now.
+            template::check_labels(&g.labels).map_err(|e| bad(e.to_string()))?;
+            template::check_taints(&g.taints).map_err(|e| bad(e.to_string()))?;
+            if let Some(r) = &g.gpu_resource {
+                crate::k8s::check_key(r)
+                    .map_err(|e| bad(format!("gpu_resource: {e} (such as nvidia.com/gpu)")))?;
+            }
+            if g.kubelet.max_pods == 0 {
+                return Err(bad(
+                    "kubelet.max_pods is 0: no pod would fit a node (the kubelet's default is 110)"
+                        .into(),
+                ));
+            }
+            if g.kubelet.eviction_disk_percent >= 100 {
+                return Err(bad(format!(
+                    "kubelet.eviction_disk_percent {} leaves no disk to pods; give less than 100 (the kubelet's default is 10)",
+                    g.kubelet.eviction_disk_percent
+                )));
             }
             for (name, v) in [
                 (
@@ -269,7 +301,9 @@ impl NodeGroups {
     /// # Errors
     /// Unknown keys, a value of the wrong type, a group that fails
     /// [`CapacityGroup::validate`] (bad id, `min` above `max`, no shape),
-    /// two groups with one id, a bad taint or option.
+    /// two groups with one id, labels or taints
+    /// [`template::check_labels`]/[`template::check_taints`] refuse, a bad
+    /// GPU resource name, kubelet settings or option.
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
         let file: File = toml::from_str(text).map_err(|e| {
             ConfigError::Parse(format!(
@@ -370,6 +404,8 @@ impl GroupFile {
             capacity,
             labels: self.labels,
             taints: self.taints,
+            gpu_resource: self.gpu_resource,
+            kubelet: self.kubelet,
             options: self.options,
         })
     }
@@ -404,6 +440,19 @@ id = "pinned"
 min = 0
 max = 2
 instance_type = "cx22"
+
+[[group]]
+id = "gpu"
+min = 0
+max = 2
+cpu = 8
+memory_gib = 32
+gpu = 1
+disk_gib = 200
+gpu_resource = "example.com/gpu"
+[group.kubelet]
+max_pods = 58
+reserved_memory = "1Gi"
 "#;
 
     #[test]
@@ -420,6 +469,15 @@ instance_type = "cx22"
             web.boot_for("abc.def").user_data.as_deref(),
             Some(&b"join abc.def"[..])
         );
+        assert_eq!(web.taints, ["dedicated=web:NoSchedule".parse().unwrap()]);
+        assert_eq!(web.kubelet, Kubelet::default());
+        assert_eq!(web.gpu_resource, None);
+        let gpu = groups.get("gpu").expect("gpu");
+        assert_eq!(gpu.capacity.shape.disk_bytes, Some(200 << 30));
+        assert_eq!(gpu.gpu_resource.as_deref(), Some("example.com/gpu"));
+        assert_eq!(gpu.kubelet.max_pods, 58);
+        assert_eq!(gpu.kubelet.reserved_memory_bytes, Some(1 << 30));
+        assert_eq!(gpu.kubelet.reserved_cpu_millis, None);
         let pinned = groups.get("pinned").expect("pinned");
         assert_eq!(pinned.capacity.shape.instance_type.as_deref(), Some("cx22"));
         assert!(!pinned.wants_token());
@@ -468,6 +526,59 @@ instance_type = "cx22"
                 "not valid",
             ),
             ("[groups]\n".into(), "unknown field"),
+            // What the template would refuse is refused when read.
+            (
+                one("min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\nlabels = { \"bad key!\" = \"x\" }"),
+                "bad key!",
+            ),
+            (
+                one(
+                    "min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\nlabels = { \"node-role.kubernetes.io/gpu\" = \"\" }",
+                ),
+                "node-role.kubernetes.io/gpu",
+            ),
+            (
+                one(
+                    "min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\nlabels = { \"node.kubernetes.io/instance-type\" = \"x\" }",
+                ),
+                "node.kubernetes.io/instance-type",
+            ),
+            (
+                one(
+                    "min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\ntaints = [{ key = \"k\", effect = \"NoSchedule\" }, { key = \"k\", value = \"v\", effect = \"NoSchedule\" }]",
+                ),
+                "twice",
+            ),
+            (
+                one(
+                    "min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\ntaints = [{ key = \"no spaces\", effect = \"NoSchedule\" }]",
+                ),
+                "no spaces",
+            ),
+            (
+                one("min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\ngpu_resource = \"a gpu\""),
+                "gpu_resource",
+            ),
+            (
+                one("min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\n[group.kubelet]\nmax_pods = 0"),
+                "max_pods",
+            ),
+            (
+                one(
+                    "min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\n[group.kubelet]\neviction_disk_percent = 100",
+                ),
+                "eviction_disk_percent",
+            ),
+            (
+                one(
+                    "min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\n[group.kubelet]\nreserved_memory = \"lots\"",
+                ),
+                "lots",
+            ),
+            (
+                one("min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\n[group.kubelet]\npods = 3"),
+                "unknown field",
+            ),
         ];
         for (text, want) in cases {
             let err = NodeGroups::parse(&text).expect_err(&text).to_string();

@@ -215,10 +215,7 @@ impl Requests {
 /// Resource amounts by name: millicores for `cpu`, whole units otherwise.
 type Amounts = BTreeMap<String, u64>;
 
-fn amounts(
-    container: &str,
-    list: &std::collections::HashMap<String, k8s::Quantity>,
-) -> Result<Amounts, PriceError> {
+fn amounts(container: &str, list: &BTreeMap<String, k8s::Quantity>) -> Result<Amounts, PriceError> {
     let mut out = Amounts::new();
     for (name, q) in list {
         let text = q.string.as_deref().unwrap_or("0");

@@ -578,8 +578,8 @@ impl Scaler {
         } else {
             report.errors.join("; ")
         };
-        let lower = message.to_ascii_lowercase();
-        let (code, class) = if lower.contains("capacity") || lower.contains("quota") {
+        // From the plugins' typed errors (capacity, quota), never the text.
+        let (code, class) = if report.out_of_resources {
             ("out-of-resources", OUT_OF_RESOURCES)
         } else {
             ("create-failed", OTHER_ERROR)

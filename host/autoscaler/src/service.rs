@@ -163,19 +163,28 @@ impl Service {
         let bad = |e: crate::template::TemplateError| {
             AutoscalerError::FailedPrecondition(format!("group {}: {e}", g.id()))
         };
-        let mut template = crate::template::NodeTemplate::new(g.id(), &offer.plugin, offering);
-        template.labels = g.labels.clone();
-        template.zone = g.capacity.shape.zone.clone();
-        template.taints = g
-            .taints
-            .iter()
-            .map(|t| {
-                let effect = t.effect.parse().map_err(bad)?;
-                crate::template::Taint::new(&t.key, &t.value, effect).map_err(bad)
-            })
-            .collect::<Result<_, _>>()?;
-        template.node_bytes().map_err(bad)
+        template_of(g, &offer.plugin, offering)
+            .node_bytes()
+            .map_err(bad)
     }
+}
+
+/// The template of group `g` on `offering` of `plugin`: the group's labels,
+/// taints, zone, disk size (the shape's `disk_bytes`, which is also what
+/// its nodes are made with), GPU resource and kubelet settings.
+fn template_of(
+    g: &NodeGroup,
+    plugin: &str,
+    offering: wasmprov_api::Offering,
+) -> crate::template::NodeTemplate {
+    let mut template = crate::template::NodeTemplate::new(g.id(), plugin, offering);
+    template.labels = g.labels.clone();
+    template.taints = g.taints.clone();
+    template.zone = g.capacity.shape.zone.clone();
+    template.ephemeral_storage_bytes = g.capacity.shape.disk_bytes;
+    template.gpu_resource = g.gpu_resource.clone();
+    template.kubelet = g.kubelet.clone();
+    template
 }
 
 fn price_error(e: crate::pricing::PriceError) -> AutoscalerError {

@@ -44,7 +44,7 @@
 //! assert!(!template.node_bytes().unwrap().is_empty());
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use prost::Message;
 use serde::Deserialize;
@@ -580,7 +580,7 @@ pub fn gpu_type(offering: &Offering) -> Option<String> {
 #[must_use]
 pub fn gpu_types<'a>(
     offerings: impl IntoIterator<Item = &'a Offering>,
-) -> HashMap<String, prost_types::Any> {
+) -> BTreeMap<String, prost_types::Any> {
     offerings
         .into_iter()
         .filter_map(gpu_type)
@@ -701,8 +701,8 @@ impl NodeTemplate {
             });
         }
 
-        let mut capacity = HashMap::new();
-        let mut allocatable = HashMap::new();
+        let mut capacity = BTreeMap::new();
+        let mut allocatable = BTreeMap::new();
         let mut both = |name: &str, cap: String, alloc: String| {
             capacity.insert(name.to_owned(), quantity(cap));
             allocatable.insert(name.to_owned(), quantity(alloc));
@@ -788,7 +788,7 @@ impl NodeTemplate {
             }
         }
 
-        let annotations = HashMap::from([
+        let annotations = BTreeMap::from([
             ("wasmprov.io/node-group".to_owned(), self.group.clone()),
             ("wasmprov.io/plugin".to_owned(), self.plugin.clone()),
             (
@@ -805,7 +805,7 @@ impl NodeTemplate {
                 name: Some(name),
                 namespace: None,
                 uid: None,
-                labels: labels.into_iter().collect(),
+                labels,
                 annotations,
             }),
             spec: Some(core_v1::NodeSpec {

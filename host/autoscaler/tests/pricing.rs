@@ -3,7 +3,7 @@
 //! with upstream's full types, and by hand with fields the subset does not
 //! know), and a pod's share of the cheapest machine that fits it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use prost::Message;
 use prost_types::Timestamp;
@@ -90,7 +90,7 @@ fn bad_periods_and_prices_are_errors() {
 }
 
 fn resources(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> core_v1::ResourceRequirements {
-    let map = |pairs: &[(&str, &str)]| -> HashMap<String, _> {
+    let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, _> {
         pairs
             .iter()
             .map(|(k, v)| ((*k).into(), quantity((*v).into())))
@@ -143,7 +143,7 @@ fn effective_requests_follow_the_schedulers_rule() {
                 restart_policy: None,
             },
         ],
-        node_selector: HashMap::from([("kubernetes.io/arch".into(), "arm64".into())]),
+        node_selector: BTreeMap::from([("kubernetes.io/arch".into(), "arm64".into())]),
         ..Default::default()
     };
     let r = pod_requests(&pod(spec)).unwrap();
@@ -172,7 +172,7 @@ fn effective_requests_follow_the_schedulers_rule() {
             ),
         ],
         containers: vec![container("app", &[("cpu", "1"), ("memory", "512Mi")], &[])],
-        overhead: HashMap::from([
+        overhead: BTreeMap::from([
             ("cpu".into(), quantity("10m".into())),
             ("memory".into(), quantity("20Mi".into())),
         ]),
@@ -245,7 +245,7 @@ fn bad_pods_are_errors_naming_the_container() {
         }
     ));
     let err = pod_requests(&pod(core_v1::PodSpec {
-        overhead: HashMap::from([("memory".into(), quantity("1 Gi".into()))]),
+        overhead: BTreeMap::from([("memory".into(), quantity("1 Gi".into()))]),
         ..Default::default()
     }))
     .unwrap_err();

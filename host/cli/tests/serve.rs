@@ -22,6 +22,7 @@ mod pb {
 
 use pb::provisioner_client::ProvisionerClient;
 
+mod autoscaler;
 mod netcloud;
 mod probe;
 
@@ -61,6 +62,8 @@ struct Served {
     child: tokio::process::Child,
     grpc: SocketAddr,
     metrics: Option<SocketAddr>,
+    /// The autoscaler listener (`--autoscaler-listen`), when served.
+    autoscaler: Option<SocketAddr>,
     stderr: PathBuf,
 }
 
@@ -110,6 +113,7 @@ async fn serve(mut cmd: tokio::process::Command, args: &[&str], logs: &Path) -> 
         child,
         grpc: "127.0.0.1:0".parse().unwrap(),
         metrics: None,
+        autoscaler: None,
         stderr,
     };
     let line = bounded(
@@ -127,6 +131,7 @@ async fn serve(mut cmd: tokio::process::Command, args: &[&str], logs: &Path) -> 
             Some(("grpc", a)) => served.grpc = a.parse().unwrap(),
             Some(("metrics", "off")) => {}
             Some(("metrics", a)) => served.metrics = Some(a.parse().unwrap()),
+            Some(("autoscaler", a)) => served.autoscaler = Some(a.parse().unwrap()),
             _ => panic!("unexpected {word:?} in {line:?}"),
         }
     }

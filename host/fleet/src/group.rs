@@ -176,6 +176,14 @@ pub struct ScaleReport {
     /// retrying (rate limit, transport, timeout), rather than only quota,
     /// credentials, configuration or shapes no plugin runs.
     pub retryable: bool,
+    /// Whether the group fell short for lack of room alone: every offer
+    /// that failed failed for capacity or quota (or was skipped as out of
+    /// capacity recently), and at least one did. Read from the plugins'
+    /// typed errors ([`ProvisionerError::Capacity`],
+    /// [`ProvisionerError::Quota`]), not from the text of [`errors`](Self::errors);
+    /// cluster-autoscaler calls this "out of resources" and tries other
+    /// groups.
+    pub out_of_resources: bool,
 }
 
 impl ScaleReport {
@@ -206,6 +214,26 @@ impl std::fmt::Display for ScaleReport {
             write!(f, "; {e}")?;
         }
         Ok(())
+    }
+}
+
+/// The failed offers of one grow, by whether room was what they lacked.
+#[derive(Default)]
+struct Failures {
+    /// Out of capacity (or skipped as such), or over quota.
+    room: u32,
+    /// Anything else.
+    other: u32,
+}
+
+impl Failures {
+    fn count(&mut self, e: &FleetError) {
+        match e {
+            FleetError::Provisioner(
+                ProvisionerError::Capacity { .. } | ProvisionerError::Quota(_),
+            ) => self.room += 1,
+            _ => self.other += 1,
+        }
     }
 }
 
@@ -332,11 +360,26 @@ impl Fleet {
         Ok(report)
     }
 
+    /// Adds up to `count` members, and says whether what failed failed for
+    /// room alone ([`ScaleReport::out_of_resources`]).
     async fn grow(
         &self,
         group: &CapacityGroup,
         count: u32,
         report: &mut ScaleReport,
+    ) -> Result<()> {
+        let mut failures = Failures::default();
+        let grown = self.grow_offers(group, count, report, &mut failures).await;
+        report.out_of_resources = failures.room > 0 && failures.other == 0;
+        grown
+    }
+
+    async fn grow_offers(
+        &self,
+        group: &CapacityGroup,
+        count: u32,
+        report: &mut ScaleReport,
+        failures: &mut Failures,
     ) -> Result<()> {
         // Ranked without the marks of what ran out: the cheapest fit sets
         // the price ceiling whether or not it has capacity now (else the
@@ -354,6 +397,7 @@ impl Fleet {
                 .iter()
                 .map(|n| format!("{}: {}", n.plugin, n.reason))
                 .collect();
+            failures.other += 1;
             report.errors.push(format!(
                 "no plugin offers the group's shape ({})",
                 if why.is_empty() {
@@ -416,6 +460,7 @@ impl Fleet {
                             .as_secs()
                     ));
                     report.retryable = true;
+                    failures.room += 1;
                     first_offer += 1;
                     continue;
                 }
@@ -447,6 +492,7 @@ impl Fleet {
                         break;
                     }
                     Err(e) if try_next_offer(&e) => {
+                        failures.count(&e);
                         report.errors.push(format!(
                             "{} ({}): {e}",
                             offer.plugin, offer.hint.instance_type
@@ -478,6 +524,7 @@ impl Fleet {
                         }
                     }
                     Err(e) => {
+                        failures.count(&e);
                         report.retryable |= match &e {
                             FleetError::Provisioner(p) => p.is_retryable(),
                             FleetError::Journal(_) | FleetError::Closing => true,

@@ -311,3 +311,105 @@ async fn non_canonical_server_ids_are_refused_never_gone() {
     // The canonical id still works.
     c.mine.terminate(&id).await.unwrap();
 }
+
+/// Moving an alias IP off server M rewrites M's whole alias list; an
+/// assign to M at the same moment rewrites it too. The host runs the
+/// address calls of one plugin one after another, so neither write drops
+/// the other's address: every address a call was told is on its server.
+#[tokio::test]
+async fn concurrent_address_moves_never_drop_another_calls_alias() {
+    let c = cloud().await;
+    let wide = c
+        .fake
+        .add_network("wide", "10.1.0.0/16", &["10.1.0.0/24"])
+        .unwrap();
+    let s = node(&c.mine, "move-s", Some(wide)).await;
+    let m = node(&c.mine, "move-m", Some(wide)).await;
+    let moving = "10.1.0.50";
+    c.mine
+        .assign_address(&m, &private(Some(moving)))
+        .await
+        .unwrap();
+    for round in 0..10u8 {
+        let (src, dst) = if aliases(&c, &m).iter().any(|a| a == moving) {
+            (&m, &s)
+        } else {
+            (&s, &m)
+        };
+        let added = format!("10.1.0.{}", 100 + round);
+        let (move_it, add_it) = (private(Some(moving)), private(Some(&added)));
+        let (moved, add) = tokio::join!(
+            c.mine.assign_address(dst, &move_it),
+            c.mine.assign_address(src, &add_it),
+        );
+        let moved = moved.unwrap();
+        let add = add.unwrap();
+        assert!(
+            aliases(&c, dst).contains(&moved.address),
+            "round {round}: told {moving} is on {dst}; it has {:?}",
+            aliases(&c, dst)
+        );
+        assert!(
+            aliases(&c, src).contains(&add.address),
+            "round {round}: told {added} is on {src}; it has {:?}",
+            aliases(&c, src)
+        );
+    }
+}
+
+/// The host's turn per node outlives a reload: a relabel still running in
+/// the version loaded before and one started in the version loaded after
+/// run one after the other, not at once.
+#[tokio::test]
+async fn relabels_across_a_reload_run_in_turn() {
+    let delay = std::time::Duration::from_millis(250);
+    let fake = HetznerFake::start(
+        "127.0.0.1:0".parse().unwrap(),
+        HetznerFakeOptions {
+            response_delay: delay,
+            ..HetznerFakeOptions::default()
+        },
+    )
+    .await
+    .expect("the fake starts");
+    let dir = PluginDir::new();
+    let manifest = format!(
+        "[config]\nendpoint = \"{}\"\n[secrets]\ntoken = {{ env = \"HCLOUD_TOKEN\" }}\n[http]\nallow = [\"http://{}\"]\n",
+        fake.url(),
+        fake.addr()
+    );
+    dir.add("hetzner", guests::HETZNER, &manifest);
+    let token = fake.token().to_string();
+    let host = wasmprov_host::HostBuilder::new(dir.path())
+        .owner_id("reload-owner")
+        .cache_dir(Some(std::env::temp_dir().join("wasmprov-test-cache")))
+        .secret_source(move |name| (name == "HCLOUD_TOKEN").then(|| token.clone()))
+        .build()
+        .await
+        .expect("the host builds");
+    let old = host.plugin("hetzner").expect("hetzner loaded");
+    let id = node(&old, "relabelled", None).await;
+    // A new version of the plugin (its manifest changed), loaded while the
+    // old one is still held by a caller.
+    dir.add(
+        "hetzner",
+        guests::HETZNER,
+        &format!("{manifest}# the second version\n"),
+    );
+    host.reload().await.expect("the reload runs");
+    let new = host.plugin("hetzner").expect("hetzner reloaded");
+    assert!(!Arc::ptr_eq(&old, &new), "the reload loaded a new version");
+    let labels = |v: &str| wasmprov_api::Labels::from([("pool".to_string(), v.to_string())]);
+    let (blue, green) = (labels("blue"), labels("green"));
+    let start = std::time::Instant::now();
+    let (a, b) = tokio::join!(old.set_labels(&id, &blue), new.set_labels(&id, &green));
+    let took = start.elapsed();
+    a.unwrap();
+    b.unwrap();
+    // Each relabel is at least three answers of the fake (the host's read,
+    // the plugin's read, the write): in turn, at least six.
+    assert!(
+        took >= delay * 6,
+        "two relabels of one node across a reload overlapped: {took:?} for both"
+    );
+}

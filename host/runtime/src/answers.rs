@@ -11,7 +11,7 @@
 //! | describe | at most [`MAX_NODES`] handles, provider ids distinct; a node that does not carry the host's owner id (`wasmprov_api::provenance::owned_by`) is dropped from the answer, counted as a contract fault and logged |
 //! | get | none, or the node asked for (same provider id), carrying the host's owner id |
 //! | offerings | at most [`MAX_OFFERINGS`], instance types 1–[`MAX_NAME`] bytes and distinct, cpu finite and ≥ 0, prices finite and ≥ 0, at most [`MAX_ZONES`] zones of at most [`MAX_NAME`] bytes |
-//! | set-labels | a node handle: the node asked about (read first with `get`: not-found, and set-labels not called, unless it exists and is the owner's), carrying the host's owner id, with exactly the labels asked plus the reserved ones (`wasmprov_api::provenance::is_reserved_label`) it had, each unchanged |
+//! | set-labels | a node handle: the node asked about (read first with `get`: not-found, and set-labels not called, unless it exists and is the owner's), carrying the host's owner id, with exactly the labels asked plus the reserved ones (`wasmprov_api::provenance::is_reserved_label`) it had, each unchanged (other labels than asked: `conflict`, "the node's labels changed while this call ran", not a contract fault) |
 //! | stable address | `address` parses as an IP address; `kind` is the kind asked; an IP asked for is the one answered; the node it is on, when said, is the node asked about |
 //! | targets | at most [`MAX_NODES`]; each names the group asked, a provider id of 1–[`MAX_PROVIDER_ID`] bytes; health at most [`MAX_NAME`] |
 //! | subnet capacity | names the subnet asked; `available_addresses` ≤ `total_addresses` when the total is said; zone at most [`MAX_NAME`] |
@@ -219,14 +219,17 @@ pub(crate) fn relabelled(
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
-        return Err(broken(
-            plugin,
-            "labels",
-            format!(
-                "are not the labels asked for: they differ in {}",
-                differ.join(", ")
-            ),
-        ));
+        // Not necessarily the plugin's fault: another caller (another
+        // process; this host runs one change of a node at a time) may have
+        // relabelled the node between the plugin's write and its read.
+        // The host cannot tell the two apart, so it says what it saw and
+        // that asking again settles it.
+        return Err(ProvisionerError::Conflict(format!(
+            "plugin {plugin}: the node's labels changed while this call ran (another caller \
+             relabelled it, or the plugin did not set them); they differ from the labels asked \
+             in {}: ask again",
+            differ.join(", ")
+        )));
     }
     Ok(node)
 }
@@ -576,6 +579,23 @@ mod tests {
         }
     }
 
+    /// An answer whose labels are not the ones asked: the labels changed
+    /// while the call ran (or the plugin did not set them); a conflict
+    /// saying to ask again, not a plugin fault.
+    fn changed_meanwhile<T: std::fmt::Debug>(r: Result<T, ProvisionerError>, word: &str) {
+        match r {
+            Err(ProvisionerError::Conflict(message)) => {
+                assert!(message.contains(word), "{word:?} not in {message}");
+                assert!(
+                    message.contains("changed while this call ran")
+                        && message.contains("ask again"),
+                    "{message}"
+                );
+            }
+            other => panic!("expected a conflict naming {word}, got {other:?}"),
+        }
+    }
+
     #[test]
     fn a_relabelled_node_is_the_one_asked_owned_and_labelled_as_asked() {
         let asked: Labels = [("role".to_string(), "db".to_string())].into();
@@ -624,7 +644,7 @@ mod tests {
             ),
             "owner",
         );
-        faulted(
+        changed_meanwhile(
             relabelled(
                 "p",
                 "me",
@@ -635,7 +655,7 @@ mod tests {
             ),
             "role",
         );
-        faulted(
+        changed_meanwhile(
             relabelled(
                 "p",
                 "me",
@@ -646,7 +666,7 @@ mod tests {
             ),
             "Name",
         );
-        faulted(
+        changed_meanwhile(
             relabelled("p", "me", "n1", &asked, &before, node("n1", "me", &[])),
             "role",
         );

@@ -23,6 +23,12 @@ pub(crate) struct Hooks {
     pub(crate) exec: Option<Arc<dyn ExecInterceptor>>,
     pub(crate) observer: Option<Arc<dyn Observer>>,
     pub(crate) metrics: Arc<Metrics>,
+    /// The locks of the calls that change a node, held by the host (not by
+    /// a loaded plugin version), so that they outlive a reload: a call
+    /// still running in the old version and one starting in the new one
+    /// wait for each other. Keyed by plugin name and node
+    /// ([`WasmPlugin`](crate::plugin::WasmPlugin)'s `node_turn`).
+    pub(crate) changes: Arc<crate::keyed_lock::KeyedLocks>,
 }
 
 impl std::fmt::Debug for Hooks {

@@ -118,11 +118,14 @@ pub struct WasmPlugin {
     warm: std::sync::Mutex<Vec<Warm>>,
     /// Which calls that may do I/O start now, wait, or are refused.
     admission: Admission,
-    /// One lock per provider id: the calls that change a node (set-labels,
-    /// assign-address, release-address, register- and deregister-target)
-    /// run one after another, so that two relabels never interleave their
-    /// cloud calls into a mix of both.
-    nodes: crate::keyed_lock::KeyedLocks,
+    /// The host's locks (`Hooks::changes`, shared by every version of
+    /// this plugin a reload loads): the calls that change a node
+    /// (set-labels, assign-address, release-address, register- and
+    /// deregister-target) run one after another per plugin name and
+    /// provider id, so that two relabels never interleave their cloud calls
+    /// into a mix of both; and the calls that change addresses run one
+    /// after another per plugin ([`Self::address_turn`]).
+    nodes: Arc<crate::keyed_lock::KeyedLocks>,
 }
 
 /// An instance that answered price hints and may answer more.
@@ -507,7 +510,7 @@ impl WasmPlugin {
             metrics: input.hooks.metrics.plugin(&name),
             warm: std::sync::Mutex::new(Vec::new()),
             admission: Admission::new(&name, max_calls, call_queue),
-            nodes: crate::keyed_lock::KeyedLocks::default(),
+            nodes: input.hooks.changes.clone(),
         };
         // Ask the backend once for what never changes; this also proves the
         // component instantiates under its limits.
@@ -1186,13 +1189,32 @@ impl WasmPlugin {
         )))
     }
 
+    /// The turn of node `id` of this plugin among the calls that change a
+    /// node, in this process (across reloads; not across processes).
+    async fn node_turn(&self, id: &str) -> crate::keyed_lock::KeyedGuard<'_> {
+        let key = format!("node\0{}\0{id}", self.shared.manifest.name);
+        self.nodes.lock(&key).await
+    }
+
+    /// The turn of this plugin among the calls that change addresses
+    /// (assign-address, release-address), taken after the node's. One per
+    /// plugin, not per node: moving an address off node M changes M too
+    /// (Hetzner rewrites a server's whole alias IP list, so two moves
+    /// under two nodes' locks could each write back a list missing the
+    /// other's address), and which nodes a call touches is known only to
+    /// the plugin.
+    async fn address_turn(&self) -> crate::keyed_lock::KeyedGuard<'_> {
+        let key = format!("addresses\0{}", self.shared.manifest.name);
+        self.nodes.lock(&key).await
+    }
+
     async fn set_labels_call(&self, id: &str, labels: &Labels) -> Result<NodeHandle> {
         self.has("set-labels", self.info.interfaces.set_labels)?;
         // The host boundary: labels a shape could not carry, or that would
         // overwrite the ownership and request labels, never reach a plugin.
         asked("provider id", id)?;
         wasmprov_api::provenance::check_new_labels(labels)?;
-        let _turn = self.nodes.lock(id).await;
+        let _turn = self.node_turn(id).await;
         // The node as it is: it must exist and be this owner's before
         // set-labels is asked, and its reserved labels are what the answer
         // must keep, exactly.
@@ -1232,7 +1254,8 @@ impl WasmPlugin {
         if let Some(a) = &request.address {
             asked("address", a)?;
         }
-        let _turn = self.nodes.lock(id).await;
+        let _turn = self.node_turn(id).await;
+        let _addresses = self.address_turn().await;
         let owner = self.owner_id.as_str();
         let (r, reached) = self
             .call_io_reached(async |store: &mut Store<CallState>, p: &Instance| {
@@ -1250,7 +1273,8 @@ impl WasmPlugin {
         self.has("networking", self.info.interfaces.networking)?;
         asked("provider id", id)?;
         asked("address", address)?;
-        let _turn = self.nodes.lock(id).await;
+        let _turn = self.node_turn(id).await;
+        let _addresses = self.address_turn().await;
         let owner = self.owner_id.as_str();
         let (r, reached) = self
             .call_io_reached(async |store: &mut Store<CallState>, p: &Instance| {
@@ -1266,7 +1290,7 @@ impl WasmPlugin {
         self.has("networking", self.info.interfaces.networking)?;
         asked("target group", &target.group)?;
         asked("provider id", &target.provider_id)?;
-        let _turn = self.nodes.lock(&target.provider_id).await;
+        let _turn = self.node_turn(&target.provider_id).await;
         let owner = self.owner_id.as_str();
         let (r, reached) = self
             .call_io_reached(async |store: &mut Store<CallState>, p: &Instance| {

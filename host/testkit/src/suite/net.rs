@@ -533,8 +533,9 @@ impl Run {
     }
 
     /// `address.assign`: a new public address on node a, the same again
-    /// (no change), moved to node b, released, released again
-    /// (not-found), and refused for another owner's node.
+    /// (no change), moved to node b, released (on no node; or gone from the
+    /// account when the plugin allocated it), released again (not-found),
+    /// and refused for another owner's node.
     async fn step_addresses(&mut self, nodes: &Nodes) {
         let rule = "address.assign";
         let plugin = self.plugin.clone();
@@ -560,6 +561,7 @@ impl Run {
             }
         };
         let a = nodes.a.provider_id.clone();
+        let before = self.network_truth().await;
         let first = match self
             .call(&format!("assign-address {a}"), assign(a.clone(), None))
             .await
@@ -579,6 +581,10 @@ impl Run {
             }
         };
         let ip = first.address.clone();
+        // Not in the account before: the plugin allocated it for the node,
+        // and may free it on release (CONTRACT-0.3: EC2 releases an Elastic
+        // IP it allocated). One that was there stays the account's.
+        let allocated = before.is_some_and(|t| t.address_node(&ip).is_err());
         self.expect_address(&format!("assign-address {a}"), &first, &ip, Some(&a))
             .await;
         let count = self.network_truth().await.map_or(0, |t| t.addresses.len());
@@ -671,7 +677,7 @@ impl Run {
             )
             .await
         {
-            Ok(()) => self.expect_on(&ip, None, "after release-address").await,
+            Ok(()) => self.expect_released(&ip, allocated).await,
             Err(e) => self.checks.fail(
                 rule,
                 format!("release-address {holder} {ip}: {} ({e})", e.kind()),
@@ -743,6 +749,28 @@ impl Run {
                     "{what}: the cloud has {ip} on {on:?}, not {node:?}"
                 )),
                 Err(e) => Err(format!("{what}: {e}")),
+            },
+        );
+    }
+
+    /// After `release-address` of `ip`: the fake has it on no node, or,
+    /// when the plugin `allocated` it for the node, no longer has it (the
+    /// plugin freed it). An address left on a node fails, and so does one
+    /// the account had before the plugin was asked and has no more.
+    async fn expect_released(&mut self, ip: &str, allocated: bool) {
+        let Some(truth) = self.network_truth().await else {
+            return;
+        };
+        let what = "after release-address";
+        self.checks.check(
+            "address.assign",
+            match truth.address_node(ip) {
+                Ok(None) => Ok(()),
+                Ok(Some(on)) => Err(format!("{what}: the cloud has {ip} still on {on}")),
+                Err(_) if allocated => Ok(()),
+                Err(e) => Err(format!(
+                    "{what}: {e}; it was the account's before the plugin assigned it, so releasing must not free it"
+                )),
             },
         );
     }

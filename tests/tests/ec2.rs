@@ -70,15 +70,7 @@ impl Moto {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("moto.log");
         let out = std::fs::File::create(&log).expect("moto log");
-        let child = Command::new("python3")
-            .args([
-                "-m",
-                "moto.server",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-            ])
+        let child = wasmprov_testkit::fake::moto_command(port)
             .env("INITIAL_NO_AUTH_ACTION_COUNT", BOOTSTRAP_CALLS.to_string())
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("log handle"))

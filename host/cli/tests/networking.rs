@@ -186,3 +186,77 @@ async fn the_contract_0_3_commands_drive_a_networked_plugin_and_refuse_an_older_
         assert_eq!(err["error"]["kind"], "unsupported", "{args:?}: {err}");
     }
 }
+
+/// Issue 26 (second attack), finding 6: an address no node can hold
+/// (loopback, unspecified, multicast, broadcast, link-local with the
+/// metadata address, IPv4 in IPv6 form, a private range asked as public,
+/// an IP in another notation) is refused by the host before the plugin
+/// is called: the fake sees no request.
+#[tokio::test(flavor = "multi_thread")]
+async fn addresses_no_node_can_hold_are_refused_before_the_plugin_is_called() {
+    let (fake, dir) = netcloud::setup().await;
+    let d = dir.path();
+    let t = fake.token().to_string();
+    let run = |args: &[&str]| wasmprov(d, &t, args);
+    let node = json(&run(&[
+        "--json",
+        "provision",
+        "netcloud",
+        "--cpu",
+        "1",
+        "--memory",
+        "1GiB",
+        "--request-id",
+        "cli-addr",
+    ]));
+    let id = node["provider_id"].as_str().unwrap().to_string();
+    for (kind, address) in [
+        ("private", "127.0.0.1"),
+        ("private", "0.0.0.0"),
+        ("private", "224.0.0.5"),
+        ("private", "255.255.255.255"),
+        ("private", "169.254.169.254"),
+        ("private", "fe80::1"),
+        ("private", "::ffff:169.254.169.254"),
+        ("private", "64:ff9b::a9fe:a9fe"),
+        ("private", "::ffff:10.9.0.1"),
+        ("private", "127.1"),
+        ("private", "fe80::1%eth0; rm -rf /"),
+        ("public", "10.9.0.1"),
+        ("public", "127.4.17.88"),
+    ] {
+        let before = fake.request_count();
+        let out = run(&[
+            "--json",
+            "address",
+            "assign",
+            "netcloud",
+            &id,
+            "--kind",
+            kind,
+            "--address",
+            address,
+        ]);
+        assert_eq!(code(&out), 1, "{kind} {address}: {out:?}");
+        let err: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(err["error"]["kind"], "unsupported", "{address}: {err}");
+        assert_eq!(
+            fake.request_count(),
+            before,
+            "assign {kind} {address}: the plugin was called"
+        );
+        // Release has no kind: a private-range address may be a node's,
+        // and is asked of the plugin.
+        if address == "10.9.0.1" {
+            continue;
+        }
+        let out = run(&["--json", "address", "release", "netcloud", &id, address]);
+        assert_eq!(code(&out), 1, "release {address}: {out:?}");
+        assert_eq!(
+            fake.request_count(),
+            before,
+            "release {address}: the plugin was called"
+        );
+    }
+    assert!(fake.addresses().is_empty(), "{:?}", fake.addresses());
+}

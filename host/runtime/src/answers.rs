@@ -12,7 +12,7 @@
 //! | get | none, or the node asked for (same provider id), carrying the host's owner id |
 //! | offerings | at most [`MAX_OFFERINGS`], instance types 1–[`MAX_NAME`] bytes and distinct, cpu finite and ≥ 0, prices finite and ≥ 0, at most [`MAX_ZONES`] zones of at most [`MAX_NAME`] bytes |
 //! | set-labels | a node handle: the node asked about (read first with `get`: not-found, and set-labels not called, unless it exists and is the owner's), carrying the host's owner id, with exactly the labels asked plus the reserved ones (`wasmprov_api::provenance::is_reserved_label`) it had, each unchanged (other labels than asked: `conflict`, "the node's labels changed while this call ran", not a contract fault) |
-//! | stable address | `address` parses as an IP address; `kind` is the kind asked; an IP asked for is the one answered; the node it is on, when said, is the node asked about |
+//! | stable address | `address` parses as an IP address the rule of [`address_refusal`] allows for its kind (the rule a caller's address meets too); `kind` is the kind asked; an IP asked for is the one answered; the node it is on, when said, is the node asked about |
 //! | targets | at most [`MAX_NODES`]; each names the group asked, a provider id of 1–[`MAX_PROVIDER_ID`] bytes; health at most [`MAX_NAME`] |
 //! | subnet capacity | names the subnet asked; `available_addresses` ≤ `total_addresses` when the total is said; zone at most [`MAX_NAME`] |
 //! | backend name | 1–[`MAX_BACKEND_NAME`] bytes |
@@ -248,21 +248,8 @@ pub(crate) fn stable_address(
             format!("{:?} is not an IP address", cut(&a.address)),
         )
     })?;
-    // An IPv4-mapped IPv6 address (`::ffff:10.0.0.5`) is read as the IPv4
-    // address it is.
-    let ip = ip.to_canonical();
-    // A private address is on the node's network; a public one is the
-    // cloud's to say (moto hands out Elastic IPs in 127.0.0.0/8).
-    if a.kind == wasmprov_api::AddressKind::Private
-        && (ip.is_loopback() || ip.is_unspecified() || ip.is_multicast())
-    {
-        return Err(broken(
-            plugin,
-            "address",
-            format!(
-                "is {ip}: a loopback, unspecified or multicast address is no node's private address"
-            ),
-        ));
+    if let Some(why) = address_refusal(Some(a.kind), ip) {
+        return Err(broken(plugin, "address", format!("is {ip}: {why}")));
     }
     if a.kind != request.kind {
         return Err(broken(
@@ -278,7 +265,6 @@ pub(crate) fn stable_address(
         .address
         .as_deref()
         .and_then(|w| w.parse::<std::net::IpAddr>().ok())
-        .map(|w| w.to_canonical())
         && wanted != ip
     {
         return Err(broken(
@@ -315,6 +301,90 @@ pub(crate) fn stable_address(
         sized(plugin, "resource_id", r, 1, MAX_PROVIDER_ID)?;
     }
     Ok(a)
+}
+
+/// Why `ip` cannot be a stable address of `kind` (`None`: of either kind,
+/// as a `release-address` names it), if it cannot: the one rule for the
+/// addresses a caller gives `assign-address` and `release-address`
+/// (checked before the plugin is called) and the address a plugin
+/// answers.
+///
+/// - No kind: unspecified (`0.0.0.0/8`, `::`), loopback (`127.0.0.0/8`,
+///   `::1`), multicast, the broadcast address, link-local
+///   (`169.254.0.0/16`, the clouds' metadata address among them;
+///   `fe80::/10`): no node's address.
+/// - Public: besides, no private range (`10/8`, `172.16/12`, `192.168/16`,
+///   the shared `100.64/10`, `fc00::/7`): a public address is reachable
+///   from outside the cloud's network.
+/// - An IPv4 address written in IPv6 form (mapped `::ffff:a.b.c.d`,
+///   compatible `::a.b.c.d`, NAT64 `64:ff9b::a.b.c.d`) is refused,
+///   whatever the IPv4 address: it has one spelling, `a.b.c.d`, which is
+///   the one clouds compare (the message says whether that one is refused
+///   too).
+pub(crate) fn address_refusal(
+    kind: Option<wasmprov_api::AddressKind>,
+    ip: std::net::IpAddr,
+) -> Option<String> {
+    use std::net::{IpAddr, Ipv4Addr};
+    if let IpAddr::V6(v6) = ip {
+        let seg = v6.segments();
+        let o = v6.octets();
+        let embedded = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
+        let form = if v6.to_ipv4_mapped().is_some() {
+            Some("IPv4-mapped")
+        } else if seg[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+            Some("NAT64")
+        } else if seg[..6].iter().all(|s| *s == 0) && !(seg[6] == 0 && seg[7] <= 1) {
+            Some("IPv4-compatible")
+        } else {
+            None
+        };
+        if let Some(form) = form {
+            let also = address_refusal(kind, IpAddr::V4(embedded))
+                .map(|why| format!(" ({embedded} itself: {why})"))
+                .unwrap_or_default();
+            return Some(format!(
+                "an {form} IPv6 spelling of the IPv4 address {embedded}; give it as {embedded}{also}"
+            ));
+        }
+    }
+    let (never, private) = match ip {
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            (
+                v4.is_unspecified()
+                    || o[0] == 0
+                    || v4.is_loopback()
+                    || v4.is_multicast()
+                    || v4.is_broadcast()
+                    || v4.is_link_local(),
+                v4.is_private() || (o[0] == 100 && (o[1] & 0xc0) == 64),
+            )
+        }
+        IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            (
+                v6.is_unspecified()
+                    || v6.is_loopback()
+                    || v6.is_multicast()
+                    || (first & 0xffc0) == 0xfe80,
+                (first & 0xfe00) == 0xfc00,
+            )
+        }
+    };
+    if never {
+        return Some(
+            "an unspecified, loopback, multicast, broadcast or link-local address is no node's address"
+                .into(),
+        );
+    }
+    if private && kind == Some(wasmprov_api::AddressKind::Public) {
+        return Some(
+            "a private-range address (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) is no public address"
+                .into(),
+        );
+    }
+    None
 }
 
 /// The answer of `list-targets` for `group`.
@@ -729,43 +799,82 @@ mod tests {
         for bad in [
             "127.0.0.1",
             "0.0.0.0",
+            "0.1.2.3",
             "::1",
             "::",
             "224.0.0.1",
             "ff02::1",
-            "::ffff:127.0.0.1",
+            "255.255.255.255",
+            "169.254.169.254",
+            "169.254.0.1",
+            "fe80::1",
+            "febf::1",
         ] {
             faulted(
                 stable_address("p", "n1", &private, addr(bad, Private, Some("n1"))),
                 "loopback",
             );
         }
+        // Issue 26 (second attack), finding 6: IPv4 in IPv6 form is
+        // refused, whatever the IPv4 (one spelling), saying so when the
+        // IPv4 is refused too.
+        for (bad, also) in [
+            ("::ffff:127.0.0.1", true),
+            ("::ffff:169.254.169.254", true),
+            ("::127.0.0.1", true),
+            ("64:ff9b::a9fe:a9fe", true),
+            ("64:ff9b::127.0.0.1", true),
+            ("::ffff:10.0.0.5", false),
+            ("::10.0.0.5", false),
+            ("64:ff9b::10.0.0.5", false),
+        ] {
+            let r = stable_address("p", "n1", &private, addr(bad, Private, Some("n1")));
+            faulted(r.clone(), "IPv6 spelling");
+            if also {
+                faulted(r, "itself");
+            }
+        }
         let public = AddressRequest {
             kind: Public,
             address: None,
         };
         assert!(
-            stable_address("p", "n1", &public, addr("127.4.17.88", Public, Some("n1"))).is_ok()
+            stable_address("p", "n1", &public, addr("203.0.113.7", Public, Some("n1"))).is_ok()
         );
-        let mapped = AddressRequest {
-            kind: Private,
-            address: Some("10.0.0.5".into()),
-        };
         assert!(
-            stable_address(
-                "p",
-                "n1",
-                &mapped,
-                addr("::ffff:10.0.0.5", Private, Some("n1"))
-            )
-            .is_ok()
+            stable_address("p", "n1", &public, addr("2001:db8::7", Public, Some("n1"))).is_ok()
         );
+        for bad in [
+            "127.4.17.88",
+            "169.254.169.254",
+            "255.255.255.255",
+            "0.0.0.0",
+            "224.0.0.1",
+            "fe80::1",
+        ] {
+            faulted(
+                stable_address("p", "n1", &public, addr(bad, Public, Some("n1"))),
+                "loopback",
+            );
+        }
+        for bad in [
+            "10.0.0.5",
+            "172.16.0.1",
+            "192.168.1.1",
+            "100.64.0.1",
+            "fd00::5",
+        ] {
+            faulted(
+                stable_address("p", "n1", &public, addr(bad, Public, Some("n1"))),
+                "private-range",
+            );
+        }
         faulted(
             stable_address("p", "n1", &private, addr("ten.0.0.5", Private, None)),
             "IP",
         );
         faulted(
-            stable_address("p", "n1", &private, addr("10.0.0.5", Public, None)),
+            stable_address("p", "n1", &private, addr("203.0.113.5", Public, None)),
             "kind",
         );
         faulted(

@@ -1252,7 +1252,7 @@ impl WasmPlugin {
         self.has("networking", self.info.interfaces.networking)?;
         asked("provider id", id)?;
         if let Some(a) = &request.address {
-            asked("address", a)?;
+            asked_address(Some(request.kind), a)?;
         }
         let _turn = self.node_turn(id).await;
         let _addresses = self.address_turn().await;
@@ -1272,7 +1272,7 @@ impl WasmPlugin {
     async fn release_address_call(&self, id: &str, address: &str) -> Result<()> {
         self.has("networking", self.info.interfaces.networking)?;
         asked("provider id", id)?;
-        asked("address", address)?;
+        asked_address(None, address)?;
         let _turn = self.node_turn(id).await;
         let _addresses = self.address_turn().await;
         let owner = self.owner_id.as_str();
@@ -1354,6 +1354,49 @@ fn asked(what: &str, v: &str) -> Result<()> {
     Ok(())
 }
 
+/// An address a caller gives `assign-address` (of `kind`) or
+/// `release-address` (no kind): an IP the stable-address rule allows
+/// (`answers::address_refusal`, the rule the plugin's answer meets), or
+/// the cloud's id of one (an Elastic IP allocation id, a floating IP id:
+/// ASCII letters, digits, `-_.:/`), never something shaped like an IP
+/// that is not one in standard notation (`127.1`, `0x7f.0.0.1`,
+/// `fe80::1%eth0`).
+fn asked_address(kind: Option<wasmprov_api::AddressKind>, v: &str) -> Result<()> {
+    asked("address", v)?;
+    let refuse = |why: String| {
+        Err(ProvisionerError::Unsupported(format!(
+            "the address {:?} {why}",
+            crate::answers::cut(v)
+        )))
+    };
+    if let Ok(ip) = v.parse::<std::net::IpAddr>() {
+        return match crate::answers::address_refusal(kind, ip) {
+            Some(why) => refuse(format!("is refused: {why}")),
+            None => Ok(()),
+        };
+    }
+    let ip_like = v
+        .chars()
+        .all(|c| c.is_ascii_hexdigit() || matches!(c, '.' | ':' | 'x' | 'X'))
+        && v.contains(['.', ':']);
+    if ip_like {
+        return refuse(
+            "is neither an IP address in standard notation (a.b.c.d, or IPv6 without a zone) nor an id"
+                .into(),
+        );
+    }
+    if !v
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':' | '/'))
+    {
+        return refuse(
+            "is neither an IP address nor a cloud's id of one (ASCII letters, digits, -_.:/)"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
 /// The error of a call that changes a backend (provision, terminate), as
 /// the caller sees it: when nothing of the call left the host (`reached`
 /// unset: no HTTP request written to a connected peer, no program
@@ -1388,4 +1431,51 @@ fn not_sent(e: ProvisionerError, reached: bool) -> ProvisionerError {
 /// Where each plugin's processes run: `<work root>/<plugin>`.
 pub(crate) fn default_work_root() -> PathBuf {
     std::env::temp_dir().join("wasmprov-work")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::asked_address;
+    use wasmprov_api::AddressKind::{Private, Public};
+
+    /// Issue 26 (second attack), finding 6: the caller's address meets the
+    /// rule the plugin's answer meets (`answers::address_refusal`), and an
+    /// id is an id, not an IP in another notation.
+    #[test]
+    fn a_callers_address_is_an_allowed_ip_or_an_id() {
+        for (kind, ok) in [
+            (Some(Private), "10.0.0.5"),
+            (Some(Private), "fd00::5"),
+            (Some(Public), "203.0.113.7"),
+            (Some(Public), "2001:db8::7"),
+            (None, "10.0.0.5"),
+            (None, "eipalloc-0abc123"),
+            (Some(Public), "4711"),
+        ] {
+            assert!(asked_address(kind, ok).is_ok(), "{kind:?} {ok}");
+        }
+        for (kind, bad) in [
+            (Some(Private), "127.0.0.1"),
+            (None, "127.0.0.1"),
+            (None, "0.0.0.0"),
+            (None, "224.0.0.5"),
+            (None, "255.255.255.255"),
+            (None, "169.254.169.254"),
+            (None, "fe80::1"),
+            (None, "::ffff:169.254.169.254"),
+            (None, "::ffff:10.0.0.5"),
+            (None, "::10.0.0.5"),
+            (None, "64:ff9b::a9fe:a9fe"),
+            (Some(Public), "10.0.0.5"),
+            (Some(Public), "100.64.1.1"),
+            (Some(Public), "fd00::5"),
+            (None, "127.1"),
+            (None, "0x7f.0.0.1"),
+            (None, "fe80::1%eth0"),
+            (None, "eipalloc-1; rm -rf /"),
+            (None, ""),
+        ] {
+            assert!(asked_address(kind, bad).is_err(), "{kind:?} {bad}");
+        }
+    }
 }

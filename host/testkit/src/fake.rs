@@ -230,13 +230,43 @@ pub trait FakeCloud: Send + Sync + 'static {
     }
 }
 
+/// Python that runs moto's server (`python3 -m moto.server`) with Elastic
+/// IPs from public space, as EC2 allocates them: moto draws them from
+/// 127.0.0.0/8, which the host refuses as a stable address (a loopback
+/// address is no node's). The rest of moto is unchanged.
+const MOTO_SERVER: &str = r#"
+import random, sys
+import moto.ec2.models.elastic_ip_addresses as eip
+eip.random_ip = lambda: "54.%d.%d.%d" % (random.randint(144, 255), random.randint(0, 255), random.randint(1, 254))
+from moto.server import main
+main(sys.argv[1:])
+"#;
+
+/// A command starting moto's server on `127.0.0.1:port`, as the EC2 fake
+/// does (Elastic IPs in public space, see [`Fake::Ec2`]); the caller sets
+/// its environment and output and spawns it.
+#[must_use]
+pub fn moto_command(port: u16) -> std::process::Command {
+    let mut cmd = std::process::Command::new("python3");
+    cmd.args([
+        "-c",
+        MOTO_SERVER,
+        "-H",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+    ]);
+    cmd
+}
+
 /// The fakes the suite can start by name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Fake {
     /// The Hetzner Cloud API v1 fake ([`wasmprov_fake::HetznerFake`]).
     Hetzner,
-    /// EC2 as served by moto (`python3 -m moto.server`), when installed.
+    /// EC2 as served by moto (`python3 -m moto.server`), when installed,
+    /// with Elastic IPs in public space ([`moto_command`]).
     Ec2,
     /// Stateful stubs for the cloud-init plugin's create/list/destroy commands.
     CloudInit,

@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -113,15 +113,7 @@ impl Ec2 {
         let err = out
             .try_clone()
             .with_context(|| format!("opening moto's log {}", log.display()))?;
-        let child = Command::new("python3")
-            .args([
-                "-m",
-                "moto.server",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-            ])
+        let child = crate::fake::moto_command(port)
             // Signature checking stays off: any credentials work.
             .env_remove("INITIAL_NO_AUTH_ACTION_COUNT")
             .stdin(Stdio::null())

@@ -7,14 +7,14 @@
 //! | answer | rule |
 //! | --- | --- |
 //! | price | `hourly_usd` finite and ≥ 0 (−0.0 becomes 0.0); instance type 1–[`MAX_NAME`] bytes |
-//! | node handle | provider id 1–[`MAX_PROVIDER_ID`] bytes; addresses, zone, instance type, raw state, GPU model at most [`MAX_NAME`]; at most [`MAX_LABELS`] labels, keys 1–[`MAX_LABEL_KEY`] and values at most [`MAX_LABEL_VALUE`] bytes |
+//! | node handle | provider id 1–[`MAX_PROVIDER_ID`] bytes; addresses, zone, instance type, raw state, GPU model at most [`MAX_NAME`]; `ipv6_address` an IPv6 address without a zone; `hostname` an RFC 1123 host name (at most [`MAX_HOSTNAME`] bytes, labels of 1–63 letters, digits and inner hyphens); at most [`MAX_LABELS`] labels, keys 1–[`MAX_LABEL_KEY`] and values at most [`MAX_LABEL_VALUE`] bytes |
 //! | describe | at most [`MAX_NODES`] handles, provider ids distinct; a node that does not carry the host's owner id (`wasmprov_api::provenance::owned_by`) is dropped from the answer, counted as a contract fault and logged |
 //! | get | none, or the node asked for (same provider id), carrying the host's owner id |
 //! | offerings | at most [`MAX_OFFERINGS`], instance types 1–[`MAX_NAME`] bytes and distinct, cpu finite and ≥ 0, prices finite and ≥ 0, at most [`MAX_ZONES`] zones of at most [`MAX_NAME`] bytes |
 //! | set-labels | a node handle: the node asked about (read first with `get`: not-found, and set-labels not called, unless it exists and is the owner's), carrying the host's owner id, with exactly the labels asked plus the reserved ones (`wasmprov_api::provenance::is_reserved_label`) it had, each unchanged (other labels than asked: `conflict`, "the node's labels changed while this call ran", not a contract fault) |
 //! | stable address | `address` parses as an IP address the rule of [`address_refusal`] allows for its kind (the rule a caller's address meets too); `kind` is the kind asked; an IP asked for is the one answered; the node it is on, when said, is the node asked about |
-//! | targets | at most [`MAX_NODES`]; each names the group asked, a provider id of 1–[`MAX_PROVIDER_ID`] bytes; health at most [`MAX_NAME`] |
-//! | subnet capacity | names the subnet asked; `available_addresses` ≤ `total_addresses` when the total is said; zone at most [`MAX_NAME`] |
+//! | targets | at most [`MAX_NODES`]; each names the group asked, a provider id of 1–[`MAX_PROVIDER_ID`] bytes, a port that is not 0; health at most [`MAX_NAME`] |
+//! | subnet capacity | names the subnet asked; `available_addresses` ≤ `total_addresses` when the total is said, both at most [`MAX_SUBNET_ADDRESSES`] (an IPv4 /8); zone at most [`MAX_NAME`] |
 //! | backend name | 1–[`MAX_BACKEND_NAME`] bytes |
 //! | capacity types | duplicates dropped |
 
@@ -107,6 +107,26 @@ pub(crate) fn handle(plugin: &str, h: NodeHandle) -> Result<NodeHandle, Provisio
             sized(plugin, field, v, 0, MAX_NAME)?;
         }
     }
+    // These two are printed, labelled and handed on (a template's
+    // hostname, an operator's ssh): a shape, not just a length.
+    if let Some(v6) = &h.ipv6_address
+        && v6.parse::<std::net::Ipv6Addr>().is_err()
+    {
+        return Err(broken(
+            plugin,
+            "ipv6_address",
+            format!("{:?} is not an IPv6 address (without a zone)", cut(v6)),
+        ));
+    }
+    if let Some(name) = &h.hostname
+        && let Some(why) = hostname_fault(name)
+    {
+        return Err(broken(
+            plugin,
+            "hostname",
+            format!("{:?} is not an RFC 1123 host name: {why}", cut(name)),
+        ));
+    }
     if h.labels.len() > MAX_LABELS {
         return Err(broken(
             plugin,
@@ -122,6 +142,39 @@ pub(crate) fn handle(plugin: &str, h: NodeHandle) -> Result<NodeHandle, Provisio
         sized(plugin, "label value", v, 0, MAX_LABEL_VALUE)?;
     }
     Ok(h)
+}
+
+/// Longest host name (RFC 1123, as DNS carries it).
+pub const MAX_HOSTNAME: usize = 253;
+
+/// Why `name` is not an RFC 1123 host name, if it is not: at most
+/// [`MAX_HOSTNAME`] bytes of dot-separated labels, each 1 to 63 ASCII
+/// letters, digits and hyphens, not starting or ending with a hyphen.
+fn hostname_fault(name: &str) -> Option<String> {
+    if name.is_empty() || name.len() > MAX_HOSTNAME {
+        return Some(format!(
+            "{} bytes; 1 to {MAX_HOSTNAME} are allowed",
+            name.len()
+        ));
+    }
+    for label in name.split('.') {
+        if label.is_empty() || label.len() > 63 {
+            return Some(format!(
+                "a label of {} bytes; 1 to 63 are allowed",
+                label.len()
+            ));
+        }
+        if !label
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            return Some("only ASCII letters, digits, hyphens and dots are allowed".into());
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Some("a label starts or ends with a hyphen".into());
+        }
+    }
+    None
 }
 
 /// The answer of `get` for `asked`: none, or that node, which must be
@@ -428,6 +481,16 @@ pub(crate) fn targets(
             1,
             MAX_PROVIDER_ID,
         )?;
+        if t.port == Some(0) {
+            return Err(broken(
+                plugin,
+                "target port",
+                format!(
+                    "of {:?} is 0, which no traffic goes to (1 to 65535, or none)",
+                    cut(&t.provider_id)
+                ),
+            ));
+        }
         if let Some(h) = &t.health {
             sized(plugin, "target health", h, 0, MAX_NAME)?;
         }
@@ -435,9 +498,12 @@ pub(crate) fn targets(
     Ok(list)
 }
 
-/// Most free addresses a subnet answered without its total may claim: an
-/// IPv4 /8. (With a total, `available <= total` bounds it.)
-const MAX_SUBNET_ADDRESSES: u64 = 1 << 24;
+/// Most addresses a subnet may count, free or in all: an IPv4 /8 (the
+/// largest private block a cloud network is cut from, `10.0.0.0/8`). The
+/// counts are of IPv4 addresses for nodes (EC2's
+/// `AvailableIpAddressCount`, a Hetzner network's range); no subnet has
+/// more, and a count of an IPv6 range (2^64 in a /64) would mean nothing.
+pub const MAX_SUBNET_ADDRESSES: u64 = 1 << 24;
 
 /// The answer of `subnet-capacity` for `subnet`.
 pub(crate) fn subnet_capacity(
@@ -468,15 +534,21 @@ pub(crate) fn subnet_capacity(
             ),
         ));
     }
-    if c.total_addresses.is_none() && c.available_addresses > MAX_SUBNET_ADDRESSES {
-        return Err(broken(
-            plugin,
-            "available_addresses",
-            format!(
-                "is {}, more than a /8 holds ({MAX_SUBNET_ADDRESSES}), with no total given",
-                c.available_addresses
-            ),
-        ));
+    for (field, n) in [
+        ("available_addresses", Some(c.available_addresses)),
+        ("total_addresses", c.total_addresses),
+    ] {
+        if let Some(n) = n
+            && n > MAX_SUBNET_ADDRESSES
+        {
+            return Err(broken(
+                plugin,
+                field,
+                format!(
+                    "is {n}, more than a /8 holds ({MAX_SUBNET_ADDRESSES}); no subnet has that many"
+                ),
+            ));
+        }
     }
     if let Some(z) = &c.zone {
         sized(plugin, "zone", z, 0, MAX_NAME)?;
@@ -906,7 +978,9 @@ mod tests {
         faulted(targets("p", "tg", vec![t("tg"), t("tg")]), "twice");
         let mut on_port = t("tg");
         on_port.port = Some(80);
-        assert!(targets("p", "tg", vec![t("tg"), on_port]).is_ok());
+        assert!(targets("p", "tg", vec![t("tg"), on_port.clone()]).is_ok());
+        on_port.port = Some(0);
+        faulted(targets("p", "tg", vec![on_port]), "port");
 
         let cap = |s: &str, avail, total| SubnetCapacity {
             subnet: s.into(),
@@ -919,7 +993,22 @@ mod tests {
         faulted(subnet_capacity("p", "s1", cap("s2", 3, None)), "subnet");
         assert!(subnet_capacity("p", "s1", cap("s1", 1 << 24, None)).is_ok());
         faulted(subnet_capacity("p", "s1", cap("s1", u64::MAX, None)), "/8");
-        assert!(subnet_capacity("p", "s1", cap("s1", 1 << 30, Some(1 << 30))).is_ok());
+        assert!(subnet_capacity("p", "s1", cap("s1", 1 << 24, Some(1 << 24))).is_ok());
+        // Issue 26 (second attack), finding 7: a total no subnet can have
+        // (u64::MAX bypassed the cap on free addresses), or free addresses
+        // beyond it, is refused.
+        faulted(
+            subnet_capacity("p", "s1", cap("s1", 1, Some(u64::MAX))),
+            "total_addresses",
+        );
+        faulted(
+            subnet_capacity("p", "s1", cap("s1", (1 << 24) + 1, Some(u64::MAX))),
+            "/8",
+        );
+        faulted(
+            subnet_capacity("p", "s1", cap("s1", 0, Some((1 << 24) + 1))),
+            "total_addresses",
+        );
         faulted(
             subnet_capacity("p", "s1", cap("s1", 4, Some(3))),
             "available",
@@ -995,6 +1084,57 @@ mod tests {
         n.raw_state = Some("s".repeat(MAX_NAME + 1));
         contract(handle("p", n), "raw_state");
         contract(handles("p", "me", vec![node("a"), node("a")]), "twice");
+        // Issue 26 (second attack), finding 7: an IPv6 address parses,
+        // without a zone; a host name is an RFC 1123 one.
+        for ok in ["2001:db8::1", "fe80::1"] {
+            let mut n = node("a");
+            n.ipv6_address = Some(ok.into());
+            assert!(handle("p", n).is_ok(), "{ok}");
+        }
+        for bad in [
+            "fe80::1%eth0; rm -rf /",
+            "fe80::1%eth0",
+            "10.0.0.1",
+            "",
+            "2001:db8::1/64",
+        ] {
+            let mut n = node("a");
+            n.ipv6_address = Some(bad.into());
+            contract(handle("p", n), "ipv6_address");
+        }
+        let long_ok = vec!["a".repeat(63); 3].join(".") + "." + &"b".repeat(61);
+        assert_eq!(long_ok.len(), MAX_HOSTNAME);
+        for ok in [
+            "ip-10-0-0-5.ec2.internal",
+            "web-1",
+            "A1",
+            "1",
+            long_ok.as_str(),
+        ] {
+            let mut n = node("a");
+            n.hostname = Some(ok.into());
+            assert!(handle("p", n).is_ok(), "{ok}");
+        }
+        let too_long = long_ok.clone() + "b";
+        let label_64 = "a".repeat(64);
+        for bad in [
+            "",
+            "web_1",
+            "-web",
+            "web-",
+            "a..b",
+            "web.",
+            ".web",
+            "web 1",
+            "web;rm -rf /",
+            "wéb",
+            label_64.as_str(),
+            too_long.as_str(),
+        ] {
+            let mut n = node("a");
+            n.hostname = Some(bad.into());
+            contract(handle("p", n), "hostname");
+        }
         assert_eq!(
             handles("p", "me", vec![node("a"), node("b")])
                 .unwrap()

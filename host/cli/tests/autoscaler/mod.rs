@@ -1046,3 +1046,177 @@ async fn the_autoscaler_listener_needs_the_client_cas_certificate() {
         started.elapsed().as_secs_f64()
     );
 }
+
+// ---------------------------------------------------------- the figures
+
+fn median_and_p90(mut v: Vec<Duration>) -> (Duration, Duration) {
+    v.sort();
+    let at = |p: f64| {
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss,
+            reason = "an index into a short, non-empty list"
+        )]
+        v[(((v.len() - 1) as f64) * p).round() as usize]
+    };
+    (at(0.5), at(0.9))
+}
+
+/// The autoscaler's per-loop reads for 10 groups of 100 nodes (NodeGroups,
+/// then NodeGroupNodes and NodeGroupTargetSize per group) against the same
+/// membership read through the wasmprov service (ListIntents per group),
+/// both from one `wasmprov serve` over loopback HTTP/2, the 1000 members
+/// made on the Hetzner fake through IncreaseSize. Run by hand in release
+/// (`docs/BENCHMARKS.md`, section 9):
+///
+/// ```sh
+/// cargo test --release -p wasmprov --test serve -- --ignored --nocapture autoscaler_loop_figures
+/// ```
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "figures for docs/BENCHMARKS.md, run by hand in release"]
+async fn autoscaler_loop_figures() {
+    const GROUPS: usize = 10;
+    const PER_GROUP: usize = 100;
+    const LOOPS: usize = 50;
+    let fake = start_fake(HetznerFakeOptions {
+        max_servers: 2 * GROUPS * PER_GROUP,
+        boot_delay_polls: 0,
+        ..HetznerFakeOptions::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    bundle(d, &["hetzner"], &fake.url()).await;
+    let groups: String = (0..GROUPS)
+        .map(|g| {
+            format!(
+                "[[group]]\nid = \"g{g}\"\nmin = 0\nmax = {PER_GROUP}\ncpu = 2\nmemory_gib = 4\nplugins = [\"hetzner\"]\n\n"
+            )
+        })
+        .collect();
+    std::fs::create_dir_all(d.join("conf")).unwrap();
+    std::fs::write(d.join("conf/node-groups.toml"), groups).unwrap();
+    let served = daemon(
+        d,
+        &fake,
+        &[
+            "--state-dir",
+            "state",
+            "--autoscaler-listen",
+            "127.0.0.1:0",
+            "--node-groups",
+            "conf/node-groups.toml",
+        ],
+    )
+    .await;
+    let mut c = connect(served.autoscaler.unwrap()).await;
+    let mut w = client(served.grpc).await;
+    let ids: Vec<String> = (0..GROUPS).map(|g| format!("g{g}")).collect();
+    let filling = Instant::now();
+    for id in &ids {
+        increase(&mut c, id, i32::try_from(PER_GROUP).unwrap())
+            .await
+            .unwrap();
+    }
+    bounded("1000 members made", Duration::from_secs(600), async {
+        loop {
+            let view = run_once(&mut c, &[]).await;
+            if ids.iter().all(|g| view.running(g).len() == PER_GROUP) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await;
+    eprintln!(
+        "{} members made through IncreaseSize in {:.1} s",
+        GROUPS * PER_GROUP,
+        filling.elapsed().as_secs_f64()
+    );
+
+    let autoscaler_loop = |c: &mut Client| {
+        let mut c = c.clone();
+        let ids = ids.clone();
+        async move {
+            let t = Instant::now();
+            let groups = c
+                .node_groups(proto::NodeGroupsRequest {})
+                .await
+                .unwrap()
+                .into_inner()
+                .node_groups;
+            assert_eq!(groups.len(), GROUPS);
+            let mut nodes = 0;
+            for id in &ids {
+                nodes += c
+                    .node_group_nodes(proto::NodeGroupNodesRequest { id: id.clone() })
+                    .await
+                    .unwrap()
+                    .into_inner()
+                    .instances
+                    .len();
+                let target = c
+                    .node_group_target_size(proto::NodeGroupTargetSizeRequest { id: id.clone() })
+                    .await
+                    .unwrap()
+                    .into_inner()
+                    .target_size;
+                assert_eq!(target, i32::try_from(PER_GROUP).unwrap());
+            }
+            assert_eq!(nodes, GROUPS * PER_GROUP);
+            t.elapsed()
+        }
+    };
+    let wasmprov_reads = |w: &mut super::pb::provisioner_client::ProvisionerClient<Channel>| {
+        let mut w = w.clone();
+        let ids = ids.clone();
+        async move {
+            let t = Instant::now();
+            let mut nodes = 0;
+            for id in &ids {
+                nodes += w
+                    .list_intents(authed(
+                        TOKEN,
+                        pb::ListIntentsRequest {
+                            group: Some(id.clone()),
+                        },
+                    ))
+                    .await
+                    .unwrap()
+                    .into_inner()
+                    .intents
+                    .len();
+            }
+            assert_eq!(nodes, GROUPS * PER_GROUP);
+            t.elapsed()
+        }
+    };
+    // One warm-up each, then the two alternate.
+    autoscaler_loop(&mut c).await;
+    wasmprov_reads(&mut w).await;
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..LOOPS {
+        a.push(autoscaler_loop(&mut c).await);
+        b.push(wasmprov_reads(&mut w).await);
+    }
+    let (a50, a90) = median_and_p90(a);
+    let (b50, b90) = median_and_p90(b);
+    println!(
+        "\n| reads of {GROUPS} groups × {PER_GROUP} members | calls | p50 | p90 | p50 vs wasmprov |\n|---|---:|---:|---:|---:|"
+    );
+    println!(
+        "| the autoscaler's loop: NodeGroups + NodeGroupNodes + NodeGroupTargetSize per group | {} | {:.2} ms | {:.2} ms | ×{:.2} |",
+        1 + 2 * GROUPS,
+        a50.as_secs_f64() * 1e3,
+        a90.as_secs_f64() * 1e3,
+        a50.as_secs_f64() / b50.as_secs_f64()
+    );
+    println!(
+        "| the wasmprov service: ListIntents per group (baseline) | {GROUPS} | {:.2} ms | {:.2} ms | ×1.00 |",
+        b50.as_secs_f64() * 1e3,
+        b90.as_secs_f64() * 1e3,
+    );
+    println!("\n{LOOPS} loops each, alternating, after one warm-up.");
+    drop(served);
+}

@@ -230,10 +230,12 @@ pub struct CreateServer<'a> {
     pub networks: &'a [u64],
 }
 
-/// The body of `PUT /servers/{id}` that replaces a server's labels.
+/// The body of `PUT /servers/{id}` (and `PUT /floating_ips/{id}`) that
+/// replaces its labels.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct UpdateLabels<'a> {
-    /// Every label the server is to have.
+    /// Every label the server (or floating IP, `PUT /floating_ips/{id}`)
+    /// is to have: they replace its labels, unconditionally.
     pub labels: &'a Labels,
 }
 
@@ -288,6 +290,37 @@ pub struct CreateFloatingIp<'a> {
 pub struct AssignFloatingIp {
     /// The server to move it to.
     pub server: u64,
+}
+
+/// An action, as an action call and `GET /actions/{id}` return it (only
+/// the fields used here).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct Action {
+    /// Its id.
+    pub id: u64,
+    /// `running`, `success` or `error`.
+    pub status: String,
+    /// Why it failed, for `error`.
+    #[serde(default)]
+    pub error: Option<ActionError>,
+}
+
+/// `action.error`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct ActionError {
+    /// Machine-readable code.
+    #[serde(default)]
+    pub code: String,
+    /// What went wrong.
+    #[serde(default)]
+    pub message: String,
+}
+
+/// `{"action": …}`: an action call's answer and `GET /actions/{id}`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct OneAction {
+    /// The action.
+    pub action: Action,
 }
 
 /// A load balancer, as `GET /load_balancers/{id}` returns it (only the

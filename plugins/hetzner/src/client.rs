@@ -34,8 +34,12 @@ pub trait Transport: rest::Transport {
     /// Emits one `info` log record.
     fn info(&self, message: &str, fields: &[(&str, &str)]);
 
-    /// Seconds since the Unix epoch (for `RateLimit-Reset`).
+    /// Seconds since the Unix epoch (for `RateLimit-Reset`, and the time
+    /// of a floating IP claim).
     fn now_unix(&self) -> u64;
+
+    /// Waits `millis` milliseconds (between reads of a running action).
+    fn pause(&self, millis: u64);
 }
 
 /// The operations, over a transport.
@@ -451,8 +455,9 @@ impl<T: Transport> RestCloud for Client<'_, T> {
     }
 }
 
+/// The scripted API, shared with the networking tests.
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::cell::RefCell;
     use std::collections::VecDeque;
 
@@ -464,7 +469,7 @@ mod tests {
 
     /// HTTP method of an API call.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    enum Method {
+    pub(crate) enum Method {
         /// `GET`.
         Get,
         /// `POST`.
@@ -478,7 +483,7 @@ mod tests {
     /// What a test sees of a request: one API call, relative to the
     /// configured endpoint.
     #[derive(Clone, Debug, PartialEq)]
-    struct ApiRequest {
+    pub(crate) struct ApiRequest {
         /// Method.
         pub method: Method,
         /// Path below the endpoint, e.g. `/servers/42`.
@@ -536,22 +541,22 @@ mod tests {
 
     /// A scripted API: answers in order, records requests and log records.
     #[derive(Default)]
-    struct Script {
+    pub(crate) struct Script {
         answers: RefCell<VecDeque<Response>>,
         requests: RefCell<Vec<ApiRequest>>,
-        logs: RefCell<Vec<LogRecord>>,
+        pub(crate) logs: RefCell<Vec<LogRecord>>,
         /// When set, answers every request with this closure instead.
         dynamic: Option<Responder>,
     }
 
     impl Script {
-        fn new(answers: Vec<Response>) -> Self {
+        pub(crate) fn new(answers: Vec<Response>) -> Self {
             Self {
                 answers: RefCell::new(answers.into()),
                 ..Self::default()
             }
         }
-        fn requests(&self) -> Vec<ApiRequest> {
+        pub(crate) fn requests(&self) -> Vec<ApiRequest> {
             self.requests.borrow().clone()
         }
     }
@@ -583,9 +588,10 @@ mod tests {
         fn now_unix(&self) -> u64 {
             1_700_000_000
         }
+        fn pause(&self, _millis: u64) {}
     }
 
-    fn resp(status: u16, body: Value) -> Response {
+    pub(crate) fn resp(status: u16, body: Value) -> Response {
         Response {
             status,
             headers: vec![("content-type".into(), "application/json".into())],
@@ -601,7 +607,7 @@ mod tests {
         )
     }
 
-    fn server(id: u64, status: &str, labels: Value) -> Value {
+    pub(crate) fn server(id: u64, status: &str, labels: Value) -> Value {
         json!({
             "id": id, "name": format!("wp-{id}"), "status": status,
             "public_net": {"ipv4": {"ip": format!("203.0.113.{}", id % 250)}, "ipv6": null},
@@ -611,7 +617,7 @@ mod tests {
         })
     }
 
-    fn owned(owner: &str, request: &str) -> Value {
+    pub(crate) fn owned(owner: &str, request: &str) -> Value {
         json!({OWNER: id_tag(owner), REQUEST: id_tag(request)})
     }
 

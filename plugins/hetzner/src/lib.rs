@@ -203,6 +203,10 @@ impl Transport for Wasi {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs())
     }
+
+    fn pause(&self, millis: u64) {
+        std::thread::sleep(std::time::Duration::from_millis(millis));
+    }
 }
 
 wasmprov_guest::export_provider!(Hetzner, networking, capabilities = "capabilities.toml");

@@ -8,6 +8,15 @@
 //! as in `get`. Floating IPs and load balancers are the project's, shared
 //! by every owner; an address is never taken from another owner's server,
 //! nor a floating IP labelled with another owner.
+//!
+//! Hetzner's assign action moves a floating IP from whatever server has
+//! it, unconditionally, and its label update has no precondition either:
+//! two owners moving one floating IP at once cannot be made to exclude
+//! each other in the cloud. A move is therefore claimed first (labels
+//! [`CLAIM_OWNER`], [`CLAIM_SERVER`], [`CLAIM_AT`] written, read back, a
+//! live claim of another caller refused) and checked after the action has
+//! finished (on this server, claim still ours, else `conflict`); what is
+//! left open is written in CONTRACT-0.3.
 
 use wasmprov_guest::http::Request;
 use wasmprov_guest::ids::numeric_id;
@@ -17,9 +26,9 @@ use wasmprov_guest::{
 };
 
 use crate::api::{
-    ApiFailure, AssignFloatingIp, ChangeAliasIps, CreateFloatingIp, FloatingIp, IdRef,
-    LoadBalancer, Network, NetworkSubnet, OneFloatingIp, OneLoadBalancer, OneNetwork, OneServer,
-    Server, ServerTarget,
+    Action, ApiFailure, AssignFloatingIp, ChangeAliasIps, CreateFloatingIp, FloatingIp, IdRef,
+    LoadBalancer, Network, NetworkSubnet, OneAction, OneFloatingIp, OneLoadBalancer, OneNetwork,
+    OneServer, Server, ServerTarget, UpdateLabels,
 };
 use crate::client::{Client, Transport};
 
@@ -29,6 +38,23 @@ pub const RESERVED_PER_SUBNET: u64 = 3;
 
 /// Most pages of floating IPs read to find one by its address.
 const MAX_PAGES: u32 = 50;
+
+/// Label of a floating IP's claim: the owner moving it (its owner tag).
+pub const CLAIM_OWNER: &str = "wasmprov-claim-owner";
+/// Label of a floating IP's claim: the server it is being moved to.
+pub const CLAIM_SERVER: &str = "wasmprov-claim-server";
+/// Label of a floating IP's claim: when it was made (Unix seconds, the
+/// claiming host's clock).
+pub const CLAIM_AT: &str = "wasmprov-claim-at";
+/// How long a claim holds other callers off: well over the time a move
+/// takes, so that one left by a caller that stopped half-way (a crash, a
+/// lost connection) frees the floating IP two minutes later.
+pub const CLAIM_SECS: u64 = 120;
+
+/// Reads of a running action before the move is given up as unfinished.
+const ACTION_READS: u32 = 20;
+/// Pause between two reads of a running action.
+const ACTION_PAUSE_MS: u64 = 500;
 
 impl<T: Transport> Client<'_, T> {
     /// Puts a stable address on this owner's server `provider_id`. Public:
@@ -59,7 +85,8 @@ impl<T: Transport> Client<'_, T> {
             .as_ref()
             .map(|n| n.floating_ips.clone())
             .unwrap_or_default();
-        let fip = match &request.address {
+        let asked = request.address.as_deref();
+        let fip = match asked {
             Some(address) => self.floating_ip(address)?,
             None => match held.first() {
                 Some(id) => self.floating_ip(&id.to_string())?,
@@ -68,9 +95,29 @@ impl<T: Transport> Client<'_, T> {
         };
         if fip.server != Some(server.id) {
             self.may_take(owner_id, &fip)?;
+            let fip = self.claim(owner_id, server.id, &fip)?;
             let assign = Request::post(format!("/floating_ips/{}/actions/assign", fip.id))
                 .json(&AssignFloatingIp { server: server.id });
-            self.call(assign)?.map_err(ApiFailure::into_error)?;
+            let action = self
+                .call(assign)?
+                .map_err(ApiFailure::into_error)?
+                .json::<OneAction>()?
+                .action;
+            self.finished(action, &fip.ip)?;
+            // Hetzner's assign is unconditional: a caller that moved the
+            // floating IP meanwhile (or claimed it, and is about to) wins,
+            // and this one says so instead of ok.
+            let now = self.floating_ip(&fip.id.to_string())?;
+            let mine = Claim::new(owner_id, server.id, 0);
+            if now.server != Some(server.id) || !Claim::on(&now).is_some_and(|c| c.same(&mine)) {
+                let place = now
+                    .server
+                    .map_or_else(|| "no server".to_string(), |s| format!("server {s}"));
+                return Err(Error::Conflict(format!(
+                    "floating IP {} was moved or claimed by another caller while it was assigned to server {}: it is on {place} now (ask again to see where it stays)",
+                    fip.ip, server.id
+                )));
+            }
             self.transport.info(
                 "assigned Hetzner floating IP",
                 &[
@@ -79,8 +126,87 @@ impl<T: Transport> Client<'_, T> {
                     ("owner", owner_id),
                 ],
             );
+            return Ok(stable(&now, Some(server.id), asked));
         }
-        Ok(stable(&fip, Some(server.id)))
+        Ok(stable(&fip, Some(server.id), asked))
+    }
+
+    /// Claims `fip` for this owner's server `server` before it is moved:
+    /// refused with `conflict` while another caller's claim is live; the
+    /// claim labels written next to the floating IP's other labels, and
+    /// read back (another caller's written meanwhile wins: `conflict`).
+    /// Answers the floating IP as read back, checked again with
+    /// `may_take` (it may have moved meanwhile).
+    fn claim(&self, owner_id: &str, server: u64, fip: &FloatingIp) -> Result<FloatingIp> {
+        let now = self.transport.now_unix();
+        let mine = Claim::new(owner_id, server, now);
+        let busy = |c: &Claim| {
+            Error::Conflict(format!(
+                "floating IP {} is being moved to server {} by another caller (claimed at {}, Unix time): ask again after it is done",
+                fip.ip, c.server, c.at
+            ))
+        };
+        if let Some(other) = Claim::on(fip).filter(|c| c.live(now) && !c.same(&mine)) {
+            return Err(busy(&other));
+        }
+        let mut labels = fip.labels.clone().unwrap_or_default();
+        labels.extend(mine.labels());
+        let put = Request::put(format!("/floating_ips/{}", fip.id))
+            .json(&UpdateLabels { labels: &labels });
+        self.call(put)?.map_err(ApiFailure::into_error)?;
+        let back = self.floating_ip(&fip.id.to_string())?;
+        match Claim::on(&back) {
+            Some(c) if c.same(&mine) => {}
+            Some(other) => return Err(busy(&other)),
+            None => {
+                return Err(Error::Conflict(format!(
+                    "the labels of floating IP {} were rewritten by another caller while this one claimed it: ask again",
+                    fip.ip
+                )));
+            }
+        }
+        self.may_take(owner_id, &back)?;
+        Ok(back)
+    }
+
+    /// Waits until `action` on floating IP `ip` is no longer running.
+    ///
+    /// # Errors
+    /// The action's own error; [`Error::Transport`] when it still runs
+    /// after [`ACTION_READS`] reads (asking again finds the floating IP
+    /// where it went).
+    fn finished(&self, mut action: Action, ip: &str) -> Result<()> {
+        for read in 0..=ACTION_READS {
+            match action.status.as_str() {
+                "running" => {}
+                "error" => {
+                    let e = action.error.unwrap_or_else(|| crate::api::ActionError {
+                        code: String::new(),
+                        message: "no reason given".into(),
+                    });
+                    return Err(Error::Other(format!(
+                        "Hetzner could not assign floating IP {ip}: {} ({})",
+                        e.message, e.code
+                    )));
+                }
+                _ => return Ok(()),
+            }
+            if read == ACTION_READS {
+                break;
+            }
+            if read > 0 {
+                self.transport.pause(ACTION_PAUSE_MS);
+            }
+            action = self
+                .call(Request::get(format!("/actions/{}", action.id)))?
+                .map_err(ApiFailure::into_error)?
+                .json::<OneAction>()?
+                .action;
+        }
+        Err(Error::Transport(format!(
+            "Hetzner's assignment of floating IP {ip} (action {}) was still running after {ACTION_READS} reads",
+            action.id
+        )))
     }
 
     /// Whether this owner may move `fip`: not when it is labelled with
@@ -284,7 +410,7 @@ impl<T: Transport> Client<'_, T> {
                 ("owner", owner_id),
             ],
         );
-        Ok(stable(&fip, Some(server.id)))
+        Ok(stable(&fip, Some(server.id), None))
     }
 
     /// Takes floating IP `address` (an IP or its id) off this owner's
@@ -328,6 +454,20 @@ impl<T: Transport> Client<'_, T> {
         }
         let unassign = Request::post(format!("/floating_ips/{}/actions/unassign", fip.id));
         self.call(unassign)?.map_err(ApiFailure::into_error)?;
+        // This owner's claim goes with it, so that another owner may take
+        // the floating IP at once rather than after the claim's time.
+        if Claim::on(&fip).is_some_and(|c| c.owner == tags::id_tag(owner_id))
+            && let Some(labels) = &fip.labels
+        {
+            let rest: Labels = labels
+                .iter()
+                .filter(|(k, _)| ![CLAIM_OWNER, CLAIM_SERVER, CLAIM_AT].contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let put = Request::put(format!("/floating_ips/{}", fip.id))
+                .json(&UpdateLabels { labels: &rest });
+            self.call(put)?.map_err(ApiFailure::into_error)?;
+        }
         self.transport.info(
             "unassigned Hetzner floating IP",
             &[
@@ -546,20 +686,119 @@ struct FloatingIpList {
     meta: Option<crate::api::Meta>,
 }
 
-/// A floating IP as the contract's stable address.
-fn stable(fip: &FloatingIp, server: Option<u64>) -> StableAddress {
+/// A floating IP as the contract's stable address, for a caller that
+/// asked for `asked` (an IP or the floating IP's id), if anything.
+fn stable(fip: &FloatingIp, server: Option<u64>, asked: Option<&str>) -> StableAddress {
     StableAddress {
-        address: fip.ip.clone(),
+        address: host_address(&fip.ip, asked),
         kind: AddressKind::Public,
         resource_id: Some(fip.id.to_string()),
         provider_id: server.map(|s| s.to_string()),
     }
 }
 
-/// Whether a floating IP's `ip` (an address, or an IPv6 /64) is `want`.
+/// The address a floating IP's `ip` is answered as. An IPv4 floating IP
+/// is its address. An IPv6 one is a /64 network (`2001:db8:1::/64`)
+/// Hetzner routes whole to the server, which is not an address: the
+/// answer is the address asked for when it is in that network (the
+/// contract answers the IP asked), else the network's `::1`, the address
+/// a server conventionally configures for it.
+fn host_address(ip: &str, asked: Option<&str>) -> String {
+    let Some((net, _)) = prefix(ip) else {
+        return ip.to_string();
+    };
+    let std::net::IpAddr::V6(net) = net else {
+        return ip.to_string();
+    };
+    if let Some(a) = asked
+        .and_then(|a| a.trim().parse::<std::net::IpAddr>().ok())
+        .filter(|a| same_ip(ip, *a))
+    {
+        return a.to_string();
+    }
+    std::net::Ipv6Addr::from(u128::from(net) | 1).to_string()
+}
+
+/// A floating IP's `ip` as a network and prefix length: a bare address is
+/// its own network (/32, /128); `None` when it does not parse.
+fn prefix(ip: &str) -> Option<(std::net::IpAddr, u8)> {
+    let (addr, len) = match ip.split_once('/') {
+        Some((a, l)) => (a, Some(l.parse::<u8>().ok()?)),
+        None => (ip, None),
+    };
+    let addr: std::net::IpAddr = addr.parse().ok()?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let len = len.unwrap_or(max);
+    (len <= max).then_some((addr, len))
+}
+
+/// Whether a floating IP's `ip` (an address, or an IPv6 /64) is `want`:
+/// the address itself, or for a network any address in it (each is
+/// routed to the server, `::1` the one answered).
 fn same_ip(ip: &str, want: std::net::IpAddr) -> bool {
-    let bare = ip.split('/').next().unwrap_or(ip);
-    bare.parse::<std::net::IpAddr>().is_ok_and(|a| a == want)
+    let Some((net, len)) = prefix(ip) else {
+        return false;
+    };
+    match (net, want) {
+        (std::net::IpAddr::V4(n), std::net::IpAddr::V4(w)) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+            u32::from(n) & mask == u32::from(w) & mask
+        }
+        (std::net::IpAddr::V6(n), std::net::IpAddr::V6(w)) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+            u128::from(n) & mask == u128::from(w) & mask
+        }
+        _ => false,
+    }
+}
+
+/// A floating IP's claim: the owner (its tag) and the server it is being
+/// moved to, and when (Unix seconds).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Claim {
+    owner: String,
+    server: u64,
+    at: u64,
+}
+
+impl Claim {
+    fn new(owner_id: &str, server: u64, at: u64) -> Self {
+        Self {
+            owner: tags::id_tag(owner_id),
+            server,
+            at,
+        }
+    }
+
+    /// The claim on `fip`, when its labels carry a whole one.
+    fn on(fip: &FloatingIp) -> Option<Self> {
+        let labels = fip.labels.as_ref()?;
+        Some(Self {
+            owner: labels.get(CLAIM_OWNER)?.clone(),
+            server: labels.get(CLAIM_SERVER)?.parse().ok()?,
+            at: labels.get(CLAIM_AT)?.parse().ok()?,
+        })
+    }
+
+    /// Whether it was made less than [`CLAIM_SECS`] ago (a time further
+    /// ahead than that is another host's broken clock: not live).
+    fn live(&self, now: u64) -> bool {
+        now.saturating_sub(self.at) < CLAIM_SECS && self.at.saturating_sub(now) < CLAIM_SECS
+    }
+
+    /// Whether it is for the same owner and server as `other`.
+    fn same(&self, other: &Self) -> bool {
+        self.owner == other.owner && self.server == other.server
+    }
+
+    /// Its labels.
+    fn labels(&self) -> [(String, String); 3] {
+        [
+            (CLAIM_OWNER.to_string(), self.owner.clone()),
+            (CLAIM_SERVER.to_string(), self.server.to_string()),
+            (CLAIM_AT.to_string(), self.at.to_string()),
+        ]
+    }
 }
 
 /// An IPv4 CIDR range as (first address, number of addresses).
@@ -625,11 +864,44 @@ mod tests {
 
     #[test]
     fn addresses_compare_as_ips() {
-        let want: std::net::IpAddr = "203.0.113.7".parse().unwrap();
-        assert!(same_ip("203.0.113.7", want));
-        assert!(!same_ip("203.0.113.70", want));
-        let v6: std::net::IpAddr = "2001:db8::".parse().unwrap();
-        assert!(same_ip("2001:db8::/64", v6));
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        assert!(same_ip("203.0.113.7", ip("203.0.113.7")));
+        assert!(!same_ip("203.0.113.70", ip("203.0.113.7")));
+        assert!(same_ip("2001:db8::/64", ip("2001:db8::")));
+        // Every address of an IPv6 floating IP's /64 is routed to the
+        // server: each names it.
+        assert!(same_ip("2001:db8::/64", ip("2001:db8::1")));
+        assert!(same_ip("2001:db8::/64", ip("2001:db8::ffff:1")));
+        assert!(!same_ip("2001:db8::/64", ip("2001:db8:0:1::1")));
+        assert!(!same_ip("2001:db8::/64", ip("203.0.113.7")));
+        assert!(!same_ip("not an ip", ip("203.0.113.7")));
+    }
+
+    #[test]
+    fn an_ipv6_floating_ip_is_answered_as_an_address_of_its_network() {
+        assert_eq!(host_address("203.0.113.7", None), "203.0.113.7");
+        assert_eq!(host_address("2001:db8:1::/64", None), "2001:db8:1::1");
+        assert_eq!(host_address("2001:db8:1::/64", Some("17")), "2001:db8:1::1");
+        assert_eq!(
+            host_address("2001:db8:1::/64", Some("2001:DB8:1::5")),
+            "2001:db8:1::5"
+        );
+        // An address outside the network is not answered.
+        assert_eq!(
+            host_address("2001:db8:1::/64", Some("2001:db8:2::5")),
+            "2001:db8:1::1"
+        );
+    }
+
+    #[test]
+    fn claims_are_live_for_their_time_only() {
+        let c = Claim::new("host-a", 7, 1000);
+        assert!(c.live(1000) && c.live(1000 + CLAIM_SECS - 1));
+        assert!(!c.live(1000 + CLAIM_SECS));
+        assert!(c.live(1000 - CLAIM_SECS + 1) && !c.live(1000 - CLAIM_SECS));
+        assert!(c.same(&Claim::new("host-a", 7, 5)));
+        assert!(!c.same(&Claim::new("host-a", 8, 1000)));
+        assert!(!c.same(&Claim::new("host-b", 7, 1000)));
     }
 
     #[test]
@@ -645,5 +917,240 @@ mod tests {
         );
         assert_eq!(one_zone(&[s(Some("eu-central")), s(Some("us-east"))]), None);
         assert_eq!(one_zone(&[]), None);
+    }
+
+    mod scripted {
+        use serde_json::{Value, json};
+        use wasmprov_guest::tags::{OWNER, id_tag};
+        use wasmprov_guest::{AddressKind, AddressRequest, Error};
+
+        use crate::client::Client;
+        use crate::client::tests::{Method, Script, owned, resp, server};
+        use crate::network::{CLAIM_AT, CLAIM_OWNER, CLAIM_SECS, CLAIM_SERVER};
+        use crate::settings::Settings;
+
+        /// The scripted clock (`Script::now_unix`).
+        const NOW: u64 = 1_700_000_000;
+
+        fn our_server(floating_ips: &[u64]) -> Value {
+            let mut s = server(7, "running", owned("host-a", "r"));
+            s["public_net"]["floating_ips"] = json!(floating_ips);
+            json!({ "server": s })
+        }
+
+        fn claim(owner: &str, server: u64, at: u64) -> Value {
+            json!({CLAIM_OWNER: id_tag(owner), CLAIM_SERVER: server.to_string(), CLAIM_AT: at.to_string()})
+        }
+
+        fn fip(ip: &str, on: Option<u64>, labels: Value) -> Value {
+            json!({"floating_ip": {"id": 40, "ip": ip, "server": on, "labels": labels}})
+        }
+
+        fn action(status: &str) -> Value {
+            json!({"action": {"id": 5, "command": "assign_floating_ip", "status": status}})
+        }
+
+        fn public(address: &str) -> AddressRequest {
+            AddressRequest {
+                kind: AddressKind::Public,
+                address: Some(address.into()),
+            }
+        }
+
+        /// A move of floating IP 40 (on no server) to server 7 of
+        /// host-a, up to the read after the assign action, which answers
+        /// `after`.
+        fn moved(after: Value) -> Script {
+            Script::new(vec![
+                resp(200, our_server(&[])),
+                resp(200, fip("203.0.113.40", None, json!({"team": "x"}))),
+                resp(200, fip("203.0.113.40", None, json!({}))),
+                resp(200, fip("203.0.113.40", None, claim("host-a", 7, NOW))),
+                resp(201, action("running")),
+                resp(200, action("running")),
+                resp(200, action("success")),
+                resp(200, after),
+            ])
+        }
+
+        #[test]
+        fn a_move_another_caller_overtook_is_a_conflict() {
+            let settings = Settings::default();
+            let script = moved(fip("203.0.113.40", Some(8), claim("host-b", 8, NOW)));
+            let client = Client::new(&settings, &script);
+            let e = client
+                .assign_address("host-a", "7", &public("40"))
+                .unwrap_err();
+            assert!(
+                matches!(&e, Error::Conflict(m) if m.contains("another caller") && m.contains("server 8")),
+                "{e:?}"
+            );
+            assert!(script.logs.borrow().is_empty());
+
+            // On this server still, but claimed by another caller since:
+            // it is about to move it, so not ok either.
+            let script = moved(fip("203.0.113.40", Some(7), claim("host-b", 8, NOW)));
+            let client = Client::new(&settings, &script);
+            assert!(matches!(
+                client.assign_address("host-a", "7", &public("40")),
+                Err(Error::Conflict(_))
+            ));
+        }
+
+        #[test]
+        fn a_move_still_ours_after_the_action_is_ok() {
+            let settings = Settings::default();
+            let script = moved(fip("203.0.113.40", Some(7), claim("host-a", 7, NOW)));
+            let client = Client::new(&settings, &script);
+            let a = client.assign_address("host-a", "7", &public("40")).unwrap();
+            assert_eq!(a.address, "203.0.113.40");
+            assert_eq!(a.provider_id.as_deref(), Some("7"));
+            let reqs = script.requests();
+            let calls: Vec<_> = reqs.iter().map(|r| (r.method, r.path.as_str())).collect();
+            assert_eq!(
+                calls,
+                [
+                    (Method::Get, "/servers/7"),
+                    (Method::Get, "/floating_ips/40"),
+                    (Method::Put, "/floating_ips/40"),
+                    (Method::Get, "/floating_ips/40"),
+                    (Method::Post, "/floating_ips/40/actions/assign"),
+                    (Method::Get, "/actions/5"),
+                    (Method::Get, "/actions/5"),
+                    (Method::Get, "/floating_ips/40"),
+                ]
+            );
+            // The claim is written next to the labels it had.
+            let mut labels = claim("host-a", 7, NOW);
+            labels["team"] = json!("x");
+            assert_eq!(reqs[2].body.as_ref().unwrap()["labels"], labels);
+            assert_eq!(script.logs.borrow().len(), 1);
+        }
+
+        #[test]
+        fn another_callers_claim_holds_a_move_off_while_it_is_live() {
+            let settings = Settings::default();
+            // Live: refused before anything is written.
+            let script = Script::new(vec![
+                resp(200, our_server(&[])),
+                resp(200, fip("203.0.113.40", None, claim("host-b", 8, NOW - 5))),
+            ]);
+            let client = Client::new(&settings, &script);
+            let e = client
+                .assign_address("host-a", "7", &public("40"))
+                .unwrap_err();
+            assert!(
+                matches!(&e, Error::Conflict(m) if m.contains("server 8")),
+                "{e:?}"
+            );
+            assert_eq!(script.requests().len(), 2);
+
+            // Written over by another caller before it was read back: no
+            // assign.
+            let script = Script::new(vec![
+                resp(200, our_server(&[])),
+                resp(200, fip("203.0.113.40", None, json!({}))),
+                resp(200, fip("203.0.113.40", None, json!({}))),
+                resp(200, fip("203.0.113.40", None, claim("host-b", 8, NOW))),
+            ]);
+            let client = Client::new(&settings, &script);
+            assert!(matches!(
+                client.assign_address("host-a", "7", &public("40")),
+                Err(Error::Conflict(_))
+            ));
+            assert_eq!(script.requests().len(), 4);
+
+            // Stale (a caller that stopped half-way): taken over.
+            let stale = claim("host-b", 8, NOW - CLAIM_SECS);
+            let script = Script::new(vec![
+                resp(200, our_server(&[])),
+                resp(200, fip("203.0.113.40", None, stale)),
+                resp(200, fip("203.0.113.40", None, json!({}))),
+                resp(200, fip("203.0.113.40", None, claim("host-a", 7, NOW))),
+                resp(201, action("success")),
+                resp(200, fip("203.0.113.40", Some(7), claim("host-a", 7, NOW))),
+            ]);
+            let client = Client::new(&settings, &script);
+            client.assign_address("host-a", "7", &public("40")).unwrap();
+        }
+
+        #[test]
+        fn a_floating_ip_made_for_another_owner_is_never_claimed() {
+            let settings = Settings::default();
+            let script = Script::new(vec![
+                resp(200, our_server(&[])),
+                resp(200, fip("203.0.113.40", None, json!({OWNER: "host-b"}))),
+            ]);
+            let client = Client::new(&settings, &script);
+            assert!(matches!(
+                client.assign_address("host-a", "7", &public("40")),
+                Err(Error::Unsupported(_))
+            ));
+            assert_eq!(script.requests().len(), 2);
+        }
+
+        #[test]
+        fn releasing_takes_this_owners_claim_off() {
+            let settings = Settings::default();
+            let mut labels = claim("host-a", 7, NOW);
+            labels["team"] = json!("x");
+            let script = Script::new(vec![
+                resp(200, our_server(&[40])),
+                resp(200, fip("203.0.113.40", Some(7), labels)),
+                resp(201, action("running")),
+                resp(200, fip("203.0.113.40", None, json!({"team": "x"}))),
+            ]);
+            let client = Client::new(&settings, &script);
+            client.release_address("host-a", "7", "40").unwrap();
+            let reqs = script.requests();
+            assert_eq!(
+                (reqs[3].method, reqs[3].path.as_str()),
+                (Method::Put, "/floating_ips/40")
+            );
+            assert_eq!(
+                reqs[3].body.as_ref().unwrap()["labels"],
+                json!({"team": "x"})
+            );
+        }
+
+        #[test]
+        fn an_ipv6_floating_ip_is_answered_as_an_address() {
+            let settings = Settings::default();
+            // Already on the server, none asked: the network's ::1.
+            let script = Script::new(vec![
+                resp(200, our_server(&[40])),
+                resp(200, fip("2001:db8:1::/64", Some(7), json!({}))),
+            ]);
+            let client = Client::new(&settings, &script);
+            let a = client
+                .assign_address(
+                    "host-a",
+                    "7",
+                    &AddressRequest {
+                        kind: AddressKind::Public,
+                        address: None,
+                    },
+                )
+                .unwrap();
+            assert_eq!(a.address, "2001:db8:1::1");
+            assert_eq!(a.resource_id.as_deref(), Some("40"));
+
+            // Asked by an address of its network: that address, found in
+            // the project's list.
+            let list = json!({
+                "floating_ips": [
+                    {"id": 39, "ip": "203.0.113.39", "server": null},
+                    {"id": 40, "ip": "2001:db8:1::/64", "server": 7}
+                ],
+                "meta": {"pagination": {"next_page": null}}
+            });
+            let script = Script::new(vec![resp(200, our_server(&[40])), resp(200, list)]);
+            let client = Client::new(&settings, &script);
+            let a = client
+                .assign_address("host-a", "7", &public("2001:db8:1::5"))
+                .unwrap();
+            assert_eq!(a.address, "2001:db8:1::5");
+            assert_eq!(a.resource_id.as_deref(), Some("40"));
+        }
     }
 }

@@ -418,6 +418,7 @@ enum Route<'a> {
     ListFloatingIps,
     CreateFloatingIp,
     GetFloatingIp(&'a str),
+    UpdateFloatingIp(&'a str),
     DeleteFloatingIp(&'a str),
     FloatingIpAction(&'a str, &'a str),
     ChangeAliasIps(&'a str),
@@ -454,6 +455,7 @@ fn route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         (&Method::GET, ["floating_ips"]) => Route::ListFloatingIps,
         (&Method::POST, ["floating_ips"]) => Route::CreateFloatingIp,
         (&Method::GET, ["floating_ips", id]) => Route::GetFloatingIp(id),
+        (&Method::PUT, ["floating_ips", id]) => Route::UpdateFloatingIp(id),
         (&Method::DELETE, ["floating_ips", id]) => Route::DeleteFloatingIp(id),
         (&Method::POST, ["floating_ips", id, "actions", action]) => {
             Route::FloatingIpAction(id, action)
@@ -729,6 +731,10 @@ impl FakeState {
                     .map(|f| Reply::ok(json!({ "floating_ip": f.to_json() })))
                     .ok_or_else(|| ApiError::not_found("floating IP"))
             }
+            Route::UpdateFloatingIp(id) => {
+                let body = body.map_err(|e| ApiError::invalid(format!("unreadable body: {e}")))?;
+                self.update_floating_ip(parse_id(id, "floating IP")?, &body)
+            }
             Route::DeleteFloatingIp(id) => {
                 let id = parse_id(id, "floating IP")?;
                 self.net
@@ -949,6 +955,30 @@ impl FakeState {
             }
         }
         Ok(Reply::ok(json!({ "server": self.poll_server(id)? })))
+    }
+
+    /// `PUT /floating_ips/{id}`: new labels and/or description (the
+    /// labels given replace all of the floating IP's labels,
+    /// unconditionally, as Hetzner's do).
+    fn update_floating_ip(&mut self, id: u64, body: &[u8]) -> Result<Reply, ApiError> {
+        let obj = json_object(body)?;
+        let labels = match obj.get("labels") {
+            None => None,
+            some => Some(parse_labels(some)?),
+        };
+        let description = opt_string(&obj, "description")?;
+        let fip = self
+            .net
+            .floating_ips
+            .get_mut(&id)
+            .ok_or_else(|| ApiError::not_found("floating IP"))?;
+        if let Some(labels) = labels {
+            fip.labels = labels;
+        }
+        if description.is_some() {
+            fip.description = description;
+        }
+        Ok(Reply::ok(json!({ "floating_ip": fip.to_json() })))
     }
 
     /// `POST /servers/{id}/actions/change_alias_ips`

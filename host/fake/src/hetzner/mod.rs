@@ -16,7 +16,7 @@
 //! | `PUT /servers/{id}` | rename a server or replace its labels |
 //! | `POST /servers/{id}/actions/change_alias_ips` | a server's alias IPs in one of its networks (`ip_not_available` 409 for one another server holds) |
 //! | `GET /networks`, `GET /networks/{id}` | private networks with their `cloud` subnets and attached servers (made with [`HetznerFake::add_network`]) |
-//! | `GET /floating_ips`, `POST /floating_ips`, `GET`/`DELETE /floating_ips/{id}` | IPv4 floating IPs: `label_selector`, `name`; a create names a `server` or a `home_location` |
+//! | `GET /floating_ips`, `POST /floating_ips`, `GET`/`PUT`/`DELETE /floating_ips/{id}` | IPv4 floating IPs: `label_selector`, `name`; a create names a `server` or a `home_location` |
 //! | `POST /floating_ips/{id}/actions/assign`, `.../unassign` | move a floating IP to a server (from any other), or take it off |
 //! | `GET /load_balancers`, `GET /load_balancers/{id}` | load balancers (made with [`HetznerFake::add_load_balancer`]) with server targets and their health |
 //! | `POST /load_balancers/{id}/actions/add_target`, `.../remove_target` | server targets (`target_already_defined` 422 for one already there, `not_found` 404 for one that is not) |

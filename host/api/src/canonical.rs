@@ -17,12 +17,15 @@ pub(crate) const RESERVED: &[&str] = &[
 ];
 
 /// The reserved label (`wasmprov_api::provenance::is_reserved_label`) `key` reads as once
-/// trimmed and lowercased, when it does: `" wasmprov-owner"` and
-/// `"WASMPROV-OWNER"` read as `provenance::OWNER_LABEL`. A cloud or a plugin that
-/// trims or folds case would take such a key for the reserved one.
+/// put in Unicode compatibility form (NFKC), trimmed and lowercased, when it
+/// does: `" wasmprov-owner"`, `"WASMPROV-OWNER"` and the full-width
+/// `"ｗａｓｍｐｒｏｖ-owner"` read as `provenance::OWNER_LABEL`. A cloud, a
+/// plugin or a person reading a console that trims, folds case or
+/// normalizes would take such a key for the reserved one.
 #[must_use]
 pub fn reads_as_reserved(key: &str) -> Option<&'static str> {
-    let folded = key.trim().to_lowercase();
+    use unicode_normalization::UnicodeNormalization;
+    let folded = key.nfkc().collect::<String>().trim().to_lowercase();
     RESERVED.iter().copied().find(|r| *r == folded)
 }
 

@@ -256,6 +256,12 @@ mod tests {
             ("Wasmprov-Journal", "k7m2q4x6b3c5d-1"),
             ("wasmprov-journal ", "k7m2q4x6b3c5d-1"),
             ("\u{a0}wasmprov-group", "g"),
+            // Full-width and compatibility spellings (NFKC) of reserved keys.
+            (
+                "\u{ff57}\u{ff41}\u{ff53}\u{ff4d}\u{ff50}\u{ff52}\u{ff4f}\u{ff56}-owner",
+                "ownerb",
+            ),
+            ("\u{ff37}ASMPROV\u{ff0d}JOURNAL", "k7m2q4x6b3c5d-1"),
             (" pool", "blue"),
             ("pool ", "blue"),
             ("po\0ol", "blue"),

@@ -799,12 +799,13 @@ pub(crate) fn unique_labels(labels: &[(String, String)]) -> Result<wasmprov_api:
     Ok(out)
 }
 
-/// A value that may not be empty (a subnet id, an address).
+/// A name a call about a node or the cloud's network takes (a subnet id,
+/// an address, a target group): the rule every caller's name meets
+/// (`wasmprov_api::network::name_fault`), as a usage error.
 pub(crate) fn parse_non_empty(s: &str) -> Result<String, String> {
-    if s.trim().is_empty() {
-        Err("must not be empty".into())
-    } else {
-        Ok(s.to_string())
+    match wasmprov_api::network::name_fault("value", s) {
+        Some(why) => Err(why),
+        None => Ok(s.to_string()),
     }
 }
 

@@ -3545,6 +3545,135 @@ async fn contract_0_3_calls_over_grpc() {
         .await,
     );
 
+    // Names and addresses no plugin should see are INVALID_ARGUMENT at the
+    // boundary (the rule the CLI and the host use): blank, padded, over
+    // 1024 bytes, with a control character; an address no node can hold.
+    let asked_before = fake.request_count();
+    let long = "x".repeat(1025);
+    let target = |group: &str, provider_id: &str| pb::Target {
+        group: group.into(),
+        provider_id: provider_id.into(),
+        port: None,
+        health: None,
+    };
+    let mut refused = Vec::new();
+    for bad in ["", " ", " 1000007", "1000007\n", long.as_str()] {
+        refused.push(
+            rpc_err(
+                "SetLabels",
+                c.set_labels(authed(
+                    TOKEN,
+                    pb::SetLabelsRequest {
+                        plugin: "netcloud".into(),
+                        provider_id: bad.into(),
+                        labels: Default::default(),
+                    },
+                )),
+            )
+            .await,
+        );
+        refused.push(
+            rpc_err(
+                "SubnetCapacity",
+                c.subnet_capacity(authed(
+                    TOKEN,
+                    pb::SubnetCapacityRequest {
+                        plugin: "netcloud".into(),
+                        subnet: bad.into(),
+                    },
+                )),
+            )
+            .await,
+        );
+        refused.push(
+            rpc_err(
+                "ReleaseAddress",
+                c.release_address(authed(
+                    TOKEN,
+                    pb::ReleaseAddressRequest {
+                        plugin: "netcloud".into(),
+                        provider_id: id.clone(),
+                        address: bad.into(),
+                    },
+                )),
+            )
+            .await,
+        );
+        refused.push(
+            rpc_err(
+                "ListTargets",
+                c.list_targets(authed(
+                    TOKEN,
+                    pb::ListTargetsRequest {
+                        plugin: "netcloud".into(),
+                        group: bad.into(),
+                    },
+                )),
+            )
+            .await,
+        );
+        refused.push(
+            rpc_err(
+                "RegisterTarget",
+                c.register_target(authed(
+                    TOKEN,
+                    pb::RegisterTargetRequest {
+                        plugin: "netcloud".into(),
+                        target: Some(target("tg-a", bad)),
+                    },
+                )),
+            )
+            .await,
+        );
+        refused.push(
+            rpc_err(
+                "Provision with a subnet",
+                c.provision(authed(
+                    TOKEN,
+                    pb::ProvisionRequest {
+                        plugin: "netcloud".into(),
+                        request_id: "grpc-net-bad".into(),
+                        shape: Some(shape()),
+                        subnet: Some(bad.into()),
+                        ..Default::default()
+                    },
+                )),
+            )
+            .await,
+        );
+    }
+    for (kind, bad) in [
+        (pb::AddressKind::Private, "127.0.0.1"),
+        (pb::AddressKind::Private, "169.254.169.254"),
+        (pb::AddressKind::Private, "::ffff:10.0.1.9"),
+        (pb::AddressKind::Public, "10.0.0.9"),
+        (pb::AddressKind::Public, long.as_str()),
+    ] {
+        refused.push(
+            rpc_err(
+                "AssignAddress",
+                c.assign_address(authed(
+                    TOKEN,
+                    pb::AssignAddressRequest {
+                        plugin: "netcloud".into(),
+                        provider_id: id.clone(),
+                        kind: kind.into(),
+                        address: Some(bad.into()),
+                    },
+                )),
+            )
+            .await,
+        );
+    }
+    for err in &refused {
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    }
+    assert_eq!(
+        fake.request_count(),
+        asked_before,
+        "a refused call reached the cloud"
+    );
+
     let metrics = http_get(served.metrics.unwrap(), "/metrics").await;
     for method in [
         "SetLabels",

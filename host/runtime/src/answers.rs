@@ -12,7 +12,7 @@
 //! | get | none, or the node asked for (same provider id), carrying the host's owner id |
 //! | offerings | at most [`MAX_OFFERINGS`], instance types 1–[`MAX_NAME`] bytes and distinct, cpu finite and ≥ 0, prices finite and ≥ 0, at most [`MAX_ZONES`] zones of at most [`MAX_NAME`] bytes |
 //! | set-labels | a node handle: the node asked about (read first with `get`: not-found, and set-labels not called, unless it exists and is the owner's), carrying the host's owner id, with exactly the labels asked plus the reserved ones (`wasmprov_api::provenance::is_reserved_label`) it had, each unchanged (other labels than asked: `conflict`, "the node's labels changed while this call ran", not a contract fault) |
-//! | stable address | `address` parses as an IP address the rule of [`address_refusal`] allows for its kind (the rule a caller's address meets too); `kind` is the kind asked; an IP asked for is the one answered; the node it is on, when said, is the node asked about |
+//! | stable address | `address` parses as an IP address the rule of `wasmprov_api::network::address_refusal` allows for its kind (the rule a caller's address meets too); `kind` is the kind asked; an IP asked for is the one answered; the node it is on, when said, is the node asked about |
 //! | targets | at most [`MAX_NODES`]; each names the group asked, a provider id of 1–[`MAX_PROVIDER_ID`] bytes, a port that is not 0; health at most [`MAX_NAME`] |
 //! | subnet capacity | names the subnet asked; `available_addresses` ≤ `total_addresses` when the total is said, both at most [`MAX_SUBNET_ADDRESSES`] (an IPv4 /8); zone at most [`MAX_NAME`] |
 //! | backend name | 1–[`MAX_BACKEND_NAME`] bytes |
@@ -24,7 +24,7 @@ use wasmprov_api::{
 };
 
 /// Longest provider id.
-pub const MAX_PROVIDER_ID: usize = 1024;
+pub const MAX_PROVIDER_ID: usize = wasmprov_api::network::MAX_NAME_BYTES;
 /// Longest address, zone or instance type.
 pub const MAX_NAME: usize = 256;
 /// Most labels on one node.
@@ -301,7 +301,7 @@ pub(crate) fn stable_address(
             format!("{:?} is not an IP address", cut(&a.address)),
         )
     })?;
-    if let Some(why) = address_refusal(Some(a.kind), ip) {
+    if let Some(why) = wasmprov_api::network::address_refusal(Some(a.kind), ip) {
         return Err(broken(plugin, "address", format!("is {ip}: {why}")));
     }
     if a.kind != request.kind {
@@ -354,90 +354,6 @@ pub(crate) fn stable_address(
         sized(plugin, "resource_id", r, 1, MAX_PROVIDER_ID)?;
     }
     Ok(a)
-}
-
-/// Why `ip` cannot be a stable address of `kind` (`None`: of either kind,
-/// as a `release-address` names it), if it cannot: the one rule for the
-/// addresses a caller gives `assign-address` and `release-address`
-/// (checked before the plugin is called) and the address a plugin
-/// answers.
-///
-/// - No kind: unspecified (`0.0.0.0/8`, `::`), loopback (`127.0.0.0/8`,
-///   `::1`), multicast, the broadcast address, link-local
-///   (`169.254.0.0/16`, the clouds' metadata address among them;
-///   `fe80::/10`): no node's address.
-/// - Public: besides, no private range (`10/8`, `172.16/12`, `192.168/16`,
-///   the shared `100.64/10`, `fc00::/7`): a public address is reachable
-///   from outside the cloud's network.
-/// - An IPv4 address written in IPv6 form (mapped `::ffff:a.b.c.d`,
-///   compatible `::a.b.c.d`, NAT64 `64:ff9b::a.b.c.d`) is refused,
-///   whatever the IPv4 address: it has one spelling, `a.b.c.d`, which is
-///   the one clouds compare (the message says whether that one is refused
-///   too).
-pub(crate) fn address_refusal(
-    kind: Option<wasmprov_api::AddressKind>,
-    ip: std::net::IpAddr,
-) -> Option<String> {
-    use std::net::{IpAddr, Ipv4Addr};
-    if let IpAddr::V6(v6) = ip {
-        let seg = v6.segments();
-        let o = v6.octets();
-        let embedded = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
-        let form = if v6.to_ipv4_mapped().is_some() {
-            Some("IPv4-mapped")
-        } else if seg[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-            Some("NAT64")
-        } else if seg[..6].iter().all(|s| *s == 0) && !(seg[6] == 0 && seg[7] <= 1) {
-            Some("IPv4-compatible")
-        } else {
-            None
-        };
-        if let Some(form) = form {
-            let also = address_refusal(kind, IpAddr::V4(embedded))
-                .map(|why| format!(" ({embedded} itself: {why})"))
-                .unwrap_or_default();
-            return Some(format!(
-                "an {form} IPv6 spelling of the IPv4 address {embedded}; give it as {embedded}{also}"
-            ));
-        }
-    }
-    let (never, private) = match ip {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            (
-                v4.is_unspecified()
-                    || o[0] == 0
-                    || v4.is_loopback()
-                    || v4.is_multicast()
-                    || v4.is_broadcast()
-                    || v4.is_link_local(),
-                v4.is_private() || (o[0] == 100 && (o[1] & 0xc0) == 64),
-            )
-        }
-        IpAddr::V6(v6) => {
-            let first = v6.segments()[0];
-            (
-                v6.is_unspecified()
-                    || v6.is_loopback()
-                    || v6.is_multicast()
-                    || (first & 0xffc0) == 0xfe80,
-                (first & 0xfe00) == 0xfc00,
-            )
-        }
-    };
-    if never {
-        return Some(
-            "an unspecified, loopback, multicast, broadcast or link-local address is no node's address"
-                .into(),
-        );
-    }
-    if private && kind == Some(wasmprov_api::AddressKind::Public) {
-        return Some(
-            "a private-range address (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) is no public address"
-                .into(),
-        );
-    }
-    None
 }
 
 /// The answer of `list-targets` for `group`.

@@ -1104,6 +1104,9 @@ impl WasmPlugin {
         wasmprov_api::ids::check_request_id(&request.request_id)?;
         request.shape.validate()?;
         request.boot.validate()?;
+        if let Some(subnet) = &request.subnet {
+            asked("subnet", subnet)?;
+        }
         let owner = self.owner_id.as_str();
         let (r, reached) = self
             .call_io_reached(async |store: &mut Store<CallState>, p: &Instance| {
@@ -1341,60 +1344,23 @@ impl WasmPlugin {
 }
 
 /// A name the caller gives a networking or labelling call (a provider id,
-/// group, subnet or address): 1 to `answers::MAX_PROVIDER_ID` bytes, or the
-/// call is refused before a plugin sees it.
+/// target group, subnet), refused before a plugin sees it by the one rule
+/// for callers' names (`wasmprov_api::network::name_fault`).
 fn asked(what: &str, v: &str) -> Result<()> {
-    if v.is_empty() || v.len() > crate::answers::MAX_PROVIDER_ID {
-        return Err(ProvisionerError::Unsupported(format!(
-            "the {what} is {} bytes; 1 to {} are allowed",
-            v.len(),
-            crate::answers::MAX_PROVIDER_ID
-        )));
+    match wasmprov_api::network::name_fault(what, v) {
+        Some(why) => Err(ProvisionerError::Unsupported(why)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// An address a caller gives `assign-address` (of `kind`) or
-/// `release-address` (no kind): an IP the stable-address rule allows
-/// (`answers::address_refusal`, the rule the plugin's answer meets), or
-/// the cloud's id of one (an Elastic IP allocation id, a floating IP id:
-/// ASCII letters, digits, `-_.:/`), never something shaped like an IP
-/// that is not one in standard notation (`127.1`, `0x7f.0.0.1`,
-/// `fe80::1%eth0`).
+/// `release-address` (no kind), refused before a plugin sees it by the rule
+/// its answer meets too (`wasmprov_api::network::asked_address_fault`).
 fn asked_address(kind: Option<wasmprov_api::AddressKind>, v: &str) -> Result<()> {
-    asked("address", v)?;
-    let refuse = |why: String| {
-        Err(ProvisionerError::Unsupported(format!(
-            "the address {:?} {why}",
-            crate::answers::cut(v)
-        )))
-    };
-    if let Ok(ip) = v.parse::<std::net::IpAddr>() {
-        return match crate::answers::address_refusal(kind, ip) {
-            Some(why) => refuse(format!("is refused: {why}")),
-            None => Ok(()),
-        };
+    match wasmprov_api::network::asked_address_fault(kind, v) {
+        Some(why) => Err(ProvisionerError::Unsupported(why)),
+        None => Ok(()),
     }
-    let ip_like = v
-        .chars()
-        .all(|c| c.is_ascii_hexdigit() || matches!(c, '.' | ':' | 'x' | 'X'))
-        && v.contains(['.', ':']);
-    if ip_like {
-        return refuse(
-            "is neither an IP address in standard notation (a.b.c.d, or IPv6 without a zone) nor an id"
-                .into(),
-        );
-    }
-    if !v
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':' | '/'))
-    {
-        return refuse(
-            "is neither an IP address nor a cloud's id of one (ASCII letters, digits, -_.:/)"
-                .into(),
-        );
-    }
-    Ok(())
 }
 
 /// The error of a call that changes a backend (provision, terminate), as

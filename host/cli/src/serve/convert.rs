@@ -286,13 +286,34 @@ pub(super) fn address_to_pb(a: wasmprov_api::StableAddress) -> pb::StableAddress
     }
 }
 
+/// A name the caller gives (`what`: a provider id, target group, subnet),
+/// by the rule every caller's name meets
+/// (`wasmprov_api::network::name_fault`): INVALID_ARGUMENT, before any
+/// plugin is asked.
+pub(super) fn named(what: &str, value: &str) -> Result<(), Status> {
+    match wasmprov_api::network::name_fault(what, value) {
+        Some(why) => Err(Status::invalid_argument(why)),
+        None => Ok(()),
+    }
+}
+
+/// An address the caller gives `AssignAddress` (of `kind`) or
+/// `ReleaseAddress` (no kind), by the rule the plugin's answer meets too
+/// (`wasmprov_api::network::asked_address_fault`): INVALID_ARGUMENT.
+pub(super) fn asked_address(
+    kind: Option<wasmprov_api::AddressKind>,
+    value: &str,
+) -> Result<(), Status> {
+    match wasmprov_api::network::asked_address_fault(kind, value) {
+        Some(why) => Err(Status::invalid_argument(why)),
+        None => Ok(()),
+    }
+}
+
 pub(super) fn target_from_pb(t: Option<pb::Target>) -> Result<wasmprov_api::Target, Status> {
     let t = t.ok_or_else(|| Status::invalid_argument("target is required"))?;
-    if t.group.is_empty() || t.provider_id.is_empty() {
-        return Err(Status::invalid_argument(
-            "target.group and target.provider_id are required",
-        ));
-    }
+    named("target group", &t.group)?;
+    named("provider id", &t.provider_id)?;
     let port = t
         .port
         .map(|p| {

@@ -978,6 +978,9 @@ impl Provisioner for Service {
         }
         wasmprov_api::ids::check_request_id(&req.request_id).map_err(|e| status_of(&e))?;
         let shape = shape_from_pb(req.shape)?;
+        if let Some(subnet) = &req.subnet {
+            convert::named("subnet", subnet)?;
+        }
         self.plugin(&req.plugin)?;
         let lease = lease_from_pb(req.lease_seconds, "lease_seconds")?;
         if let Some(group) = &req.group {
@@ -1014,9 +1017,7 @@ impl Provisioner for Service {
 
     async fn get(&self, req: Request<pb::GetRequest>) -> RpcResult<pb::GetResponse> {
         let req = req.into_inner();
-        if req.provider_id.is_empty() {
-            return Err(Status::invalid_argument("provider_id is required"));
-        }
+        convert::named("provider id", &req.provider_id)?;
         let plugin = self.plugin(&req.plugin)?;
         match plugin
             .get(&req.provider_id)
@@ -1057,9 +1058,7 @@ impl Provisioner for Service {
         req: Request<pb::TerminateRequest>,
     ) -> RpcResult<pb::TerminateResponse> {
         let req = req.into_inner();
-        if req.provider_id.is_empty() {
-            return Err(Status::invalid_argument("provider_id is required"));
-        }
+        convert::named("provider id", &req.provider_id)?;
         self.plugin(&req.plugin)?;
         self.fleet
             .terminate(&req.plugin, &req.provider_id)
@@ -1177,9 +1176,7 @@ impl Provisioner for Service {
         req: Request<pb::SetLabelsRequest>,
     ) -> RpcResult<pb::SetLabelsResponse> {
         let req = req.into_inner();
-        if req.provider_id.is_empty() {
-            return Err(Status::invalid_argument("provider_id is required"));
-        }
+        convert::named("provider id", &req.provider_id)?;
         let plugin = self.plugin(&req.plugin)?;
         let labels: wasmprov_api::Labels = req.labels.into_iter().collect();
         let node = plugin
@@ -1196,16 +1193,14 @@ impl Provisioner for Service {
         req: Request<pb::AssignAddressRequest>,
     ) -> RpcResult<pb::AssignAddressResponse> {
         let req = req.into_inner();
-        if req.provider_id.is_empty() {
-            return Err(Status::invalid_argument("provider_id is required"));
-        }
-        if req.address.as_deref().is_some_and(|a| a.trim().is_empty()) {
-            return Err(Status::invalid_argument(
-                "address, when given, must not be empty (leave it out for a new address)",
-            ));
+        convert::named("provider id", &req.provider_id)?;
+        let kind = kind_from_pb(req.kind)?;
+        if let Some(address) = &req.address {
+            // Leave it out for a new address.
+            convert::asked_address(Some(kind), address)?;
         }
         let request = wasmprov_api::AddressRequest {
-            kind: kind_from_pb(req.kind)?,
+            kind,
             address: req.address,
         };
         let plugin = self.plugin(&req.plugin)?;
@@ -1223,11 +1218,8 @@ impl Provisioner for Service {
         req: Request<pb::ReleaseAddressRequest>,
     ) -> RpcResult<pb::ReleaseAddressResponse> {
         let req = req.into_inner();
-        if req.provider_id.is_empty() || req.address.is_empty() {
-            return Err(Status::invalid_argument(
-                "provider_id and address are required",
-            ));
-        }
+        convert::named("provider id", &req.provider_id)?;
+        convert::asked_address(None, &req.address)?;
         let plugin = self.plugin(&req.plugin)?;
         plugin
             .release_address(&req.provider_id, &req.address)
@@ -1269,9 +1261,7 @@ impl Provisioner for Service {
         req: Request<pb::ListTargetsRequest>,
     ) -> RpcResult<pb::ListTargetsResponse> {
         let req = req.into_inner();
-        if req.group.is_empty() {
-            return Err(Status::invalid_argument("group is required"));
-        }
+        convert::named("target group", &req.group)?;
         let plugin = self.plugin(&req.plugin)?;
         let list = plugin
             .list_targets(&req.group)
@@ -1287,9 +1277,7 @@ impl Provisioner for Service {
         req: Request<pb::SubnetCapacityRequest>,
     ) -> RpcResult<pb::SubnetCapacityResponse> {
         let req = req.into_inner();
-        if req.subnet.is_empty() {
-            return Err(Status::invalid_argument("subnet is required"));
-        }
+        convert::named("subnet", &req.subnet)?;
         let plugin = self.plugin(&req.plugin)?;
         let c = plugin
             .subnet_capacity(&req.subnet)

@@ -79,11 +79,42 @@ fn tls_config(args: &AutoscalerArgs) -> Result<Option<tonic::transport::ServerTl
     let (Some(cert), Some(key)) = (&args.autoscaler_tls_cert, &args.autoscaler_tls_key) else {
         return Ok(None);
     };
-    let mut config = ServerTlsConfig::new().identity(Identity::from_pem(read(cert)?, read(key)?));
+    let (cert_pem, key_pem) = (read(cert)?, read(key)?);
+    check_pair(&cert_pem, &key_pem).with_context(|| {
+        format!(
+            "--autoscaler-tls-cert {} and --autoscaler-tls-key {} are not a certificate and its private key",
+            cert.display(),
+            key.display()
+        )
+    })?;
+    let mut config = ServerTlsConfig::new().identity(Identity::from_pem(cert_pem, key_pem));
     if let Some(ca) = &args.autoscaler_client_ca {
         config = config.client_ca_root(Certificate::from_pem(read(ca)?));
     }
     Ok(Some(config))
+}
+
+/// Builds the rustls server configuration from a PEM certificate chain and
+/// key, as the listener will: refuses an unreadable chain or key and a key
+/// that is not the certificate's (rustls checks the public keys match), so
+/// a bad pair stops `serve` instead of failing every handshake.
+fn check_pair(cert_pem: &[u8], key_pem: &[u8]) -> Result<()> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .context("reading the certificate's PEM")?;
+    if chain.is_empty() {
+        bail!("the certificate file has no CERTIFICATE block");
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem).context("reading the key's PEM")?;
+    rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .context("the TLS protocol versions")?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .context("the key does not go with the certificate")?;
+    Ok(())
 }
 
 impl Listener {

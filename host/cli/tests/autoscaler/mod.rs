@@ -1041,6 +1041,40 @@ async fn the_autoscaler_listener_needs_the_client_cas_certificate() {
         assert!(stderr.contains(want), "{extra:?}: {stderr}");
         assert!(stderr.contains("--autoscaler-client-ca"), "{stderr}");
     }
+
+    // A key that is not the certificate's (the client's key beside the
+    // server's certificate), or no key at all: refused at start, naming both
+    // flags, instead of listening and failing every handshake.
+    std::fs::write(d.join("empty.key"), "").unwrap();
+    for key in [
+        pki.path("client.key"),
+        d.join("empty.key").display().to_string(),
+    ] {
+        let out = bounded(
+            "a refused serve",
+            STEP_LIMIT,
+            wasmprov(d)
+                .env("XDG_CACHE_HOME", cache())
+                .env("HCLOUD_TOKEN", fake.token())
+                .env("WASMPROV_SERVE_TOKEN", TOKEN)
+                .args(["serve", "--listen", "127.0.0.1:0", "--no-metrics"])
+                .args(["--autoscaler-listen", "127.0.0.1:0"])
+                .args(["--node-groups", "conf/node-groups.toml"])
+                .args(["--autoscaler-tls-cert", &pki.path("server.crt")])
+                .args(["--autoscaler-tls-key", &key])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .output(),
+        )
+        .await
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{key}: started: {stderr}");
+        assert!(out.stdout.is_empty(), "{key}: listened");
+        for flag in ["--autoscaler-tls-cert", "--autoscaler-tls-key"] {
+            assert!(stderr.contains(flag), "{key}: {stderr}");
+        }
+    }
     eprintln!(
         "the autoscaler listener's mutual TLS: {:.1} s",
         started.elapsed().as_secs_f64()

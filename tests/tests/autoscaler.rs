@@ -110,6 +110,10 @@ async fn serve(service: Service) -> (CloudProviderClient<Channel>, tokio::task::
 }
 
 async fn rig_with(opts: HetznerFakeOptions, increase_wait: Duration) -> Rig {
+    rig_on(opts, increase_wait, GROUPS).await
+}
+
+async fn rig_on(opts: HetznerFakeOptions, increase_wait: Duration, groups: &str) -> Rig {
     let fake = HetznerFake::start("127.0.0.1:0".parse().unwrap(), opts)
         .await
         .expect("the fake starts");
@@ -122,7 +126,7 @@ async fn rig_with(opts: HetznerFakeOptions, increase_wait: Duration) -> Rig {
             .owner_id(OWNER)
             .unwrap(),
     );
-    let groups = NodeGroups::parse(GROUPS).expect("the groups parse");
+    let groups = NodeGroups::parse(groups).expect("the groups parse");
     let service = Service::with_retry(fleet.clone(), groups, Duration::from_millis(300))
         .increase_wait(increase_wait);
     let (client, server) = serve(service).await;
@@ -602,6 +606,65 @@ async fn deleting_a_member_being_created_leaks_nothing() {
     })
     .await;
     assert!(rig.nodes("web").await.is_empty());
+}
+
+/// A group at min 1 whose members are all named but one.
+const BIG: &str = r##"
+[[group]]
+id = "big"
+min = 1
+max = 5
+instance_type = "cx22"
+plugins = ["hetzner"]
+"##;
+
+/// A delete whose terminates fail (as a host killed mid-delete leaves
+/// them) is journaled whole first: every named member is marked and the
+/// target lowered once, the grower terminates each marked member until
+/// none is left, and a retried delete of marked members is accepted (it
+/// changes nothing), never refused by the min: the min counts the
+/// members that stay.
+#[tokio::test]
+async fn a_failed_delete_leaves_nothing_running() {
+    let mut rig = rig_on(HetznerFakeOptions::default(), Duration::from_secs(20), BIG).await;
+    rig.until("big's min", |r| r.servers_of("big").len() == 1)
+        .await;
+    rig.increase("big", 3).await.unwrap();
+    rig.until("big's servers", |r| r.servers_of("big").len() == 4)
+        .await;
+    let named: Vec<String> = rig.servers_of("big")[1..]
+        .iter()
+        .map(|s| hetzner_id(*s))
+        .collect();
+    let refs: Vec<&str> = named.iter().map(String::as_str).collect();
+    // Every cloud call fails for a while: the terminates too.
+    for _ in 0..30 {
+        rig.fake.inject(wasmprov_fake::hetzner::Fault::Unauthorized);
+    }
+    let _ = rig.delete("big", &refs).await;
+    assert_eq!(rig.target("big").await.unwrap(), 1);
+    // Asked again while they are being deleted: accepted, nothing changes.
+    rig.delete("big", &refs)
+        .await
+        .expect("a retried delete of members being deleted");
+    assert_eq!(rig.target("big").await.unwrap(), 1);
+    let listed = rig.nodes("big").await;
+    for id in &named {
+        let n = listed.iter().find(|n| &n.id == id);
+        assert!(
+            n.is_none_or(|n| state(n) == InstanceState::InstanceDeleting),
+            "{id}: {listed:?}"
+        );
+    }
+    rig.until("the named members terminated", |r| {
+        r.servers_of("big").len() == 1 && r.fleet.members("big").unwrap().len() == 1
+    })
+    .await;
+    assert_eq!(rig.target("big").await.unwrap(), 1);
+    // The last member is the min: refused.
+    let last = hetzner_id(rig.servers_of("big")[0]);
+    let err = rig.delete("big", &[&last]).await.expect_err("below min");
+    assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
 }
 
 /// An emptied journal (a fresh one beside the same cloud) or a stale one

@@ -16,10 +16,14 @@
 //!   the grower asks for them one at a time, each with its own boot data
 //!   (a fresh join token).
 //!
-//! A member being created can be deleted: it is marked (durably, under
-//! `autoscaler-doomed/<request id>`), stops counting, and is terminated as
-//! soon as its node exists, whoever finishes the create. Nothing here ever
-//! shrinks a group by count: only named members are terminated.
+//! A delete journals its whole decision in one write before any cloud is
+//! asked: every named member, made or being created, is marked (under
+//! `autoscaler-doomed/<request id>`) and stops counting, and the target is
+//! lowered once. The grower (after a restart too) terminates every marked
+//! member whose node exists until none is left, so a host killed mid-delete
+//! or a failed terminate leaks nothing. A delete's min is checked on the
+//! members that stay; naming a marked member again changes nothing. Nothing
+//! here ever shrinks a group by count: only named members are terminated.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -354,15 +358,20 @@ impl Scaler {
         self.fleet
             .check_journal()
             .map_err(AutoscalerError::Journal)?;
-        let mut terminate: Vec<(String, String)> = Vec::new();
+        // The members marked by this call.
+        let mut doom: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
         {
             let _t = self.targets.lock().await;
             let members = self.members(id)?;
             let target = self.target_of(g, &members)?;
-            let wanted = target.saturating_sub(members.live());
+            let live = members.live();
+            let wanted = target.saturating_sub(live);
             let mut seen = std::collections::BTreeSet::new();
-            let mut dropped = 0u32;
-            let mut doom = Vec::new();
+            // Live members named here (each once), wanted slots named, and
+            // the named members not marked yet (a member already marked is
+            // being deleted: naming it again changes nothing).
+            let mut live_named = std::collections::BTreeSet::new();
+            let mut named_wanted = 0u32;
             for pid in provider_ids {
                 if !seen.insert(pid.as_str()) {
                     continue;
@@ -400,8 +409,10 @@ impl Scaler {
                             }));
                         };
                         if members.is_live(m) {
-                            dropped += 1;
-                            terminate.push((plugin, provider_id));
+                            live_named.insert(m.request_id.clone());
+                        }
+                        if !members.doomed.contains(&m.request_id) {
+                            doom.insert(m.request_id.clone());
                         }
                     }
                     Some(NodeRef::Creating { group, request_id }) => {
@@ -413,8 +424,10 @@ impl Scaler {
                             return Err(not_member("no member is being created under that id"));
                         };
                         if members.is_live(m) {
-                            dropped += 1;
-                            doom.push(request_id);
+                            live_named.insert(request_id.clone());
+                        }
+                        if !members.doomed.contains(&request_id) {
+                            doom.insert(request_id);
                         }
                     }
                     Some(NodeRef::Wanted { group, n }) => {
@@ -426,36 +439,57 @@ impl Scaler {
                                 "the group wants {wanted} more member(s), not {n}"
                             )));
                         }
-                        dropped += 1;
+                        named_wanted += 1;
                     }
                 }
             }
-            let new = target.saturating_sub(dropped);
-            if dropped > target || new < g.capacity.min {
+            // The min is kept by the members that stay: live ones not named
+            // here, and wanted ones not named (a doomed member never stays).
+            let named_live = u32::try_from(live_named.len()).unwrap_or(u32::MAX);
+            let staying = live.saturating_sub(named_live) + wanted.saturating_sub(named_wanted);
+            if staying < g.capacity.min {
                 return Err(AutoscalerError::FailedPrecondition(format!(
-                    "deleting nothing: group {id} would go from {target} to {} member(s), below its min {}",
-                    i64::from(target) - i64::from(dropped),
+                    "deleting nothing: group {id} would keep {staying} member(s) (target {target}, {named_live} live and {named_wanted} wanted named), below its min {}",
                     g.capacity.min
                 )));
             }
-            // The target first: a crash after it leaves a member over the
-            // target (never a replacement made for a deleted one).
-            self.set_target(id, new)?;
-            for request_id in doom {
-                self.fleet
-                    .journal()
-                    .set_value(&doomed_key(&request_id), Some(1))?;
-            }
+            // The whole decision in one write, before any cloud is asked:
+            // the target lowered once (never below the members staying, so
+            // members left over a target by an older host are dropped
+            // without lowering it twice) and every named member marked, so
+            // a crash from here on leaves the grower (after a restart too)
+            // to terminate each of them.
+            let new = target.min(staying);
+            let doomed_keys: Vec<String> = doom.iter().map(|r| doomed_key(r)).collect();
+            let target_key = target_key(id);
+            let mut values: Vec<(&str, Option<u64>)> =
+                vec![(target_key.as_str(), Some(u64::from(new)))];
+            values.extend(doomed_keys.iter().map(|k| (k.as_str(), Some(1))));
+            self.fleet.journal().set_values(&values)?;
         }
+        // The members marked by this call whose node exists (or is being
+        // terminated) are terminated now; those still being created, and
+        // those marked before (a retried delete), are left to the grower.
         let mut failed = None;
-        let _c = self.changes.lock().await;
-        for (plugin, provider_id) in terminate {
-            if let Err(e) = self.fleet.terminate(&plugin, &provider_id).await {
-                tracing::warn!(plugin, provider_id, "deleting a member: {e}");
-                failed.get_or_insert(e);
+        {
+            let _c = self.changes.lock().await;
+            for i in self.fleet.members(id)? {
+                if !doom.contains(&i.request_id) {
+                    continue;
+                }
+                let (IntentState::Active { provider_id }
+                | IntentState::Terminating { provider_id }) = &i.state
+                else {
+                    continue;
+                };
+                if let Err(e) = self.fleet.terminate(&i.plugin, provider_id).await {
+                    tracing::warn!(plugin = i.plugin, provider_id, "deleting a member: {e}");
+                    failed.get_or_insert(e);
+                }
             }
         }
-        // Members marked while being created may have been made meanwhile.
+        // Members marked while being created may have been made meanwhile;
+        // a terminate that failed is tried again.
         self.wake.notify_one();
         match failed {
             Some(e) => Err(e.into()),
@@ -506,11 +540,21 @@ impl Scaler {
             if !members.doomed.contains(&i.request_id) {
                 continue;
             }
-            if let IntentState::Active { provider_id } = &i.state
+            // Made (or half terminated): terminated until it is gone; one
+            // still being created waits for its create to finish.
+            if let IntentState::Active { provider_id } | IntentState::Terminating { provider_id } =
+                &i.state
                 && self.fleet.held()?.is_none()
             {
                 let _c = self.changes.lock().await;
-                self.fleet.terminate(&i.plugin, provider_id).await?;
+                if let Err(e) = self.fleet.terminate(&i.plugin, provider_id).await {
+                    tracing::warn!(
+                        group = g.id(),
+                        plugin = i.plugin,
+                        provider_id,
+                        "terminating a deleted member: {e}"
+                    );
+                }
             }
         }
         // Marks of members gone (terminated, or never made) are dropped.

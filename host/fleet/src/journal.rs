@@ -1575,6 +1575,30 @@ impl Journal {
         })
     }
 
+    /// Keeps several values at once, in one transaction: after a crash
+    /// either all of them are kept or none is (a decision that spans
+    /// several values, such as a lowered target and the members it drops).
+    ///
+    /// # Errors
+    /// When the database cannot be written.
+    pub fn set_values(&self, values: &[(&str, Option<u64>)]) -> Result<()> {
+        self.write(|txn| {
+            let mut meta = txn.open_table(META)?;
+            for (name, value) in values {
+                let key = value_key(name);
+                match value {
+                    Some(v) => {
+                        meta.insert(key.as_str(), v.to_le_bytes().as_slice())?;
+                    }
+                    None => {
+                        meta.remove(key.as_str())?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
     /// The next number of the counter `name` (1, 2, ...), durably: a number
     /// is never handed out twice, even across crashes.
     ///

@@ -746,6 +746,58 @@ async fn emptied_or_stale_journal_terminates_nothing() {
     assert_eq!(rig.target("web").await.unwrap(), 2);
 }
 
+/// While the journal is held (its evidence in doubt: emptied, foreign or
+/// stale), the grower creates nothing, not even a group's min, and
+/// NodeGroupIncreaseSize is refused as a failed precondition naming the
+/// hold.
+#[tokio::test]
+async fn a_held_journal_creates_nothing() {
+    let mut rig = rig().await;
+    rig.until("db's server", |r| r.servers_of("db").len() == 1)
+        .await;
+    // A fresh journal beside the same cloud, held as reconcile holds one
+    // that finds this owner's nodes under another journal's identity.
+    let state = tempfile::tempdir().unwrap();
+    let fresh = Arc::new(
+        Fleet::open(rig.host.clone(), state.path().join("journal.redb"))
+            .unwrap()
+            .owner_id(OWNER)
+            .unwrap(),
+    );
+    let doubt = wasmprov_fleet::journal::Doubt {
+        kind: wasmprov_fleet::journal::DoubtKind::Foreign,
+        since_ms: wasmprov_fleet::journal::now_ms(),
+        plugin: "hetzner".into(),
+        provider_id: rig.servers_of("db")[0].to_string(),
+        detail: "planted by the test".into(),
+    };
+    fresh
+        .journal()
+        .raise_doubt(&doubt, &wasmprov_fleet::journal::Event::default())
+        .unwrap();
+    let before = rig.fake.servers().len();
+    let groups = NodeGroups::parse(GROUPS).unwrap();
+    let (mut client, _server) = serve(
+        Service::with_retry(fresh.clone(), groups, Duration::from_millis(100))
+            .increase_wait(Duration::from_secs(2)),
+    )
+    .await;
+    let err = client
+        .node_group_increase_size(proto::NodeGroupIncreaseSizeRequest {
+            id: "web".into(),
+            delta: 1,
+        })
+        .await
+        .expect_err("held");
+    assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
+    assert!(err.message().contains("held"), "{}", err.message());
+    // Several passes of the grower: db's min is not made by this journal.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(rig.fake.servers().len(), before);
+    assert!(fresh.members("db").unwrap().is_empty());
+    assert!(fresh.members("web").unwrap().is_empty());
+}
+
 /// NodeGroupGetOptions, Refresh, Cleanup, and the optional calls.
 #[tokio::test]
 async fn options_refresh_cleanup() {

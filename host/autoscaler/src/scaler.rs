@@ -24,6 +24,8 @@
 //! or a failed terminate leaks nothing. A delete's min is checked on the
 //! members that stay; naming a marked member again changes nothing. Nothing
 //! here ever shrinks a group by count: only named members are terminated.
+//! While the journal is held (its evidence in doubt) nothing is created or
+//! terminated.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -206,6 +208,11 @@ impl Scaler {
                     "delta {delta}: an increase must be positive"
                 ))
             })?;
+        if let Some(doubt) = self.fleet.held()? {
+            return Err(AutoscalerError::FailedPrecondition(format!(
+                "creating nothing: the journal is held, it does not know the whole fleet ({doubt}); clear the doubt first"
+            )));
+        }
         self.fleet
             .check_journal()
             .map_err(AutoscalerError::Journal)?;
@@ -535,6 +542,15 @@ impl Scaler {
     /// Terminates the group's doomed members whose node exists, then asks
     /// for its wanted members one at a time.
     async fn settle(&self, g: &NodeGroup) -> Result<()> {
+        // While the journal's evidence is in doubt nothing is created nor
+        // terminated: its members and targets may not be the fleet's.
+        if let Some(doubt) = self.fleet.held()? {
+            tracing::warn!(
+                group = g.id(),
+                "the journal is held: the group is not settled ({doubt})"
+            );
+            return Ok(());
+        }
         let members = self.members(g.id())?;
         for i in &members.all {
             if !members.doomed.contains(&i.request_id) {
@@ -544,7 +560,6 @@ impl Scaler {
             // still being created waits for its create to finish.
             if let IntentState::Active { provider_id } | IntentState::Terminating { provider_id } =
                 &i.state
-                && self.fleet.held()?.is_none()
             {
                 let _c = self.changes.lock().await;
                 if let Err(e) = self.fleet.terminate(&i.plugin, provider_id).await {
@@ -569,6 +584,9 @@ impl Scaler {
             let _c = self.changes.lock().await;
             let all = {
                 let _t = self.targets.lock().await;
+                if self.fleet.held()?.is_some() {
+                    return Ok(());
+                }
                 let members = self.members(g.id())?;
                 let target = self.target_of(g, &members)?;
                 if members.live() >= target {

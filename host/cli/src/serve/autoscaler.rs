@@ -18,6 +18,7 @@ use anyhow::{Context, Result, bail};
 use wasmprov_autoscaler::{NodeGroups, Service};
 use wasmprov_fleet::Fleet;
 
+use super::incoming;
 use crate::args::AutoscalerArgs;
 
 /// The name the health service reports the service under.
@@ -27,8 +28,12 @@ const SERVICE_NAME: &str = "clusterautoscaler.cloudprovider.v1.externalgrpc.Clou
 pub(super) struct Listener {
     listener: tokio::net::TcpListener,
     service: Service,
-    tls: Option<tonic::transport::ServerTlsConfig>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
+
+/// Connections the autoscaler's listener keeps open at once (the autoscaler
+/// holds one; the rest are closed at accept until some end).
+const MAX_CONNECTIONS: usize = 128;
 
 /// Checks the options, reads the node groups and binds the listener (so a
 /// bad file or address stops `serve` before it answers anything); `None`
@@ -72,33 +77,58 @@ pub(super) async fn bind(
     }))
 }
 
-fn tls_config(args: &AutoscalerArgs) -> Result<Option<tonic::transport::ServerTlsConfig>> {
-    use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+/// The listener's TLS acceptor, from `--autoscaler-tls-cert`,
+/// `--autoscaler-tls-key` and `--autoscaler-client-ca`: HTTP/2 by ALPN, and
+/// with a client CA a client certificate it signed required.
+fn tls_config(args: &AutoscalerArgs) -> Result<Option<tokio_rustls::TlsAcceptor>> {
     let read =
         |p: &std::path::Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
     let (Some(cert), Some(key)) = (&args.autoscaler_tls_cert, &args.autoscaler_tls_key) else {
         return Ok(None);
     };
-    let (cert_pem, key_pem) = (read(cert)?, read(key)?);
-    check_pair(&cert_pem, &key_pem).with_context(|| {
+    let client_ca = match &args.autoscaler_client_ca {
+        Some(ca) => Some(
+            client_roots(&read(ca)?)
+                .with_context(|| format!("--autoscaler-client-ca {}", ca.display()))?,
+        ),
+        None => None,
+    };
+    let config = server_config(&read(cert)?, &read(key)?, client_ca).with_context(|| {
         format!(
             "--autoscaler-tls-cert {} and --autoscaler-tls-key {} are not a certificate and its private key",
             cert.display(),
             key.display()
         )
     })?;
-    let mut config = ServerTlsConfig::new().identity(Identity::from_pem(cert_pem, key_pem));
-    if let Some(ca) = &args.autoscaler_client_ca {
-        config = config.client_ca_root(Certificate::from_pem(read(ca)?));
-    }
-    Ok(Some(config))
+    Ok(Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))))
 }
 
-/// Builds the rustls server configuration from a PEM certificate chain and
-/// key, as the listener will: refuses an unreadable chain or key and a key
-/// that is not the certificate's (rustls checks the public keys match), so
-/// a bad pair stops `serve` instead of failing every handshake.
-fn check_pair(cert_pem: &[u8], key_pem: &[u8]) -> Result<()> {
+/// The CA certificates of a PEM file, as the roots a client certificate
+/// must chain to; none is an error.
+fn client_roots(pem: &[u8]) -> Result<rustls::RootCertStore> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        roots
+            .add(cert.context("reading the CA's PEM")?)
+            .context("not a CA certificate")?;
+    }
+    if roots.is_empty() {
+        bail!("the file has no CERTIFICATE block");
+    }
+    Ok(roots)
+}
+
+/// The rustls server configuration from a PEM certificate chain and key:
+/// refuses an unreadable chain or key and a key that is not the
+/// certificate's (rustls checks the public keys match), so a bad pair stops
+/// `serve` instead of failing every handshake.
+fn server_config(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    client_ca: Option<rustls::RootCertStore>,
+) -> Result<rustls::ServerConfig> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let chain = CertificateDer::pem_slice_iter(cert_pem)
@@ -108,13 +138,23 @@ fn check_pair(cert_pem: &[u8], key_pem: &[u8]) -> Result<()> {
         bail!("the certificate file has no CERTIFICATE block");
     }
     let key = PrivateKeyDer::from_pem_slice(key_pem).context("reading the key's PEM")?;
-    rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .context("the TLS protocol versions")?
-        .with_no_client_auth()
+        .context("the TLS protocol versions")?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(roots) => builder.with_client_cert_verifier(
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .context("the client CA")?,
+        ),
+    };
+    let mut config = builder
         .with_single_cert(chain, key)
         .context("the key does not go with the certificate")?;
-    Ok(())
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(config)
 }
 
 impl Listener {
@@ -134,18 +174,20 @@ impl Listener {
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .build_v1()
             .context("building the autoscaler listener's reflection service")?;
-        let mut builder = tonic::transport::Server::builder();
-        if let Some(tls) = self.tls {
-            builder = builder
-                .tls_config(tls)
-                .context("the autoscaler listener's TLS configuration")?;
-        }
-        builder
+        tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(incoming::KEEPALIVE))
+            .http2_keepalive_timeout(Some(incoming::KEEPALIVE))
             .add_service(health_service)
             .add_service(reflection)
             .add_service(self.service.server())
             .serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(self.listener),
+                incoming::incoming(
+                    self.listener,
+                    self.tls,
+                    MAX_CONNECTIONS,
+                    incoming::SETUP,
+                    "autoscaler",
+                ),
                 stop,
             )
             .await

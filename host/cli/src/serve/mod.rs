@@ -157,6 +157,7 @@ pub(crate) mod pb {
 
 mod autoscaler;
 mod convert;
+mod incoming;
 mod metrics;
 
 use crate::args::{Cli, ServeArgs};
@@ -167,6 +168,11 @@ use pb::provisioner_server::{Provisioner, ProvisionerServer};
 const TOKEN_ENV: &str = "WASMPROV_SERVE_TOKEN";
 /// The least time calls in flight may run on after a shutdown signal.
 const GRACE: Duration = Duration::from_secs(10);
+
+/// Connections the main gRPC listener keeps open at once; more are closed at
+/// accept until some end, so that stalled ones cannot use up the
+/// descriptors the plugins' HTTP and the journal need.
+const MAX_CONNECTIONS: usize = 512;
 /// Metadata naming the contract's error variant of a failed call.
 const KIND_KEY: &str = "wasmprov-error-kind";
 /// The `tracing` target of what the server logs.
@@ -309,13 +315,21 @@ pub(crate) async fn run(cli: &Cli, args: &ServeArgs) -> Result<()> {
     let (reflection_v1, reflection_v1alpha) = reflection()?;
     let mut grpc = tokio::spawn(
         tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(incoming::KEEPALIVE))
+            .http2_keepalive_timeout(Some(incoming::KEEPALIVE))
             .layer(daemon_metrics.grpc_layer())
             .add_service(health_service)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
             .add_service(service)
             .serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(grpc_listener),
+                incoming::incoming(
+                    grpc_listener,
+                    None,
+                    MAX_CONNECTIONS,
+                    incoming::SETUP,
+                    "gRPC",
+                ),
                 stopped(stop_rx.clone()),
             ),
     );

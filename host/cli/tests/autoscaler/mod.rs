@@ -1081,6 +1081,96 @@ async fn the_autoscaler_listener_needs_the_client_cas_certificate() {
     );
 }
 
+/// Connections that stall before their TLS handshake (three bytes of a TLS
+/// record) or before the HTTP/2 preface (nothing sent) are closed within
+/// the set-up bound (10 s), on the autoscaler's TLS listener and on the main
+/// one, and a valid client is served meanwhile; connections over the
+/// autoscaler listener's cap are closed at accept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_connections_are_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let fake = start_fake(HetznerFakeOptions::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    bundle(d, &["hetzner"], &fake.url()).await;
+    std::fs::create_dir_all(d.join("conf")).unwrap();
+    std::fs::write(d.join("conf/node-groups.toml"), GROUPS_WEB).unwrap();
+    let pki = pki();
+    let served = daemon(
+        d,
+        &fake,
+        &[
+            "--autoscaler-listen",
+            "127.0.0.1:0",
+            "--node-groups",
+            "conf/node-groups.toml",
+            "--autoscaler-tls-cert",
+            &pki.path("server.crt"),
+            "--autoscaler-tls-key",
+            &pki.path("server.key"),
+            "--autoscaler-client-ca",
+            &pki.path("ca.crt"),
+        ],
+    )
+    .await;
+    let addr = served.autoscaler.unwrap();
+    let opened = Instant::now();
+    let mut stalled = Vec::new();
+    for _ in 0..100 {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"\x16\x03\x01").await.unwrap();
+        stalled.push(s);
+    }
+    for _ in 0..100 {
+        stalled.push(tokio::net::TcpStream::connect(served.grpc).await.unwrap());
+    }
+    // Served meanwhile, on both listeners.
+    let ok = groups_over(pki.client(addr, Some("client")).await).await;
+    assert_eq!(ok, Ok(vec!["web".to_string()]));
+    let mut c = client(served.grpc).await;
+    c.list_plugins(authed(TOKEN, pb::ListPluginsRequest {}))
+        .await
+        .unwrap();
+    // Over the autoscaler listener's cap (128 open at once) a connection
+    // is closed at accept.
+    let mut over = Vec::new();
+    for _ in 0..40 {
+        over.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    let at_once = futures::future::join_all(over.into_iter().map(|mut s| async move {
+        let mut buf = [0u8; 8];
+        matches!(
+            tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf)).await,
+            Ok(Ok(0) | Err(_))
+        )
+    }))
+    .await;
+    let refused = at_once.iter().filter(|c| **c).count();
+    assert!(refused >= 10, "{refused} of 40 over the cap closed at once");
+    // Every stalled connection is closed by the server within the bound.
+    let bound = Duration::from_secs(10) + Duration::from_secs(8);
+    let closed = futures::future::join_all(stalled.into_iter().map(|mut s| async move {
+        let mut buf = [0u8; 64];
+        let deadline = tokio::time::Instant::from_std(opened + bound);
+        loop {
+            match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
+                Err(_) => return false,
+                Ok(Ok(0) | Err(_)) => return true,
+                Ok(Ok(_)) => {}
+            }
+        }
+    }))
+    .await;
+    let open = closed.iter().filter(|c| !**c).count();
+    assert_eq!(
+        open, 0,
+        "{open} stalled connections still open after {bound:?}"
+    );
+    // And the listener still serves.
+    let ok = groups_over(pki.client(addr, Some("client")).await).await;
+    assert_eq!(ok, Ok(vec!["web".to_string()]));
+}
+
 // ---------------------------------------------------------- the figures
 
 fn median_and_p90(mut v: Vec<Duration>) -> (Duration, Duration) {

@@ -531,6 +531,55 @@ async fn decreases_and_failed_creates() {
     assert!(rig.nodes("huge").await.is_empty());
 }
 
+/// Wanted members have stable ids, never reused: deleting the same
+/// `wasmprov-wanted://GROUP/N` again is a no-op success (the target drops
+/// once), the other wanted ids keep their numbers, an increase numbers its
+/// slots above every slot there was, and a number never listed is not a
+/// member.
+#[tokio::test]
+async fn wanted_ids_are_stable() {
+    let mut rig = rig().await;
+    // No Hetzner type has 4000 cpus: the wanted members stay wanted.
+    rig.increase("huge", 2).await.unwrap();
+    let ids =
+        |nodes: Vec<proto::Instance>| -> Vec<String> { nodes.into_iter().map(|i| i.id).collect() };
+    assert_eq!(
+        ids(rig.nodes("huge").await),
+        ["wasmprov-wanted://huge/1", "wasmprov-wanted://huge/2"]
+    );
+    for _ in 0..3 {
+        rig.delete("huge", &["wasmprov-wanted://huge/1"])
+            .await
+            .expect("deleting a wanted member, again");
+        assert_eq!(rig.target("huge").await.unwrap(), 1);
+        assert_eq!(ids(rig.nodes("huge").await), ["wasmprov-wanted://huge/2"]);
+    }
+    rig.increase("huge", 1).await.unwrap();
+    assert_eq!(
+        ids(rig.nodes("huge").await),
+        ["wasmprov-wanted://huge/2", "wasmprov-wanted://huge/3"]
+    );
+    // A decrease drops the lowest; deleting it afterwards changes nothing.
+    rig.decrease("huge", -1).await.unwrap();
+    assert_eq!(ids(rig.nodes("huge").await), ["wasmprov-wanted://huge/3"]);
+    rig.delete("huge", &["wasmprov-wanted://huge/2"])
+        .await
+        .expect("a slot already dropped");
+    assert_eq!(rig.target("huge").await.unwrap(), 1);
+    let err = rig
+        .delete("huge", &["wasmprov-wanted://huge/9"])
+        .await
+        .expect_err("never listed");
+    assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
+    rig.delete("huge", &["wasmprov-wanted://huge/3"])
+        .await
+        .unwrap();
+    assert_eq!(rig.target("huge").await.unwrap(), 0);
+    assert!(rig.nodes("huge").await.is_empty());
+    rig.increase("huge", 1).await.unwrap();
+    assert_eq!(ids(rig.nodes("huge").await), ["wasmprov-wanted://huge/4"]);
+}
+
 /// A member the cloud has no room for (the project's server quota) is
 /// listed with the autoscaler's out-of-resources class, read from the
 /// plugin's typed error, so the autoscaler tries other groups.
@@ -954,7 +1003,73 @@ async fn template_gpu_and_prices() {
         .into_inner()
         .price;
     assert!(price > 0.0, "{price}");
-    let table: Vec<(proto::PricingNodePriceRequest, Code)> = vec![
+    // The template node, as the price expander sends it for a group
+    // without nodes: no provider id, the template's labels and
+    // annotations. Priced as the offering the member was made on.
+    let meta = node.metadata.clone().unwrap();
+    let template = proto::ExternalGrpcNode {
+        provider_id: String::new(),
+        name: meta.name.clone().unwrap_or_default(),
+        labels: meta.labels.clone().into_iter().collect(),
+        annotations: meta.annotations.clone().into_iter().collect(),
+    };
+    let template_price = rig
+        .client
+        .pricing_node_price(proto::PricingNodePriceRequest {
+            node: Some(template.clone()),
+            ..hour(1_700_000_000)
+        })
+        .await
+        .expect("the template node priced")
+        .into_inner()
+        .price;
+    assert!(
+        (template_price - price).abs() < 1e-9,
+        "template {template_price}, member {price}"
+    );
+    let named_neither = |keep: &[&str]| proto::ExternalGrpcNode {
+        annotations: template
+            .annotations
+            .iter()
+            .filter(|(k, _)| keep.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        ..template.clone()
+    };
+    let mut table: Vec<(proto::PricingNodePriceRequest, Code)> = vec![
+        (
+            proto::PricingNodePriceRequest {
+                node: Some(named_neither(&[])),
+                ..hour(1_700_000_000)
+            },
+            Code::InvalidArgument,
+        ),
+        (
+            proto::PricingNodePriceRequest {
+                node: Some(named_neither(&["wasmprov.io/plugin"])),
+                ..hour(1_700_000_000)
+            },
+            Code::InvalidArgument,
+        ),
+        (
+            proto::PricingNodePriceRequest {
+                node: Some(proto::ExternalGrpcNode {
+                    annotations: [
+                        ("wasmprov.io/plugin".to_string(), "hetzner".to_string()),
+                        (
+                            "wasmprov.io/instance-type".to_string(),
+                            "nosuch".to_string(),
+                        ),
+                    ]
+                    .into(),
+                    ..template.clone()
+                }),
+                ..hour(1_700_000_000)
+            },
+            Code::Unimplemented,
+        ),
+    ];
+    table.extend(vec![
         (
             proto::PricingNodePriceRequest {
                 end_timestamp: None,
@@ -982,7 +1097,7 @@ async fn template_gpu_and_prices() {
             },
             Code::Unimplemented,
         ),
-    ];
+    ]);
     for (req, code) in table {
         let err = rig
             .client

@@ -49,7 +49,7 @@ pub enum NodeRef {
     Wanted {
         /// The group.
         group: String,
-        /// Its place among the wanted members, from 1.
+        /// Its slot number in the group (from 1, stable, never reused).
         n: u32,
     },
 }

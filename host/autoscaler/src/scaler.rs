@@ -14,7 +14,13 @@
 //!   counter, and a pending member counts as one).
 //! - **wanted**: `target - live`, the members not yet asked of any cloud;
 //!   the grower asks for them one at a time, each with its own boot data
-//!   (a fresh join token).
+//!   (a fresh join token). Each wanted slot has a stable number, never
+//!   reused (`wasmprov-wanted://GROUP/N`): an increase hands out numbers
+//!   above every slot (`autoscaler-wanted-hi/<group>`, written with the
+//!   target), a member made retires the lowest (`autoscaler-wanted-lo`),
+//!   and a delete or decrease drops exactly its slots
+//!   (`autoscaler-wanted-gone/<group>/<n>`), so deleting one again is a
+//!   no-op.
 //!
 //! A delete journals its whole decision in one write before any cloud is
 //! asked: every named member, made or being created, is marked (under
@@ -114,6 +120,21 @@ fn doomed_key(request_id: &str) -> String {
     format!("autoscaler-doomed/{request_id}")
 }
 
+/// The highest wanted slot number handed out for `group`.
+fn slots_hi_key(group: &str) -> String {
+    format!("autoscaler-wanted-hi/{group}")
+}
+
+/// Wanted slot numbers of `group` up to this one are retired for good.
+fn slots_lo_key(group: &str) -> String {
+    format!("autoscaler-wanted-lo/{group}")
+}
+
+/// Wanted slot `n` of `group` was dropped by a delete.
+fn slot_gone_key(group: &str, n: u32) -> String {
+    format!("autoscaler-wanted-gone/{group}/{n}")
+}
+
 /// A group's members, sorted out.
 struct Members {
     /// Every journaled intent of the group.
@@ -182,10 +203,64 @@ impl Scaler {
         }
     }
 
-    fn set_target(&self, group: &str, target: u32) -> Result<()> {
-        self.fleet
+    /// The group's wanted-slot bounds: numbers up to `lo` are retired, `hi`
+    /// is the highest handed out.
+    fn slot_bounds(&self, group: &str) -> Result<(u32, u32)> {
+        let j = self.fleet.journal();
+        let num = |v: Option<u64>| u32::try_from(v.unwrap_or(0)).unwrap_or(u32::MAX);
+        let lo = num(j.value(&slots_lo_key(group))?);
+        let hi = num(j.value(&slots_hi_key(group))?);
+        Ok((lo, hi.max(lo)))
+    }
+
+    fn slot_gone(&self, group: &str, n: u32) -> Result<bool> {
+        Ok(self
+            .fleet
             .journal()
-            .set_value(&target_key(group), Some(u64::from(target)))?;
+            .value(&slot_gone_key(group, n))?
+            .is_some())
+    }
+
+    /// The numbers of the group's `wanted` slots, lowest first: stable ids
+    /// (`wasmprov-wanted://GROUP/N`), never reused. They are the highest
+    /// numbers handed out that are neither retired nor dropped, and above
+    /// the highest ones handed out when the group wants more (a member
+    /// lost). A new member takes the lowest slot; an increase hands out
+    /// numbers above every slot; a delete drops exactly the slot named.
+    fn slots(&self, group: &str, wanted: u32) -> Result<Vec<u32>> {
+        let (lo, hi) = self.slot_bounds(group)?;
+        let want = usize::try_from(wanted).unwrap_or(usize::MAX);
+        let mut out = Vec::new();
+        let mut n = hi;
+        while n > lo && out.len() < want {
+            if !self.slot_gone(group, n)? {
+                out.push(n);
+            }
+            n -= 1;
+        }
+        out.reverse();
+        let mut n = hi;
+        while out.len() < want && n < u32::MAX {
+            n += 1;
+            if !self.slot_gone(group, n)? {
+                out.push(n);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Retires every wanted slot number up to `n` (written with the
+    /// others under `targets`).
+    fn retire_slots(&self, group: &str, n: u32) -> Result<()> {
+        let (lo, hi) = self.slot_bounds(group)?;
+        if n <= lo {
+            return Ok(());
+        }
+        let (lo_key, hi_key) = (slots_lo_key(group), slots_hi_key(group));
+        self.fleet.journal().set_values(&[
+            (lo_key.as_str(), Some(u64::from(n))),
+            (hi_key.as_str(), Some(u64::from(hi.max(n)))),
+        ])?;
         Ok(())
     }
 
@@ -227,7 +302,19 @@ impl Scaler {
                     g.capacity.max
                 )));
             }
-            self.set_target(id, new)?;
+            // The new wanted slots are numbered above every slot there is.
+            let (_, hi) = self.slot_bounds(id)?;
+            let top = self
+                .slots(id, target.saturating_sub(members.live()))?
+                .last()
+                .copied()
+                .unwrap_or(0)
+                .max(hi);
+            let (target_key, hi_key) = (target_key(id), slots_hi_key(id));
+            self.fleet.journal().set_values(&[
+                (target_key.as_str(), Some(u64::from(new))),
+                (hi_key.as_str(), Some(u64::from(top.saturating_add(delta)))),
+            ])?;
         }
         let started = self.passes.borrow().0;
         self.wake.notify_one();
@@ -259,7 +346,20 @@ impl Scaler {
                 "group {id}: attempt to delete existing nodes: target {target}, {made} member(s) made or being made, so at most {wanted} can be dropped, not {drop}; delete members by name"
             )));
         }
-        self.set_target(id, target - drop)?;
+        // The lowest wanted slots go, with the target: naming one of them
+        // in a delete afterwards changes nothing.
+        let slots = self.slots(id, target.saturating_sub(members.live()))?;
+        let dropped = usize::try_from(drop).unwrap_or(usize::MAX);
+        let gone_keys: Vec<String> = slots
+            .iter()
+            .take(dropped)
+            .map(|n| slot_gone_key(id, *n))
+            .collect();
+        let target_key = target_key(id);
+        let mut values: Vec<(&str, Option<u64>)> =
+            vec![(target_key.as_str(), Some(u64::from(target - drop)))];
+        values.extend(gone_keys.iter().map(|k| (k.as_str(), Some(1))));
+        self.fleet.journal().set_values(&values)?;
         Ok(())
     }
 
@@ -307,7 +407,7 @@ impl Scaler {
             out.push(Instance { id, state, error });
         }
         let failure = self.status().get(id).and_then(|s| s.failure.clone());
-        for n in 1..=target.saturating_sub(members.live()) {
+        for n in self.slots(g.id(), target.saturating_sub(members.live()))? {
             out.push(Instance {
                 id: NodeRef::Wanted {
                     group: g.id().to_string(),
@@ -373,6 +473,10 @@ impl Scaler {
             let target = self.target_of(g, &members)?;
             let live = members.live();
             let wanted = target.saturating_sub(live);
+            let slots = self.slots(id, wanted)?;
+            let (_, hi) = self.slot_bounds(id)?;
+            let issued = slots.last().copied().unwrap_or(0).max(hi);
+            let mut gone: Vec<u32> = Vec::new();
             let mut seen = std::collections::BTreeSet::new();
             // Live members named here (each once), wanted slots named, and
             // the named members not marked yet (a member already marked is
@@ -441,12 +545,20 @@ impl Scaler {
                         if group != id {
                             return Err(not_member(&format!("it is named for group {group}")));
                         }
-                        if n > wanted {
+                        if slots.contains(&n) {
+                            gone.push(n);
+                            named_wanted += 1;
+                        } else if n > issued {
                             return Err(not_member(&format!(
-                                "the group wants {wanted} more member(s), not {n}"
+                                "no wanted member {n} was ever listed (the group wants {wanted} more)"
+                            )));
+                        } else if !self.slot_gone(id, n)? {
+                            return Err(not_member(&format!(
+                                "wanted member {n} is no longer wanted: a member was made for it; name that member"
                             )));
                         }
-                        named_wanted += 1;
+                        // Else a slot already dropped: deleting it again
+                        // changes nothing.
                     }
                 }
             }
@@ -472,6 +584,8 @@ impl Scaler {
             let mut values: Vec<(&str, Option<u64>)> =
                 vec![(target_key.as_str(), Some(u64::from(new)))];
             values.extend(doomed_keys.iter().map(|k| (k.as_str(), Some(1))));
+            let gone_keys: Vec<String> = gone.iter().map(|n| slot_gone_key(id, *n)).collect();
+            values.extend(gone_keys.iter().map(|k| (k.as_str(), Some(1))));
             self.fleet.journal().set_values(&values)?;
         }
         // The members marked by this call whose node exists (or is being
@@ -594,10 +708,21 @@ impl Scaler {
                     return Ok(());
                 }
                 self.status().entry(g.id().to_string()).or_default().growing += 1;
-                u32::try_from(members.all.len()).unwrap_or(u32::MAX)
+                let slot = self
+                    .slots(g.id(), target - members.live())?
+                    .first()
+                    .copied();
+                (u32::try_from(members.all.len()).unwrap_or(u32::MAX), slot)
             };
+            let (all, slot) = all;
             let step = self.grow_one(g, all).await;
             self.status().entry(g.id().to_string()).or_default().growing -= 1;
+            // The member made took the lowest wanted slot: its number is
+            // never listed again.
+            if let (Ok(None), Some(n)) = (&step, slot) {
+                let _t = self.targets.lock().await;
+                self.retire_slots(g.id(), n)?;
+            }
             let failure = match step {
                 Ok(None) => None,
                 Ok(Some(f)) => Some(f),

@@ -169,6 +169,56 @@ impl Service {
     }
 }
 
+impl Service {
+    /// The hourly price of a node without a provider id: a template node,
+    /// named by its `wasmprov.io/plugin` and `wasmprov.io/instance-type`
+    /// annotations, priced as its offering lists it (spot for a group,
+    /// named by `wasmprov.io/node-group`, of spot capacity; else on demand).
+    async fn template_hourly(
+        &self,
+        node: &proto::ExternalGrpcNode,
+    ) -> Result<f64, AutoscalerError> {
+        let annotation = |key: &str| {
+            node.annotations
+                .get(key)
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| {
+                    AutoscalerError::InvalidArgument(format!(
+                        "node {:?} has no provider id and no {key} annotation: neither a wasmprov node (wasmprov://PLUGIN/PROVIDER-ID) nor a template node",
+                        node.name
+                    ))
+                })
+        };
+        let plugin = annotation(crate::template::PLUGIN_ANNOTATION)?;
+        let instance_type = annotation(crate::template::INSTANCE_TYPE_ANNOTATION)?;
+        let capacity = node
+            .annotations
+            .get(crate::template::GROUP_ANNOTATION)
+            .and_then(|id| self.scaler.group(id).ok())
+            .map(|g| g.capacity.shape.capacity_type)
+            .unwrap_or_default();
+        let offering = self
+            .offerings(None)
+            .await
+            .into_iter()
+            .find(|(p, o)| p == plugin && o.instance_type == *instance_type)
+            .map(|(_, o)| o)
+            .ok_or_else(|| {
+                AutoscalerError::Unimplemented(format!(
+                    "template node {:?}: {plugin} lists no offering {instance_type}: no price known",
+                    node.name
+                ))
+            })?;
+        offering.price(capacity).ok_or_else(|| {
+            AutoscalerError::Unimplemented(format!(
+                "template node {:?}: {plugin} lists no {} price for {instance_type}",
+                node.name,
+                capacity.as_str()
+            ))
+        })
+    }
+}
+
 /// The template of group `g` on `offering` of `plugin`: the group's labels,
 /// taints, zone, disk size (the shape's `disk_bytes`, which is also what
 /// its nodes are made with), GPU resource and kubelet settings.
@@ -301,6 +351,19 @@ impl CloudProvider for Service {
     ) -> Rpc<proto::PricingNodePriceResponse> {
         let req = req.into_inner();
         let node = req.node.unwrap_or_default();
+        if node.provider_id.is_empty() {
+            // The template node (NodeGroupTemplateNodeInfo), which the price
+            // expander prices for a group without nodes: named by its
+            // annotations.
+            let hourly = self.template_hourly(&node).await?;
+            let price = crate::pricing::node_price(
+                hourly,
+                req.start_timestamp.as_ref(),
+                req.end_timestamp.as_ref(),
+            )
+            .map_err(price_error)?;
+            return ok(proto::PricingNodePriceResponse { price });
+        }
         let Some(crate::NodeRef::Node {
             plugin,
             provider_id,

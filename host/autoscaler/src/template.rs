@@ -64,6 +64,15 @@ use crate::k8s::{
 /// own, where a kubelet may not set new keys on its node.
 pub const GPU_LABEL: &str = "wasmprov.io/accelerator";
 
+/// The template node's annotation naming its node group.
+pub(crate) const GROUP_ANNOTATION: &str = "wasmprov.io/node-group";
+
+/// The template node's annotation naming the plugin of its offering.
+pub(crate) const PLUGIN_ANNOTATION: &str = "wasmprov.io/plugin";
+
+/// The template node's annotation naming its offering's instance type.
+pub(crate) const INSTANCE_TYPE_ANNOTATION: &str = "wasmprov.io/instance-type";
+
 /// The kubelet's default `maxPods`.
 pub const DEFAULT_MAX_PODS: u32 = 110;
 
@@ -789,12 +798,9 @@ impl NodeTemplate {
         }
 
         let annotations = BTreeMap::from([
-            ("wasmprov.io/node-group".to_owned(), self.group.clone()),
-            ("wasmprov.io/plugin".to_owned(), self.plugin.clone()),
-            (
-                "wasmprov.io/instance-type".to_owned(),
-                o.instance_type.clone(),
-            ),
+            (GROUP_ANNOTATION.to_owned(), self.group.clone()),
+            (PLUGIN_ANNOTATION.to_owned(), self.plugin.clone()),
+            (INSTANCE_TYPE_ANNOTATION.to_owned(), o.instance_type.clone()),
         ]);
         let node_info = core_v1::NodeSystemInfo {
             operating_system: labels.get(OS_LABEL).cloned(),

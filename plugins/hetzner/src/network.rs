@@ -149,6 +149,13 @@ impl<T: Transport> Client<'_, T> {
         if let Some(other) = Claim::on(fip).filter(|c| c.live(now) && !c.same(&mine)) {
             return Err(busy(&other));
         }
+        // A live claim of ours for this server, read just now, is the claim
+        // an earlier attempt of this call wrote (its answer lost): moving
+        // on from it rather than writing it again lets a retried move make
+        // progress when requests keep failing.
+        if Claim::on(fip).is_some_and(|c| c.live(now) && c.same(&mine)) {
+            return Ok(fip.clone());
+        }
         let mut labels = fip.labels.clone().unwrap_or_default();
         labels.extend(mine.labels());
         let put = Request::put(format!("/floating_ips/{}", fip.id))
@@ -1072,6 +1079,31 @@ mod tests {
             ]);
             let client = Client::new(&settings, &script);
             client.assign_address("host-a", "7", &public("40")).unwrap();
+        }
+
+        /// A retried move finds the claim its earlier attempt wrote (that
+        /// attempt's answer lost) and goes on to the assign without writing
+        /// it again: under faults every retry makes progress.
+        #[test]
+        fn a_retried_move_goes_on_from_its_own_live_claim() {
+            let settings = Settings::default();
+            let script = Script::new(vec![
+                resp(200, our_server(&[])),
+                resp(200, fip("203.0.113.40", None, claim("host-a", 7, NOW - 3))),
+                resp(201, action("success")),
+                resp(
+                    200,
+                    fip("203.0.113.40", Some(7), claim("host-a", 7, NOW - 3)),
+                ),
+            ]);
+            let client = Client::new(&settings, &script);
+            client.assign_address("host-a", "7", &public("40")).unwrap();
+            let requests = script.requests();
+            assert_eq!(requests.len(), 4);
+            assert!(
+                requests.iter().all(|r| r.method != Method::Put),
+                "{requests:?}"
+            );
         }
 
         #[test]

@@ -40,6 +40,11 @@ use crate::template::{GPU_LABEL, Kubelet};
 /// the coming hour or so; a longer one is a caller's mistake.
 pub const MAX_PERIOD_SECONDS: i64 = 366 * 24 * 3600;
 
+/// The disk assumed for an offering that lists none (its volume is chosen
+/// when a node is made): the largest block volume the clouds make, 64 TiB,
+/// so that only ephemeral storage no node could have fails to fit.
+pub const UNLISTED_DISK_BYTES: u64 = 64 << 40;
+
 /// The earliest and latest instants a protobuf `Timestamp` may hold
 /// (0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z).
 const TIMESTAMP_SECONDS: std::ops::RangeInclusive<i64> = -62_135_596_800..=253_402_300_799;
@@ -97,6 +102,19 @@ pub enum PriceError {
         resource: String,
         /// What is wrong.
         error: QuantityError,
+    },
+    /// An extended resource (a device plugin's, `vendor.example/thing`)
+    /// asked for in a fraction: Kubernetes allows only whole ones.
+    #[error(
+        "{container}: {resource}: {quantity:?} is not a whole number; an extended resource is asked for in whole units"
+    )]
+    Fractional {
+        /// Which container (or `overhead`, `pod`).
+        container: String,
+        /// The resource name.
+        resource: String,
+        /// The amount given.
+        quantity: String,
     },
     /// No priced offering can run the pod.
     #[error("no priced offering fits a pod asking for {asks}")]
@@ -202,6 +220,12 @@ impl Requests {
             format!("cpu {}", k8s::format_millis(self.cpu_millis)),
             format!("memory {}", k8s::format_bytes(self.memory_bytes)),
         ];
+        if self.ephemeral_storage_bytes > 0 {
+            parts.push(format!(
+                "ephemeral-storage {}",
+                k8s::format_bytes(self.ephemeral_storage_bytes)
+            ));
+        }
         parts.extend(self.other.iter().map(|(k, v)| format!("{k} {v}")));
         parts.extend(
             self.node_selector
@@ -210,6 +234,13 @@ impl Requests {
         );
         parts.join(", ")
     }
+}
+
+/// Whether `name` is an extended resource as Kubernetes defines it: a
+/// domain-prefixed name outside `kubernetes.io` (and not a quota's
+/// `requests.` name), which must be asked for in whole units.
+fn is_extended(name: &str) -> bool {
+    name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
 }
 
 /// Resource amounts by name: millicores for `cpu`, whole units otherwise.
@@ -225,6 +256,15 @@ fn amounts(container: &str, list: &BTreeMap<String, k8s::Quantity>) -> Result<Am
             error,
         };
         let parsed = k8s::parse_quantity(text).map_err(err)?;
+        // Whole units: a thousandth part left over is a fraction (an
+        // amount too large for thousandths has no fraction to speak of).
+        if is_extended(name) && parsed.milli_value().is_ok_and(|m| m % 1000 != 0) {
+            return Err(PriceError::Fractional {
+                container: container.to_owned(),
+                resource: name.clone(),
+                quantity: text.to_owned(),
+            });
+        }
         let amount = if name == "cpu" {
             parsed.milli_value()
         } else {
@@ -372,9 +412,12 @@ fn arch_named(name: &str) -> Option<Arch> {
 /// PricingPodPrice: the pod's share of the offering where that share costs
 /// least over `hours`, among the offerings with an on-demand price that fit
 /// it: its CPU and memory within the machine's allocatable (capacity less
-/// `kubelet`'s reservation), its GPUs of the vendor and count asked for,
-/// and the architecture, GPU model ([`GPU_LABEL`]), instance type and zone
-/// its node selector names, if any.
+/// `kubelet`'s reservation), its ephemeral storage within the disk's (less
+/// the eviction threshold; [`UNLISTED_DISK_BYTES`] when the offering lists
+/// no disk), its GPUs of the vendor and count asked for, its `pods` within
+/// `maxPods`, and the architecture, GPU model ([`GPU_LABEL`]), instance
+/// type and zone its node selector names, if any. Any other resource
+/// (hugepages, a device plugin's) is one no offering provides.
 ///
 /// # Errors
 /// [`PriceError::NoFit`] when no offering fits (or none has a price), and
@@ -391,6 +434,17 @@ pub fn pod_price(
     let no_fit = || PriceError::NoFit {
         asks: requests.describe(),
     };
+    // What no offering provides: anything but the GPUs of the vendors
+    // offerings name, and more pods than the kubelet's maxPods.
+    for (name, n) in &requests.other {
+        let provided = match name.as_str() {
+            "pods" => *n <= u64::from(kubelet.max_pods),
+            _ => GPU_RESOURCES.iter().any(|(gpu, _)| gpu == name),
+        };
+        if !provided {
+            return Err(no_fit());
+        }
+    }
     let gpus = requests.gpus();
     let (gpu_vendor, gpu_count) = match gpus.as_slice() {
         [] => (None, 0),
@@ -432,6 +486,10 @@ pub fn pod_price(
             .memory_bytes
             .saturating_sub(kubelet.reserved_memory(o.memory_bytes));
         if cpu == 0 || memory == 0 {
+            continue;
+        }
+        let disk = o.disk_bytes.unwrap_or(UNLISTED_DISK_BYTES);
+        if requests.ephemeral_storage_bytes > disk.saturating_sub(kubelet.reserved_disk(disk)) {
             continue;
         }
         let have = Have {

@@ -517,3 +517,63 @@ fn gpu_pods_and_the_default_reservation() {
     assert!(matches!(err, PriceError::NoFit { .. }), "{err}");
     assert!(pod_price(&asks(7_900, GI), &catalogue[..1], &kubelet, 1.0).is_ok());
 }
+
+/// A pod asking for what no offering provides fits nothing (an error
+/// naming what it asks for), as does one asking for more ephemeral storage
+/// than the disk or more pods than maxPods; an extended resource asked for
+/// in a fraction is refused as Kubernetes refuses it.
+#[test]
+fn pods_asking_for_what_nothing_has_fit_nothing() {
+    let gpu_node = Offering {
+        gpu: 1,
+        gpu_vendor: Some("nvidia".into()),
+        disk_bytes: Some(80 * GI),
+        ..offering("t4", 8.0, 32 * GI, 0.50)
+    };
+    let catalogue = [
+        Offering {
+            disk_bytes: Some(40 * GI),
+            ..offering("small", 2.0, 8 * GI, 0.10)
+        },
+        offering("ebs", 4.0, 16 * GI, 0.20),
+        gpu_node,
+    ];
+    let kubelet = Kubelet::default();
+    let price = |extra: (&str, &str)| {
+        let spec = core_v1::PodSpec {
+            containers: vec![container("app", &[("cpu", "1"), extra], &[])],
+            ..core_v1::PodSpec::default()
+        };
+        pod_requests(&pod(spec)).and_then(|r| pod_price(&r, &catalogue, &kubelet, 1.0))
+    };
+    let plain = price(("cpu", "1")).unwrap();
+    for (resource, amount, named) in [
+        ("example.com/fpga", "1", "example.com/fpga 1"),
+        ("hugepages-1Gi", "4Gi", "hugepages-1Gi"),
+        ("ephemeral-storage", "100Ti", "ephemeral-storage 100"),
+        ("pods", "1000", "pods 1000"),
+    ] {
+        let err = price((resource, amount)).unwrap_err();
+        assert!(matches!(err, PriceError::NoFit { .. }), "{resource}: {err}");
+        assert!(err.to_string().contains(named), "{resource}: {err}");
+    }
+    // What the offerings do have is priced: a GPU, ephemeral storage within
+    // a disk (the small one's 40 GiB less 10 % is not enough for 50 GiB, an
+    // unlisted disk is), a few pods.
+    assert_eq!(price(("nvidia.com/gpu", "1")).unwrap().instance_type, "t4");
+    let p = price(("ephemeral-storage", "50Gi")).unwrap();
+    assert_ne!(p.instance_type, "small", "{p:?}");
+    assert_eq!(price(("ephemeral-storage", "1Gi")).unwrap(), plain);
+    assert_eq!(price(("pods", "1")).unwrap(), plain);
+    // Fractional extended resources are not pods Kubernetes would take.
+    for amount in ["500m", "1.5", "1u"] {
+        let err = price(("nvidia.com/gpu", amount)).unwrap_err();
+        assert!(
+            matches!(&err, PriceError::Fractional { resource, .. } if resource == "nvidia.com/gpu"),
+            "{amount}: {err}"
+        );
+        assert!(err.to_string().contains("app"), "{err}");
+    }
+    // Native resources may be fractional.
+    assert!(price(("memory", "1.5Gi")).is_ok());
+}

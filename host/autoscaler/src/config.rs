@@ -32,8 +32,11 @@
 //!
 //! Unknown keys are refused, as are a `min` above `max`, two groups with one
 //! id, a group with neither a shape nor an instance type, labels a node's
-//! kubelet may not set or that the template derives, bad or repeated
-//! taints, a bad GPU resource name and kubelet settings no node can have:
+//! kubelet may not set or that the template derives (`kubernetes.io/os`
+//! other than `linux`, `kubernetes.io/arch` against the group's `arch`),
+//! bad or repeated taints, a bad GPU resource name, a `gpu_vendor` with no
+//! known GPU resource and no `gpu_resource`, a `{{…}}` in the user data
+//! that is not exactly `{{node_token}}`, and kubelet settings no node can have:
 //! each error names the group and says what is accepted. So a group whose
 //! template Kubernetes would refuse stops `serve` at start, not at the
 //! autoscaler's first template request.
@@ -262,9 +265,30 @@ impl NodeGroups {
             // What the template would refuse, refused now.
             template::check_labels(&g.labels).map_err(|e| bad(e.to_string()))?;
             template::check_taints(&g.taints).map_err(|e| bad(e.to_string()))?;
+            if let Some(arch) = g.capacity.shape.arch
+                && let Some(given) = g.labels.get("kubernetes.io/arch")
+                && given != template::kubernetes_arch(arch)
+            {
+                return Err(bad(format!(
+                    "label kubernetes.io/arch={given:?} contradicts the group's arch {:?}; leave the label out (the template sets it from the offering)",
+                    template::kubernetes_arch(arch)
+                )));
+            }
             if let Some(r) = &g.gpu_resource {
                 crate::k8s::check_key(r)
                     .map_err(|e| bad(format!("gpu_resource: {e} (such as nvidia.com/gpu)")))?;
+            }
+            if let Some(vendor) = &g.capacity.shape.gpu_vendor
+                && g.gpu_resource.is_none()
+                && template::gpu_resource_of(vendor).is_none()
+            {
+                return Err(bad(format!(
+                    "gpu_vendor {vendor:?} has no GPU resource wasmprov knows (nvidia, amd and intel have); give gpu_resource, the resource name its device plugin registers (such as \"habana.ai/gaudi\")"
+                )));
+            }
+            if let Some(user_data) = &g.capacity.boot.user_data {
+                check_placeholders(&String::from_utf8_lossy(user_data))
+                    .map_err(|e| bad(format!("boot.user_data: {e}")))?;
             }
             if g.kubelet.max_pods == 0 {
                 return Err(bad(
@@ -411,6 +435,28 @@ impl GroupFile {
     }
 }
 
+/// Refuses a `{{…}}` in user data that is not exactly a placeholder
+/// wasmprov replaces ([`NODE_TOKEN`]): `{{ node_token }}`, `{{NODE_TOKEN}}`
+/// or `{{other}}` would reach the node verbatim, and its join would fail.
+fn check_placeholders(text: &str) -> Result<(), String> {
+    let mut rest = text;
+    while let Some(at) = rest.find("{{") {
+        let from = &rest[at..];
+        let found = match from.find("}}") {
+            Some(end) => &from[..end + 2],
+            None => from,
+        };
+        if found != NODE_TOKEN {
+            let shown: String = found.chars().take(40).collect();
+            return Err(format!(
+                "{shown:?} is not a placeholder wasmprov fills in; the only one is {NODE_TOKEN} (exactly so: no spaces, lower case)"
+            ));
+        }
+        rest = &from[found.len()..];
+    }
+    Ok(())
+}
+
 /// Seconds as a duration.
 pub(crate) fn secs(s: Option<u64>) -> Option<Duration> {
     s.map(Duration::from_secs)
@@ -481,6 +527,23 @@ reserved_memory = "1Gi"
         let pinned = groups.get("pinned").expect("pinned");
         assert_eq!(pinned.capacity.shape.instance_type.as_deref(), Some("cx22"));
         assert!(!pinned.wants_token());
+    }
+
+    #[test]
+    fn accepts_the_known_placeholder_and_a_vendor_with_its_resource() {
+        let one = |body: &str| format!("[[group]]\nid = \"g\"\nmin = 0\nmax = 1\n{body}");
+        for text in [
+            one(
+                "cpu = 1\nmemory_gib = 1\n[group.boot]\nuser_data = \"A={{node_token}} B={{node_token}} {x} }}\"",
+            ),
+            one("cpu = 1\nmemory_gib = 1\n[group.boot]\nuser_data = \"no placeholder\""),
+            one(
+                "cpu = 8\nmemory_gib = 64\ngpu = 1\ngpu_vendor = \"habana\"\ngpu_resource = \"habana.ai/gaudi\"",
+            ),
+            one("cpu = 8\nmemory_gib = 64\ngpu = 1\ngpu_vendor = \"NVIDIA\""),
+        ] {
+            NodeGroups::parse(&text).expect(&text);
+        }
     }
 
     #[test]
@@ -578,6 +641,55 @@ reserved_memory = "1Gi"
             (
                 one("min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\n[group.kubelet]\npods = 3"),
                 "unknown field",
+            ),
+            // Labels the template derives: the os (linux) and the arch.
+            (
+                one(
+                    "min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\nlabels = { \"kubernetes.io/os\" = \"windows\" }",
+                ),
+                "kubernetes.io/os",
+            ),
+            (
+                one(
+                    "min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\narch = \"arm64\"\nlabels = { \"kubernetes.io/arch\" = \"amd64\" }",
+                ),
+                "kubernetes.io/arch",
+            ),
+            // Placeholders wasmprov would leave verbatim.
+            (
+                one(
+                    "min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\n[group.boot]\nuser_data = \"join {{ node_token }}\"",
+                ),
+                "{{ node_token }}",
+            ),
+            (
+                one(
+                    "min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\n[group.boot]\nuser_data = \"join {{NODE_TOKEN}}\"",
+                ),
+                "{{NODE_TOKEN}}",
+            ),
+            (
+                one(
+                    "min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\n[group.boot]\nuser_data = \"A={{node_token}} E={{other}}\"",
+                ),
+                "{{other}}",
+            ),
+            (
+                one(
+                    "min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\n[group.boot]\nuser_data = \"F={{{node_token}}}\"",
+                ),
+                "not a placeholder",
+            ),
+            (
+                one(
+                    "min = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\n[group.boot]\nuser_data = \"G={{node_token\"",
+                ),
+                "not a placeholder",
+            ),
+            // A GPU vendor without a resource name the template could use.
+            (
+                one("min = 0\nmax = 1\ncpu = 8\nmemory_gib = 64\ngpu = 1\ngpu_vendor = \"habana\""),
+                "gpu_resource",
             ),
         ];
         for (text, want) in cases {

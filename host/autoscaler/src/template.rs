@@ -341,7 +341,7 @@ impl std::fmt::Display for Taint {
 
 /// Checks a group's labels when the configuration is read: each key and
 /// value valid, each key one a kubelet may set on its own node, none of the
-/// keys the template derives itself.
+/// keys the template derives itself, and `kubernetes.io/os` only `linux`.
 ///
 /// # Errors
 /// The first fault, as a [`TemplateError`] that says how to fix it.
@@ -351,6 +351,16 @@ pub fn check_labels(labels: &BTreeMap<String, String>) -> Result<(), TemplateErr
         k8s::check_value(key, value)?;
         if DERIVED.contains(&key.as_str()) {
             return Err(TemplateError::Derived { key: key.clone() });
+        }
+        // wasmprov's nodes run Linux: the template says so, and a group
+        // saying otherwise would have the scheduler place Windows pods on
+        // them.
+        if key == OS_LABEL && value != "linux" {
+            return Err(TemplateError::Conflict {
+                key: key.clone(),
+                given: value.clone(),
+                derived: "linux".to_owned(),
+            });
         }
         if !k8s::kubelet_may_set(key) {
             let name = key.rsplit('/').next().unwrap_or(key).to_owned();

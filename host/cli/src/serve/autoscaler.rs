@@ -42,6 +42,7 @@ pub(super) async fn bind(
     args: &AutoscalerArgs,
     allow_remote: bool,
     fleet: &Arc<Fleet>,
+    plugin_dir: &std::path::Path,
 ) -> Result<Option<Listener>> {
     let Some(addr) = args.autoscaler_listen else {
         return Ok(None);
@@ -53,6 +54,14 @@ pub(super) async fn bind(
     let groups = NodeGroups::load(path)?;
     for g in groups.groups() {
         fleet.check_group_size(&g.capacity)?;
+    }
+    let loaded = fleet.backends().backend_names();
+    for (group, plugin) in unknown_plugins(&groups, &loaded, plugin_dir) {
+        // Not refused: the plugin may be compiling, or be added later.
+        tracing::warn!(
+            "node group {group} names plugin {plugin}, which is not loaded and has no manifest {plugin}.toml in {}; the group cannot use it until it is loaded",
+            plugin_dir.display()
+        );
     }
     let tls = tls_config(args)?;
     if !addr.ip().is_loopback() {
@@ -75,6 +84,22 @@ pub(super) async fn bind(
         service: Service::new(fleet.clone(), groups),
         tls,
     }))
+}
+
+/// The (group, plugin) pairs where a group names a plugin neither loaded
+/// nor with a manifest in `plugin_dir`.
+fn unknown_plugins(
+    groups: &NodeGroups,
+    loaded: &[String],
+    plugin_dir: &std::path::Path,
+) -> Vec<(String, String)> {
+    groups
+        .groups()
+        .iter()
+        .flat_map(|g| g.capacity.plugins.iter().map(move |p| (g.id(), p)))
+        .filter(|(_, p)| !loaded.contains(p) && !plugin_dir.join(format!("{p}.toml")).is_file())
+        .map(|(g, p)| (g.to_owned(), p.clone()))
+        .collect()
 }
 
 /// The listener's TLS acceptor, from `--autoscaler-tls-cert`,
@@ -192,5 +217,25 @@ impl Listener {
             )
             .await
             .context("serving the autoscaler listener")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugins_neither_loaded_nor_in_the_directory_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("compiling.toml"), "").unwrap();
+        let groups = NodeGroups::parse(
+            "[[group]]\nid = \"a\"\nmin = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\nplugins = [\"hetzner\", \"nosuch\", \"compiling\"]\n\
+             [[group]]\nid = \"b\"\nmin = 0\nmax = 1\ncpu = 1\nmemory_gib = 1\n",
+        )
+        .unwrap();
+        assert_eq!(
+            unknown_plugins(&groups, &["hetzner".to_owned()], dir.path()),
+            [("a".to_owned(), "nosuch".to_owned())]
+        );
     }
 }

@@ -249,7 +249,13 @@ pub(crate) async fn run(cli: &Cli, args: &ServeArgs) -> Result<()> {
             .with_context(|| format!("binding the metrics listener to {}", args.metrics_listen))?;
         Some(l)
     };
-    let autoscaler = autoscaler::bind(&args.autoscaler, args.allow_remote, &fleet).await?;
+    let autoscaler = autoscaler::bind(
+        &args.autoscaler,
+        args.allow_remote,
+        &fleet,
+        host.plugin_dir(),
+    )
+    .await?;
     let autoscaler_addr = match &autoscaler {
         Some(a) => format!(" autoscaler={}", a.local_addr()?),
         None => String::new(),

@@ -847,6 +847,49 @@ async fn a_held_journal_creates_nothing() {
     assert!(fresh.members("web").unwrap().is_empty());
 }
 
+/// A service whose grower waits for a gate (`wasmprov serve` gives it the
+/// end of its startup reconcile) makes nothing before the gate opens: a
+/// fresh journal beside a cloud that has this owner's nodes is held only
+/// once a reconcile has seen them, and a grower that ran first would have
+/// made db's min under it. After the reconcile it is held: still nothing.
+#[tokio::test]
+async fn the_grower_waits_for_the_startup_reconcile() {
+    let mut rig = rig().await;
+    rig.until("db's server", |r| r.servers_of("db").len() == 1)
+        .await;
+    let state = tempfile::tempdir().unwrap();
+    let fresh = Arc::new(
+        Fleet::open(rig.host.clone(), state.path().join("journal.redb"))
+            .unwrap()
+            .owner_id(OWNER)
+            .unwrap(),
+    );
+    let before = rig.fake.servers().len();
+    let (open, gate) = tokio::sync::oneshot::channel::<()>();
+    let (_client, _server) = serve(Service::starting_after(
+        fresh.clone(),
+        NodeGroups::parse(GROUPS).unwrap(),
+        Duration::from_millis(100),
+        async move {
+            let _ = gate.await;
+        },
+    ))
+    .await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(rig.fake.servers().len(), before, "made before the gate");
+    assert!(fresh.held().unwrap().is_none());
+    let policy = wasmprov_fleet::ReconcilePolicy {
+        grace: Duration::ZERO,
+        ..wasmprov_fleet::ReconcilePolicy::default()
+    };
+    fresh.reconcile(&policy).await.unwrap();
+    assert!(fresh.held().unwrap().is_some(), "the reconcile holds it");
+    open.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(rig.fake.servers().len(), before, "made while held");
+    assert!(fresh.members("db").unwrap().is_empty());
+}
+
 /// NodeGroupGetOptions, Refresh, Cleanup, and the optional calls.
 #[tokio::test]
 async fn options_refresh_cleanup() {

@@ -24,7 +24,7 @@ pub mod template;
 pub use config::{ConfigError, NodeGroup, NodeGroups};
 pub use provider_id::NodeRef;
 pub use scaler::{Instance, MemberError, MemberState, OTHER_ERROR, OUT_OF_RESOURCES};
-pub use service::{DEFAULT_INCREASE_WAIT, FILE_DESCRIPTOR_SET, Service};
+pub use service::{DEFAULT_INCREASE_WAIT, DEFAULT_RETRY_EVERY, FILE_DESCRIPTOR_SET, Service};
 pub use status::AutoscalerError;
 
 /// The `clusterautoscaler.cloudprovider.v1.externalgrpc` package, generated

@@ -622,9 +622,18 @@ impl Scaler {
     /// and terminates members deleted while being created, woken by
     /// increases and deletes, and every `retry_every`. It ends when the
     /// scaler is dropped.
-    pub(crate) fn start(self: &Arc<Self>) {
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        gate: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+    ) {
         let weak: Weak<Self> = Arc::downgrade(self);
         tokio::spawn(async move {
+            // Nothing is created or terminated before the gate opens (the
+            // daemon's startup reconcile: until it has compared the journal
+            // with the clouds, a fresh or foreign journal is not yet held).
+            if let Some(gate) = gate {
+                gate.await;
+            }
             loop {
                 let Some(me) = weak.upgrade() else { return };
                 me.passes.send_modify(|(started, _)| *started += 1);

@@ -22,6 +22,10 @@ use crate::status::AutoscalerError;
 /// before that): under the autoscaler's default call timeout of 5 s.
 pub const DEFAULT_INCREASE_WAIT: Duration = Duration::from_secs(3);
 
+/// How often, at least, the grower passes over the groups by default
+/// (members that failed to be made are asked for again then).
+pub const DEFAULT_RETRY_EVERY: Duration = Duration::from_secs(10);
+
 /// The `clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider`
 /// service over a fleet and its node groups.
 ///
@@ -57,7 +61,7 @@ impl Service {
     /// service is dropped.
     #[must_use]
     pub fn new(fleet: Arc<Fleet>, groups: NodeGroups) -> Self {
-        Self::with_retry(fleet, groups, Duration::from_secs(10))
+        Self::with_retry(fleet, groups, DEFAULT_RETRY_EVERY)
     }
 
     /// As [`new`](Self::new), with the grower passing over the groups at
@@ -65,10 +69,36 @@ impl Service {
     /// for again then).
     #[must_use]
     pub fn with_retry(fleet: Arc<Fleet>, groups: NodeGroups, retry_every: Duration) -> Self {
+        Self::build(fleet, groups, retry_every, None)
+    }
+
+    /// As [`with_retry`](Self::with_retry), with the grower's first pass
+    /// only once `ready` completes: `wasmprov serve` passes the end of its
+    /// startup reconcile, so that nothing is created to reach a group's
+    /// target or min before the journal has been compared with the clouds
+    /// (an emptied, older or foreign journal is held only once a reconcile
+    /// has seen the nodes it does not know). The calls are answered
+    /// meanwhile.
+    #[must_use]
+    pub fn starting_after(
+        fleet: Arc<Fleet>,
+        groups: NodeGroups,
+        retry_every: Duration,
+        ready: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Self {
+        Self::build(fleet, groups, retry_every, Some(Box::pin(ready)))
+    }
+
+    fn build(
+        fleet: Arc<Fleet>,
+        groups: NodeGroups,
+        retry_every: Duration,
+        gate: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+    ) -> Self {
         let mut scaler = Scaler::new(fleet, groups);
         scaler.retry_every = retry_every;
         let scaler = Arc::new(scaler);
-        scaler.start();
+        scaler.start(gate);
         Self {
             scaler,
             increase_wait: DEFAULT_INCREASE_WAIT,

@@ -43,6 +43,7 @@ pub(super) async fn bind(
     allow_remote: bool,
     fleet: &Arc<Fleet>,
     plugin_dir: &std::path::Path,
+    mut ready: tokio::sync::watch::Receiver<Option<&'static str>>,
 ) -> Result<Option<Listener>> {
     let Some(addr) = args.autoscaler_listen else {
         return Ok(None);
@@ -81,7 +82,16 @@ pub(super) async fn bind(
         .with_context(|| format!("binding the autoscaler listener to {addr}"))?;
     Ok(Some(Listener {
         listener,
-        service: Service::new(fleet.clone(), groups),
+        // The grower waits for the startup reconcile: a fresh or foreign
+        // journal is held only once it has seen the clouds' nodes.
+        service: Service::starting_after(
+            fleet.clone(),
+            groups,
+            wasmprov_autoscaler::DEFAULT_RETRY_EVERY,
+            async move {
+                let _ = ready.wait_for(Option::is_none).await;
+            },
+        ),
         tls,
     }))
 }

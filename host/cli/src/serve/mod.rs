@@ -249,11 +249,16 @@ pub(crate) async fn run(cli: &Cli, args: &ServeArgs) -> Result<()> {
             .with_context(|| format!("binding the metrics listener to {}", args.metrics_listen))?;
         Some(l)
     };
+    // Not ready until the startup reconcile settled what an earlier run left
+    // half done; calls are answered meanwhile (the fleet keeps each request
+    // id's calls in order, a reconcile included).
+    let (ready_tx, ready_rx) = tokio::sync::watch::channel(Some(STARTING));
     let autoscaler = autoscaler::bind(
         &args.autoscaler,
         args.allow_remote,
         &fleet,
         host.plugin_dir(),
+        ready_rx.clone(),
     )
     .await?;
     let autoscaler_addr = match &autoscaler {
@@ -298,10 +303,6 @@ pub(crate) async fn run(cli: &Cli, args: &ServeArgs) -> Result<()> {
     let stopped = move |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
-    // Not ready until the startup reconcile settled what an earlier run left
-    // half done; calls are answered meanwhile (the fleet keeps each request
-    // id's calls in order, a reconcile included).
-    let (ready_tx, ready_rx) = tokio::sync::watch::channel(Some(STARTING));
     let (health, health_service) = tonic_health::server::health_reporter();
     for name in ["", SERVICE_NAME] {
         health

@@ -75,6 +75,11 @@ pub trait RestCloud {
     /// Where the cloud's error bodies keep the message (default: where
     /// most clouds do).
     const ERROR_AT: ErrorAt = ErrorAt::DEFAULT;
+    /// What the cloud calls a node, when its ids are numbers (`"droplet"`):
+    /// then the default [`check_id`](Self::check_id) refuses every spelling
+    /// of an id but the canonical decimal one ([`crate::ids::numeric_id`]).
+    /// `None` (the default): ids are the cloud's strings.
+    const NUMERIC_IDS: Option<&'static str> = None;
 
     /// The nodes of `owner_id` (made for `request_id`, when given): a list
     /// request filtered as narrowly as the API allows (by both labels, by
@@ -92,13 +97,17 @@ pub trait RestCloud {
     /// so, with an error that is not `not_found` (a terminate answered
     /// `not_found` tells the caller the node is gone). A cloud of numeric
     /// ids refuses every spelling but the canonical one with
-    /// [`crate::ids::numeric_id`]. The default accepts every id.
+    /// [`crate::ids::numeric_id`]. The default does that when
+    /// [`NUMERIC_IDS`](Self::NUMERIC_IDS) names the node, else accepts
+    /// every id.
     ///
     /// # Errors
     /// Any contract error but `not_found`, typically `unsupported`.
     fn check_id(&self, id: &str) -> Result<()> {
-        let _ = id;
-        Ok(())
+        match Self::NUMERIC_IDS {
+            Some(noun) => crate::ids::numeric_id(noun, id).map(|_| ()),
+            None => Ok(()),
+        }
     }
 
     /// Creates a node for `request` with `labels` (owner, request id,

@@ -34,6 +34,7 @@ impl RestCloud for DigitalOcean {
     const PAGING: Paging = Paging::next_url("/links/pages/next");
     const LIST_ITEMS: &'static str = "/droplets";
     const ONE_ITEM: &'static str = "/droplet";
+    const NUMERIC_IDS: Option<&'static str> = Some("droplet");
     const ERRORS: &'static [Rule] = &[
         Rule::new(Some(422), "limit", Kind::Quota),
         Rule::new(Some(422), "available", Kind::CapacityInZone),
@@ -46,9 +47,6 @@ impl RestCloud for DigitalOcean {
     fn node_url(&self, id: &str) -> Option<String> {
         let id = wasmprov_guest::ids::numeric_id("droplet", id).ok()?;
         Some(self.0.url(&format!("/droplets/{id}")))
-    }
-    fn check_id(&self, id: &str) -> Result<()> {
-        wasmprov_guest::ids::numeric_id("droplet", id).map(|_| ())
     }
     fn create(&self, request: &ProvisionRequest, labels: &Labels) -> Result<Request> {
         let (id, shape, boot) = (&request.request_id, &request.shape, &request.boot);

@@ -23,6 +23,7 @@ impl RestCloud for Linode {
     const PAGING: Paging = Paging::pages("page", "/pages");
     const LIST_ITEMS: &'static str = "/data";
     const ONE_ITEM: &'static str = "";
+    const NUMERIC_IDS: Option<&'static str> = Some("instance");
     const ERROR_AT: ErrorAt = ErrorAt::new(&["/errors/0/reason"], &["/errors/0/field"]);
     const ERRORS: &'static [Rule] = &[
         Rule::new(Some(400), "limit", Kind::Quota),
@@ -38,9 +39,6 @@ impl RestCloud for Linode {
     fn node_url(&self, id: &str) -> Option<String> {
         let id = wasmprov_guest::ids::numeric_id("instance", id).ok()?;
         Some(self.0.url(&format!("/linode/instances/{id}")))
-    }
-    fn check_id(&self, id: &str) -> Result<()> {
-        wasmprov_guest::ids::numeric_id("instance", id).map(|_| ())
     }
     fn create(&self, request: &ProvisionRequest, labels: &Labels) -> Result<Request> {
         let (id, shape, boot) = (&request.request_id, &request.shape, &request.boot);

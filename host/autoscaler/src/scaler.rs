@@ -181,17 +181,16 @@ impl Scaler {
 
     fn members(&self, group: &str) -> Result<Members> {
         let all = self.fleet.members(group)?;
-        let mut doomed = std::collections::BTreeSet::new();
-        for i in &all {
-            if self
-                .fleet
-                .journal()
-                .value(&doomed_key(&i.request_id))?
-                .is_some()
-            {
-                doomed.insert(i.request_id.clone());
-            }
-        }
+        // Every member's mark in one read of the journal.
+        let keys: Vec<String> = all.iter().map(|i| doomed_key(&i.request_id)).collect();
+        let names: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let marks = self.fleet.journal().values(&names)?;
+        let doomed = all
+            .iter()
+            .zip(marks)
+            .filter(|(_, mark)| mark.is_some())
+            .map(|(i, _)| i.request_id.clone())
+            .collect();
         Ok(Members { all, doomed })
     }
 

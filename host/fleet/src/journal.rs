@@ -1539,19 +1539,31 @@ impl Journal {
     /// # Errors
     /// When the database cannot be read or holds a malformed record.
     pub fn value(&self, name: &str) -> Result<Option<u64>> {
-        let key = value_key(name);
+        Ok(self.values(&[name])?.pop().flatten())
+    }
+
+    /// The numbers kept under each of `names` ([`value`](Self::value) for
+    /// each), read in one transaction: one consistent view, and one read
+    /// of the database however many names.
+    ///
+    /// # Errors
+    /// When the database cannot be read or holds a malformed record.
+    pub fn values(&self, names: &[&str]) -> Result<Vec<Option<u64>>> {
         self.read(|txn| {
             let meta = txn.open_table(META)?;
-            match meta.get(key.as_str())? {
-                Some(v) => {
+            names
+                .iter()
+                .map(|name| {
+                    let Some(v) = meta.get(value_key(name).as_str())? else {
+                        return Ok(None);
+                    };
                     let bytes: [u8; 8] = v
                         .value()
                         .try_into()
                         .map_err(|_| anyhow::anyhow!("a malformed value record {name:?}"))?;
                     Ok(Some(u64::from_le_bytes(bytes)))
-                }
-                None => Ok(None),
-            }
+                })
+                .collect()
         })
     }
 
@@ -1797,6 +1809,22 @@ mod tests {
             },
             ..Intent::default()
         }
+    }
+
+    #[test]
+    fn values_read_together_as_they_were_kept_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(dir.path().join("v.redb")).unwrap();
+        j.set_values(&[("a", Some(1)), ("b", Some(u64::MAX))]).unwrap();
+        assert_eq!(
+            j.values(&["b", "missing", "a"]).unwrap(),
+            [Some(u64::MAX), None, Some(1)]
+        );
+        assert_eq!(j.value("a").unwrap(), Some(1));
+        assert_eq!(j.value("missing").unwrap(), None);
+        j.set_values(&[("a", None)]).unwrap();
+        assert_eq!(j.values(&["a", "b"]).unwrap(), [None, Some(u64::MAX)]);
+        assert!(j.values(&[]).unwrap().is_empty());
     }
 
     #[test]

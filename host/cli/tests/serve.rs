@@ -1859,9 +1859,31 @@ async fn hetzner_daemon(d: &Path, fake: &HetznerFake, args: &[&str]) -> Served {
     serve(cmd, args, d).await
 }
 
-/// A daemon over the Hetzner fake with the default manifest, for load.
+/// Waits until ListPlugins lists `name`: the daemon serves (and is
+/// ready) while its plugins may still be compiling.
+async fn plugin_listed(grpc: SocketAddr, name: &str) {
+    let mut c = client(grpc).await;
+    bounded(&format!("{name} loaded"), START_LIMIT, async {
+        loop {
+            let list = rpc(
+                "ListPlugins",
+                c.list_plugins(authed(TOKEN, pb::ListPluginsRequest {})),
+            )
+            .await;
+            if list.plugins.iter().any(|p| p.name == name) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+}
+
+/// A daemon over the Hetzner fake with the default manifest, for load,
+/// once its plugin is loaded (load on a plugin still compiling measures
+/// the compile).
 async fn load_daemon(d: &Path, fake: &HetznerFake) -> Served {
-    hetzner_daemon(
+    let served = hetzner_daemon(
         d,
         fake,
         &[
@@ -1872,7 +1894,9 @@ async fn load_daemon(d: &Path, fake: &HetznerFake) -> Served {
             "0",
         ],
     )
-    .await
+    .await;
+    plugin_listed(served.grpc, "hetzner").await;
+    served
 }
 
 /// With the default manifest (16 requests in flight), 500 concurrent
@@ -2508,20 +2532,7 @@ async fn a_journal_that_cannot_write_makes_the_daemon_not_serving() {
     let metrics = served.metrics.unwrap();
     let mut c = client(served.grpc).await;
     // Ready is the daemon, not the plugin: it may still be compiling.
-    bounded("hetzner loaded", START_LIMIT, async {
-        loop {
-            let list = rpc(
-                "ListPlugins",
-                c.list_plugins(authed(TOKEN, pb::ListPluginsRequest {})),
-            )
-            .await;
-            if list.plugins.iter().any(|p| p.name == "hetzner") {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await;
+    plugin_listed(served.grpc, "hetzner").await;
     let provision = |id: &str| {
         authed(
             TOKEN,

@@ -24,6 +24,21 @@ pub(super) fn with_kind(code: Code, message: String, kind: &'static str) -> Stat
 /// another plugin or shape `ALREADY_EXISTS` (`conflict`); the plugin's own
 /// error as [`status_of`] maps it; and a journal that could not be read or
 /// written `INTERNAL` (`journal`).
+/// `UNAVAILABLE` (kind `compiling`, retryable) when plugin `name` is not
+/// loaded because its component is still compiling (`errors` are the
+/// host's load errors): the call can succeed once the compile is done, so
+/// it is no unknown plugin.
+pub(super) fn compiling_status(errors: &[wasmprov_host::LoadError], name: &str) -> Option<Status> {
+    errors.iter().find_map(|e| match e {
+        wasmprov_host::LoadError::Compiling { plugin, .. } if plugin == name => Some(with_kind(
+            Code::Unavailable,
+            format!("{e}; ask again shortly"),
+            "compiling",
+        )),
+        _ => None,
+    })
+}
+
 pub(super) fn fleet_status(err: &FleetError) -> Status {
     match err {
         FleetError::UnknownPlugin(_) => {

@@ -869,8 +869,10 @@ impl Service {
                 self.host.plugin_names().join(", ")
             )));
         }
-        crate::load::plugin(&self.host, name)
-            .map_err(|e| with_kind(Code::NotFound, format!("{e:#}"), "unknown_plugin"))
+        crate::load::plugin(&self.host, name).map_err(|e| {
+            compiling_status(&self.host.errors(), name)
+                .unwrap_or_else(|| with_kind(Code::NotFound, format!("{e:#}"), "unknown_plugin"))
+        })
     }
 
     /// [`fleet_status`], with the loaded plugins named for an unknown one.
@@ -1375,6 +1377,28 @@ mod tests {
         });
         assert_eq!(s.code(), Code::Internal);
         assert_eq!(kind(&s), "plugin");
+    }
+
+    #[test]
+    fn a_plugin_still_compiling_is_unavailable_not_unknown() {
+        let errors = [
+            wasmprov_host::LoadError::Compiling {
+                plugin: "hetzner".into(),
+                running_ms: 2004,
+            },
+            wasmprov_host::LoadError::Compiling {
+                plugin: "hetzner-eu".into(),
+                running_ms: 10,
+            },
+        ];
+        let s = compiling_status(&errors, "hetzner").unwrap();
+        assert_eq!(s.code(), Code::Unavailable);
+        assert_eq!(kind(&s), "compiling");
+        assert!(s.message().contains("2004 ms"), "{s:?}");
+        // Exactly the name: neither a prefix nor a plugin that is not compiling.
+        assert!(compiling_status(&errors, "hetz").is_none());
+        assert!(compiling_status(&errors, "aws-ec2").is_none());
+        assert!(compiling_status(&[], "hetzner").is_none());
     }
 
     #[test]

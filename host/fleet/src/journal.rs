@@ -1815,7 +1815,8 @@ mod tests {
     fn values_read_together_as_they_were_kept_together() {
         let dir = tempfile::tempdir().unwrap();
         let j = Journal::open(dir.path().join("v.redb")).unwrap();
-        j.set_values(&[("a", Some(1)), ("b", Some(u64::MAX))]).unwrap();
+        j.set_values(&[("a", Some(1)), ("b", Some(u64::MAX))])
+            .unwrap();
         assert_eq!(
             j.values(&["b", "missing", "a"]).unwrap(),
             [Some(u64::MAX), None, Some(1)]

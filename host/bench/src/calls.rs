@@ -13,16 +13,19 @@ use wasmprov_plugin_hetzner::settings::Settings;
 
 use crate::common::shape;
 use crate::config::Config;
+use crate::extism::{self, ExtismResults, Peer};
 use crate::report::{Section, Table};
 use crate::stats::{Summary, dur, ratio, summarize};
 
 /// Medians of the call-overhead section.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct CallResults {
     pub native: Summary,
     pub fresh: Summary,
     pub reused: Summary,
     pub subprocess: Summary,
+    /// The Extism peer, or why it was not measured.
+    pub extism: Result<ExtismResults, String>,
 }
 
 /// Price hints one instance may answer in the reused-instance runs
@@ -160,14 +163,27 @@ fn subprocess(n: usize, max: Duration) -> Result<(Summary, PriceHint, String)> {
     Ok((summarize(&mut samples), first, shown))
 }
 
-pub fn run(cfg: &Config, host: &Host, reusing: &Host) -> Result<(Section, CallResults)> {
+/// `peer` is the Extism peer as built before the section (or why not).
+pub fn run(
+    cfg: &Config,
+    host: &Host,
+    reusing: &Host,
+    peer: &Result<Peer, String>,
+) -> Result<(Section, CallResults)> {
     let mut sec = Section::new(
         "1. Call overhead: `price_hint` for one shape",
         "`price_hint` of the Hetzner plugin for 2 vCPU / 4 GiB (answer: `cax11`), called from one thread. \
          Native: the plugin crate's pricing code called in-process (timed in batches of 1000, each sample the batch mean). \
          Fresh instance: `WasmPlugin::try_price_hint`, which makes a new store and instance from the `InstancePre` for every call. \
          Reused instance: the same call on a host built with `HostBuilder::price_hint_reuse(10000)`, where one instance answers up to 10 000 price hints (the host's opt-in path for calls that can do no I/O). \
-         Subprocess: the same native code in the `price-server` binary, one JSON line in, one out, over pipes.",
+         Subprocess: the same native code in the `price-server` binary, one JSON line in, one out, over pipes.\n\n\
+         Extism 1.30: a peer from another plugin system, measured in the same run by its own binary (`host/bench/extism-peer`, \
+         its own workspace since Extism 1.30 pins wasmtime 43): an extism-pdk plugin built for wasm32-unknown-unknown in release, \
+         whose `price_hint` takes the shape as JSON and answers the price hint as JSON, computed by the Hetzner plugin's own \
+         catalogue and settings modules (compiled in from `plugins/hetzner/src`). The module is compiled once (`CompiledPlugin`); \
+         new plugin per call: `Plugin::new_from_compiled`, the call and the plugin's drop, Extism's cheapest fresh path; \
+         reused plugin: one plugin answering every call. Same sample counts and percentiles as the rows above; \
+         both answers must equal the native one.",
     );
     let (n, batches, max) = if cfg.quick {
         (3_000, 100, Duration::from_secs(3))
@@ -178,6 +194,22 @@ pub fn run(cfg: &Config, host: &Host, reusing: &Host) -> Result<(Section, CallRe
     let (fr, got) = through_host(host, n, max)?;
     let (re, got_reused) = through_host(reusing, n, max)?;
     let (sub, from_sub, shown) = subprocess(n, max)?;
+    let ext = match peer {
+        Ok(peer) => extism::measure(peer, n, max),
+        Err(why) => Err(why.clone()),
+    };
+    let ext = match ext {
+        Ok((_, answer))
+            if answer.instance_type != expect.instance_type
+                || (answer.hourly_usd - expect.hourly_usd).abs() > 1e-12 =>
+        {
+            Err(format!(
+                "its price hint {answer:?} differs from the native one {expect:?}"
+            ))
+        }
+        Ok((r, _)) => Ok(r),
+        Err(why) => Err(why),
+    };
     for (what, h) in [
         ("wasm", &got),
         ("reused wasm", &got_reused),
@@ -230,7 +262,44 @@ pub fn run(cfg: &Config, host: &Host, reusing: &Host) -> Result<(Section, CallRe
         ratio(sub.p50, nat.p50),
         "×1".into(),
     ]);
+    if let Ok(e) = &ext {
+        for (path, r) in [
+            (
+                format!("Extism {}, new plugin per call", extism::VERSION),
+                &e.fresh,
+            ),
+            (
+                format!("Extism {}, reused plugin", extism::VERSION),
+                &e.reused,
+            ),
+        ] {
+            t.row(vec![
+                path,
+                r.n.to_string(),
+                dur(r.p50),
+                dur(r.p90),
+                dur(r.p99),
+                ratio(r.p50, nat.p50),
+                ratio(r.p50, sub.p50),
+            ]);
+        }
+    }
     sec.table("", t);
+    match &ext {
+        Ok(e) => {
+            sec.note(format!(
+                "Fresh instance vs Extism: {} of Extism's reused plugin, {} of its new plugin per call (p50). \
+                 The Extism peer's host-side work natively (shape to JSON, the pricing code, answer to JSON and back): {} (p50 of {}×1000).",
+                ratio(fr.p50, e.reused.p50),
+                ratio(fr.p50, e.fresh.p50),
+                dur(e.native_json.p50),
+                e.native_json.n
+            ));
+        }
+        Err(why) => {
+            sec.note(format!("Extism peer not measured: {why}."));
+        }
+    }
     sec.note(
         "Reuse is off by default: every call gets a fresh store and instance unless the embedder sets `price_hint_reuse`; calls that can do I/O always do.",
     );
@@ -242,6 +311,7 @@ pub fn run(cfg: &Config, host: &Host, reusing: &Host) -> Result<(Section, CallRe
             fresh: fr,
             reused: re,
             subprocess: sub,
+            extism: ext,
         },
     ))
 }

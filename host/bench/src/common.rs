@@ -259,6 +259,10 @@ pub fn with_nonce(component: &[u8], nonce: &str) -> Vec<u8> {
 pub struct Machine {
     pub cores: usize,
     pub cpu: String,
+    /// Whether the CPU has memory protection keys (the `pku` flag in
+    /// /proc/cpuinfo), which wasmtime's pooling allocator can use to pack
+    /// memory slots; `None` when /proc/cpuinfo lists no flags.
+    pub pku: Option<bool>,
     pub memory: String,
     pub kernel: String,
     pub rustc: String,
@@ -314,6 +318,11 @@ impl Machine {
             .find(|l| l.starts_with("model name"))
             .and_then(|l| l.split_once(':'))
             .map_or_else(|| "unknown".to_string(), |(_, v)| v.trim().to_string());
+        let pku = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("flags"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, flags)| flags.split_whitespace().any(|f| f == "pku"));
         let mem_kib: u64 = std::fs::read_to_string("/proc/meminfo")
             .ok()
             .and_then(|s| {
@@ -346,6 +355,7 @@ impl Machine {
         Self {
             cores: std::thread::available_parallelism().map_or(1, usize::from),
             cpu,
+            pku,
             memory: crate::stats::bytes(mem_kib as f64 * 1024.0),
             kernel,
             rustc: env!("BENCH_RUSTC_VERSION").to_string(),
@@ -356,6 +366,17 @@ impl Machine {
                 commit
             },
             sources: sources_digest(),
+        }
+    }
+}
+
+impl Machine {
+    /// `yes`, `no`, or `unknown` for [`Machine::pku`].
+    pub fn pku_label(&self) -> &'static str {
+        match self.pku {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "unknown",
         }
     }
 }

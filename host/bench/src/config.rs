@@ -13,6 +13,9 @@ pub struct Config {
     pub out: PathBuf,
     /// Whether to profile (needs `perf`).
     pub profile: bool,
+    /// Whether section 1 builds and measures the Extism peer
+    /// (`host/bench/extism-peer`).
+    pub extism: bool,
     /// Run only this section (1–5, or 6 for the profile) and write nothing.
     pub only: Option<u8>,
 }
@@ -27,6 +30,8 @@ OPTIONS:
   --out PATH     write the report to PATH (default: docs/BENCHMARKS.md, or
                  target/BENCHMARKS.quick.md with --quick)
   --no-profile   skip the perf profile
+  --no-extism    skip the Extism peer of section 1 (built from
+                 host/bench/extism-peer into target/extism-peer)
   --only N       run only section N (1-5, 8; 6 = profile), print it, write nothing
   -h, --help     this text
 ";
@@ -43,6 +48,7 @@ pub(crate) fn parse_args(args: &[String]) -> Result<Option<Config>> {
     let mut quick = false;
     let mut out = None;
     let mut profile = true;
+    let mut extism = true;
     let mut only = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -50,6 +56,7 @@ pub(crate) fn parse_args(args: &[String]) -> Result<Option<Config>> {
             "--quick" => quick = true,
             "--out" => out = Some(PathBuf::from(it.next().context("--out needs a path")?)),
             "--no-profile" => profile = false,
+            "--no-extism" => extism = false,
             "--only" => only = Some(it.next().context("--only needs a section")?.parse()?),
             "-h" | "--help" => {
                 print!("{USAGE}");
@@ -69,6 +76,7 @@ pub(crate) fn parse_args(args: &[String]) -> Result<Option<Config>> {
         quick,
         out,
         profile,
+        extism,
         only,
     }))
 }

@@ -10,15 +10,17 @@
 //! ```
 //!
 //! Sections: 1 call overhead (`price_hint`: native, fresh wasm instance,
-//! subprocess), 2 provision round trips over HTTP to a loopback fake cloud,
-//! 3 load time, 4 memory, 5 scaling, 8 the same plugin in Rust, Python and
-//! JavaScript, then a profile of the largest remaining cost.
+//! subprocess, the Extism peer), 2 provision round trips over HTTP to a
+//! loopback fake cloud, 3 load time, 4 memory, 5 scaling, 8 the same plugin
+//! in Rust, Python and JavaScript, then a profile of the largest remaining
+//! cost.
 
 mod calls;
 mod child;
 mod common;
 mod config;
 mod driver;
+mod extism;
 mod gate;
 mod languages;
 mod load;
@@ -54,9 +56,11 @@ fn main() -> Result<()> {
     let started = Instant::now();
     let machine = Machine::probe();
     println!(
-        "wasmprov-bench{}: {} cores, {}, {}",
+        "wasmprov-bench{}: {} cores ({}, pku {}), {}, {}",
         if cfg.quick { " --quick" } else { "" },
         machine.cores,
+        machine.cpu,
+        machine.pku_label(),
         machine.rustc,
         machine.date
     );
@@ -87,9 +91,17 @@ fn main() -> Result<()> {
         None,
         |b| b.price_hint_reuse(calls::REUSE),
     ))?;
+    // Section 1's Extism peer, built before any measurement starts.
+    let peer = if !cfg.extism {
+        Err("skipped (--no-extism)".to_string())
+    } else if cfg.only.is_some_and(|n| n != 1) {
+        Err("not this section".to_string())
+    } else {
+        extism::build(&workspace_root())
+    };
     if let Some(n) = cfg.only {
         match n {
-            1 => drop(calls::run(&cfg, &host, &reusing)?),
+            1 => drop(calls::run(&cfg, &host, &reusing, &peer)?),
             2 => drop(rt.block_on(roundtrip::run(&cfg))?),
             3 => drop(load::run(&cfg, &rt)?),
             4 => drop(rt.block_on(memory::run(&cfg))?),
@@ -102,7 +114,7 @@ fn main() -> Result<()> {
     }
 
     quiet("1. call overhead", &mut loads);
-    let (sec, calls) = calls::run(&cfg, &host, &reusing)?;
+    let (sec, calls) = calls::run(&cfg, &host, &reusing, &peer)?;
     sections.push(sec);
     drop(host);
     drop(reusing);
@@ -208,6 +220,22 @@ fn targets(
         measured: ratio(fr, calls.subprocess.p50),
         baseline: format!("subprocess {}", dur(calls.subprocess.p50)),
         verdict: Verdict::of(fr <= 0.25 * calls.subprocess.p50),
+    });
+    out.push(match &calls.extism {
+        Ok(e) => Target {
+            what: "`price_hint`, fresh instance vs Extism reused plugin (p50)".into(),
+            target: "≤ ×1.0".into(),
+            measured: ratio(fr, e.reused.p50),
+            baseline: format!("Extism {} reused {}", extism::VERSION, dur(e.reused.p50)),
+            verdict: Verdict::of(fr <= e.reused.p50),
+        },
+        Err(why) => Target {
+            what: "`price_hint`, fresh instance vs Extism reused plugin (p50)".into(),
+            target: "≤ ×1.0".into(),
+            measured: "not measured".into(),
+            baseline: format!("Extism peer: {why}"),
+            verdict: Verdict::NotMeasured,
+        },
     });
     let re = calls.reused.p50;
     out.push(Target {
@@ -373,6 +401,24 @@ fn facts(
     put("sub_p90", dur(calls.subprocess.p90));
     put("fresh_vs_sub", ratio(calls.fresh.p50, calls.subprocess.p50));
     put("fresh_vs_native", ratio(calls.fresh.p50, calls.native.p50));
+    let na = || "not measured".to_string();
+    let ext = calls.extism.as_ref().ok();
+    put(
+        "extism_fresh_p50",
+        ext.map_or_else(na, |e| dur(e.fresh.p50)),
+    );
+    put(
+        "extism_reused_p50",
+        ext.map_or_else(na, |e| dur(e.reused.p50)),
+    );
+    put(
+        "fresh_vs_extism_reused",
+        ext.map_or_else(na, |e| ratio(calls.fresh.p50, e.reused.p50)),
+    );
+    put(
+        "v_extism",
+        ext.map_or_else(na, |e| verdict(calls.fresh.p50 <= e.reused.p50)),
+    );
     let ns = |d: Option<Duration>| d.map_or(f64::NAN, |d| d.as_nanos() as f64);
     for p in pairs.iter().chain(sweep) {
         let c = p.concurrency;
@@ -564,7 +610,7 @@ fn document(
     d.push_str("```sh\ncargo run --release -p wasmprov-bench\n```\n\n");
     d.push_str(&format!(
         "(`-- --quick` for a ~30 s smoke run that writes `target/BENCHMARKS.quick.md` instead; `-- --no-profile` \
-         without `perf`.) This file was written by {} run that took {}.\n\n",
+         without `perf`, `-- --no-extism` without section 1's Extism peer.) This file was written by {} run that took {}.\n\n",
         if cfg.quick { "a `--quick`" } else { "a full" },
         dur(elapsed.as_nanos() as f64)
     ));
@@ -573,6 +619,10 @@ fn document(
     t.row(vec!["date".into(), m.date.clone()]);
     t.row(vec!["cores".into(), m.cores.to_string()]);
     t.row(vec!["CPU".into(), m.cpu.clone()]);
+    t.row(vec![
+        "memory protection keys (`pku` in /proc/cpuinfo)".into(),
+        m.pku_label().into(),
+    ]);
     t.row(vec!["memory".into(), m.memory.clone()]);
     t.row(vec!["kernel".into(), m.kernel.clone()]);
     t.row(vec!["compiler".into(), format!("`{}`", m.rustc)]);

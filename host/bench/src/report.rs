@@ -118,6 +118,9 @@ impl Section {
 pub enum Verdict {
     Met,
     Missed,
+    /// The value could not be measured in this run (e.g. a peer that did
+    /// not build); the row says why.
+    NotMeasured,
 }
 
 impl Verdict {
@@ -129,6 +132,7 @@ impl Verdict {
         match self {
             Self::Met => "met",
             Self::Missed => "**missed**",
+            Self::NotMeasured => "not measured",
         }
     }
 }

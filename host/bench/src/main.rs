@@ -221,22 +221,7 @@ fn targets(
         baseline: format!("subprocess {}", dur(calls.subprocess.p50)),
         verdict: Verdict::of(fr <= 0.25 * calls.subprocess.p50),
     });
-    out.push(match &calls.extism {
-        Ok(e) => Target {
-            what: "`price_hint`, fresh instance vs Extism reused plugin (p50)".into(),
-            target: "≤ ×1.0".into(),
-            measured: ratio(fr, e.reused.p50),
-            baseline: format!("Extism {} reused {}", extism::VERSION, dur(e.reused.p50)),
-            verdict: Verdict::of(fr <= e.reused.p50),
-        },
-        Err(why) => Target {
-            what: "`price_hint`, fresh instance vs Extism reused plugin (p50)".into(),
-            target: "≤ ×1.0".into(),
-            measured: "not measured".into(),
-            baseline: format!("Extism peer: {why}"),
-            verdict: Verdict::NotMeasured,
-        },
-    });
+    out.push(extism_target(fr, &calls.extism));
     let re = calls.reused.p50;
     out.push(Target {
         what: "`price_hint`, reused instance (p50)".into(),
@@ -356,6 +341,30 @@ fn targets(
         verdict: Verdict::of(per_call < 1.0),
     });
     out
+}
+
+/// The target row "fresh instance vs Extism reused plugin": met when the
+/// fresh-instance p50 is at most Extism's reused-plugin p50 in the same run;
+/// "not measured", with the reason, without the peer.
+fn extism_target(fresh_p50: f64, extism: &Result<extism::ExtismResults, String>) -> Target {
+    let what = "`price_hint`, fresh instance vs Extism reused plugin (p50)".to_string();
+    let target = "≤ ×1.0".to_string();
+    match extism {
+        Ok(e) => Target {
+            what,
+            target,
+            measured: ratio(fresh_p50, e.reused.p50),
+            baseline: format!("Extism {} reused {}", extism::VERSION, dur(e.reused.p50)),
+            verdict: Verdict::of(fresh_p50 <= e.reused.p50),
+        },
+        Err(why) => Target {
+            what,
+            target,
+            measured: "not measured".into(),
+            baseline: format!("Extism peer: {why}"),
+            verdict: Verdict::NotMeasured,
+        },
+    }
 }
 
 /// Named figures of this run, for `{{name}}` placeholders in the analysis.
@@ -669,4 +678,35 @@ fn document(
     }
     d.push_str(analysis);
     d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Summary;
+
+    #[test]
+    fn extism_target_row() {
+        let at = |p50| Summary {
+            n: 3000,
+            p50,
+            p90: p50,
+            p99: p50,
+        };
+        let peer = Ok(extism::ExtismResults {
+            fresh: at(231_000.0),
+            reused: at(12_700.0),
+            native_json: at(263.0),
+        });
+        let t = extism_target(23_700.0, &peer);
+        assert_eq!(t.target, "≤ ×1.0");
+        assert_eq!(t.measured, "×1.87");
+        assert_eq!(t.baseline, "Extism 1.30 reused 12.7 µs");
+        assert_eq!(t.verdict, Verdict::Missed);
+        assert_eq!(extism_target(12_000.0, &peer).verdict, Verdict::Met);
+        let t = extism_target(23_700.0, &Err("skipped (--no-extism)".into()));
+        assert_eq!(t.measured, "not measured");
+        assert_eq!(t.baseline, "Extism peer: skipped (--no-extism)");
+        assert_eq!(t.verdict.label(), "not measured");
+    }
 }

@@ -98,7 +98,9 @@ pub fn build(root: &Path) -> Result<Peer, String> {
     }
     let target_dir = root.join("target").join("extism-peer");
     ensure_target()?;
-    println!("  building the Extism peer (host/bench/extism-peer, into target/extism-peer) …");
+    println!(
+        "  building the Extism peer (host/bench/extism-peer, into target/extism-peer; the first build compiles wasmtime 43, minutes) …"
+    );
     for (what, args) in [
         (
             "its plugin",

@@ -516,6 +516,7 @@ impl WasmPlugin {
         // component instantiates under its limits.
         let (backend, types) = plugin
             .call_pure(async |store: &mut Store<CallState>, p: &Instance| {
+                p.check_types(&mut *store)?;
                 let backend = p.name(&mut *store).await?;
                 let types = p.capacity_types(&mut *store).await?;
                 Ok((backend, types))

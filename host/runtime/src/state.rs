@@ -42,7 +42,10 @@ pub(crate) fn field_size_limit(memory_bytes: u64) -> usize {
 }
 
 pub(crate) struct CallState {
-    wasi: WasiCtx,
+    /// Made at the first WASI call the guest makes: most pure calls make
+    /// none, and a WASI context (random generators, clocks, stdio) is a
+    /// tenth of a fresh `price_hint`.
+    wasi: Option<WasiCtx>,
     table: ResourceTable,
     http_ctx: WasiHttpCtx,
     pub(crate) hooks: HttpHooks,
@@ -153,14 +156,6 @@ impl CallState {
         secrets: Arc<CallSecrets>,
     ) -> Self {
         let stderr = TailPipe::new(STDERR_CAPTURE);
-        // Nothing is inherited: no environment, no arguments, no preopened
-        // directories, no sockets, no name lookup, no stdin.
-        let wasi = WasiCtx::builder()
-            .stderr(stderr.clone())
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .build();
         let limits = &plugin.manifest.limits;
         let max_ticks = max_ticks(limits, kind);
         // Host-side memory a guest can make the host hold (wasi-http header
@@ -172,7 +167,7 @@ impl CallState {
         http_ctx.set_field_size_limit(field_size_limit(limits.memory_bytes));
         let reached = Arc::new(std::sync::atomic::AtomicBool::new(false));
         Self {
-            wasi,
+            wasi: None,
             table,
             http_ctx,
             hooks: HttpHooks::new(plugin.clone(), kind, reached.clone()),
@@ -232,7 +227,8 @@ pub(crate) struct TailPipe {
 impl TailPipe {
     fn new(cap: usize) -> Self {
         Self {
-            buf: Arc::new(Mutex::new(VecDeque::with_capacity(cap.min(4096)))),
+            // Grown at the first write: most calls write nothing.
+            buf: Arc::new(Mutex::new(VecDeque::new())),
             cap,
         }
     }
@@ -287,10 +283,23 @@ impl tokio::io::AsyncWrite for TailPipe {
     }
 }
 
+/// The WASI context of a call: nothing is inherited (no environment, no
+/// arguments, no preopened directories, no sockets, no name lookup, no
+/// stdin); stderr goes to the call's [`TailPipe`].
+fn wasi_context(stderr: &TailPipe) -> WasiCtx {
+    WasiCtx::builder()
+        .stderr(stderr.clone())
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .build()
+}
+
 impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
+        let stderr = &self.stderr;
         WasiCtxView {
-            ctx: &mut self.wasi,
+            ctx: self.wasi.get_or_insert_with(|| wasi_context(stderr)),
             table: &mut self.table,
         }
     }

@@ -9,15 +9,19 @@
 //! Every call returns the plugin's answer converted but not yet checked:
 //! `answers` checks it, once, for every version alike.
 
+use std::sync::Arc;
 use wasmprov_api::{
     AddressRequest, CapacityType, Interfaces, Labels, NodeHandle, NodeShape, Offering, PriceHint,
     ProvisionRequest, ProvisionerError, StableAddress, SubnetCapacity, Target,
 };
+
 use wasmtime::Store;
-use wasmtime::component::InstancePre;
+use wasmtime::component::{ComponentExportIndex, InstancePre, Lift, Lower, TypedFunc};
 
 use crate::bindings::{v01 as b01, v02 as b02, v03 as b03, v03_net::networking as b03n};
 use crate::state::CallState;
+
+use crate::bindings::v03::types as w;
 
 pub(crate) mod v01;
 pub(crate) mod v02;
@@ -63,23 +67,126 @@ pub(crate) type Answer<T> = wasmtime::Result<Result<T, ProvisionerError>>;
 pub(crate) enum Pre {
     V03 {
         pre: InstancePre<CallState>,
-        provider: b03::ProviderIndices,
-        /// Where the `networking` export is, when the component has one.
-        networking: Option<b03n::GuestIndices>,
+        /// Where each export is, found once per plugin.
+        exports: Arc<Exports03>,
     },
     V02(b02::ProviderPre<CallState>),
     V01(b01::ProviderPre<CallState>),
 }
 
+/// Where the functions of a 0.3 component's exports are. A call looks up
+/// and type-checks only the function it calls: the generated bindings'
+/// `load` type-checks every export of every instance, which was an eighth
+/// of a fresh `price_hint` (the whole interface is type-checked once, at
+/// load, by [`Instance::check_types`]).
+pub(crate) struct Exports03 {
+    /// The generated look-ups, for that one check at load.
+    provider: b03::ProviderIndices,
+    networking_indices: Option<b03n::GuestIndices>,
+    name: ComponentExportIndex,
+    capacity_types: ComponentExportIndex,
+    price_hint: ComponentExportIndex,
+    provision: ComponentExportIndex,
+    terminate: ComponentExportIndex,
+    describe: ComponentExportIndex,
+    get: ComponentExportIndex,
+    offerings: ComponentExportIndex,
+    set_labels: ComponentExportIndex,
+    /// The `networking` export's functions, when the component has it.
+    networking: Option<Networking03>,
+}
+
+struct Networking03 {
+    assign_address: ComponentExportIndex,
+    release_address: ComponentExportIndex,
+    register_target: ComponentExportIndex,
+    deregister_target: ComponentExportIndex,
+    list_targets: ComponentExportIndex,
+    subnet_capacity: ComponentExportIndex,
+}
+
+/// The export index of `func` in the exported interface `interface`.
+fn export_index(
+    pre: &InstancePre<CallState>,
+    interface: &str,
+    func: &str,
+) -> wasmtime::Result<ComponentExportIndex> {
+    let component = pre.component();
+    let iface = component
+        .get_export_index(None, interface)
+        .ok_or_else(|| wasmtime::format_err!("no exported instance named `{interface}`"))?;
+    component
+        .get_export_index(Some(&iface), func)
+        .ok_or_else(|| wasmtime::format_err!("`{interface}` does not export `{func}`"))
+}
+
+impl Exports03 {
+    fn new(pre: &InstancePre<CallState>, networking: bool) -> wasmtime::Result<Self> {
+        const P: &str = "wasmprov:provisioner/provisioner@0.3.0";
+        let f = |name: &str| export_index(pre, P, name);
+        let networking_indices = if networking {
+            Some(b03n::GuestIndices::new(pre)?)
+        } else {
+            None
+        };
+        let networking = if networking {
+            let n = |name: &str| export_index(pre, NETWORKING_EXPORT, name);
+            Some(Networking03 {
+                assign_address: n("assign-address")?,
+                release_address: n("release-address")?,
+                register_target: n("register-target")?,
+                deregister_target: n("deregister-target")?,
+                list_targets: n("list-targets")?,
+                subnet_capacity: n("subnet-capacity")?,
+            })
+        } else {
+            None
+        };
+        Ok(Self {
+            provider: b03::ProviderIndices::new(pre)?,
+            networking_indices,
+            name: f("name")?,
+            capacity_types: f("capacity-types")?,
+            price_hint: f("price-hint")?,
+            provision: f("provision")?,
+            terminate: f("terminate")?,
+            describe: f("describe")?,
+            get: f("get")?,
+            offerings: f("offerings")?,
+            set_labels: f("set-labels")?,
+            networking,
+        })
+    }
+}
+
 /// One instance of a plugin.
 pub(crate) enum Instance {
     V03 {
-        provider: b03::Provider,
-        networking: Option<b03n::Guest>,
+        instance: wasmtime::component::Instance,
+        exports: Arc<Exports03>,
     },
     V02(b02::Provider),
     V01(b01::Provider),
 }
+
+/// Calls the function at `index` of `instance` with `params`, type-checked
+/// as `P -> R` (one function, not the whole interface).
+async fn call<P, R>(
+    store: &mut Store<CallState>,
+    instance: &wasmtime::component::Instance,
+    index: &ComponentExportIndex,
+    params: P,
+) -> wasmtime::Result<R>
+where
+    P: wasmtime::component::ComponentNamedList + Lower + Send + Sync,
+    R: wasmtime::component::ComponentNamedList + Lift + Send + Sync + 'static,
+{
+    let func: TypedFunc<P, R> = instance.get_typed_func(&mut *store, index)?;
+    func.call_async(&mut *store, params).await
+}
+
+/// A 0.3 call's answer: the plugin's value or its error.
+type Wit<T> = Result<T, w::ProvisionError>;
 
 impl Pre {
     /// Pre-links `pre` as `version`, which must be one of [`SUPPORTED`],
@@ -94,17 +201,8 @@ impl Pre {
         } else if version == v02::VERSION {
             Self::V02(b02::ProviderPre::new(pre)?)
         } else {
-            let provider = b03::ProviderIndices::new(&pre)?;
-            let networking = if interfaces.networking {
-                Some(b03n::GuestIndices::new(&pre)?)
-            } else {
-                None
-            };
-            Self::V03 {
-                pre,
-                provider,
-                networking,
-            }
+            let exports = Arc::new(Exports03::new(&pre, interfaces.networking)?);
+            Self::V03 { pre, exports }
         })
     }
 
@@ -122,22 +220,10 @@ impl Pre {
         store: &mut Store<CallState>,
     ) -> wasmtime::Result<Instance> {
         Ok(match self {
-            Self::V03 {
-                pre,
-                provider,
-                networking,
-            } => {
-                let instance = pre.instantiate_async(&mut *store).await?;
-                let provider = provider.load(&mut *store, &instance)?;
-                let networking = match networking {
-                    Some(n) => Some(n.load(&mut *store, &instance)?),
-                    None => None,
-                };
-                Instance::V03 {
-                    provider,
-                    networking,
-                }
-            }
+            Self::V03 { pre, exports } => Instance::V03 {
+                instance: pre.instantiate_async(&mut *store).await?,
+                exports: exports.clone(),
+            },
             Self::V02(p) => Instance::V02(p.instantiate_async(store).await?),
             Self::V01(p) => Instance::V01(p.instantiate_async(store).await?),
         })
@@ -145,12 +231,24 @@ impl Pre {
 }
 
 impl Instance {
+    /// Type-checks every export of the instance against the contract (a
+    /// 0.3 call checks only its own function; 0.2 and 0.1 instances are
+    /// checked whole when made).
+    pub(crate) fn check_types(&self, store: &mut Store<CallState>) -> wasmtime::Result<()> {
+        if let Self::V03 { instance, exports } = self {
+            exports.provider.load(&mut *store, instance)?;
+            if let Some(n) = &exports.networking_indices {
+                n.load(&mut *store, instance)?;
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) async fn name(&self, store: &mut Store<CallState>) -> wasmtime::Result<String> {
         match self {
-            Self::V03 { provider: p, .. } => {
-                p.wasmprov_provisioner0_3_0_provisioner()
-                    .call_name(store)
-                    .await
+            Self::V03 { instance, exports } => {
+                let (name,): (String,) = call(store, instance, &exports.name, ()).await?;
+                Ok(name)
             }
             Self::V02(p) => {
                 p.wasmprov_provisioner0_2_0_provisioner()
@@ -170,13 +268,14 @@ impl Instance {
         store: &mut Store<CallState>,
     ) -> wasmtime::Result<Vec<CapacityType>> {
         Ok(match self {
-            Self::V03 { provider: p, .. } => p
-                .wasmprov_provisioner0_3_0_provisioner()
-                .call_capacity_types(store)
-                .await?
-                .into_iter()
-                .map(v03::capacity)
-                .collect(),
+            Self::V03 { instance, exports } => {
+                call::<(), (Vec<w::CapacityType>,)>(store, instance, &exports.capacity_types, ())
+                    .await?
+                    .0
+                    .into_iter()
+                    .map(v03::capacity)
+                    .collect()
+            }
             Self::V02(p) => p
                 .wasmprov_provisioner0_2_0_provisioner()
                 .call_capacity_types(store)
@@ -200,12 +299,19 @@ impl Instance {
         shape: &NodeShape,
     ) -> Answer<Option<PriceHint>> {
         Ok(match self {
-            Self::V03 { provider: p, .. } => p
-                .wasmprov_provisioner0_3_0_provisioner()
-                .call_price_hint(store, &v03::shape_to_wit(shape))
+            Self::V03 { instance, exports } => {
+                let shape = v03::shape_to_wit(shape);
+                call::<(&w::NodeShape,), (Wit<Option<w::PriceEstimate>>,)>(
+                    store,
+                    instance,
+                    &exports.price_hint,
+                    (&shape,),
+                )
                 .await?
+                .0
                 .map(|h| h.map(v03::price))
-                .map_err(v03::error),
+                .map_err(v03::error)
+            }
             Self::V02(p) => p
                 .wasmprov_provisioner0_2_0_provisioner()
                 .call_price_hint(store, &v02::shape_to_wit(shape))
@@ -232,12 +338,19 @@ impl Instance {
         request: &ProvisionRequest,
     ) -> Answer<NodeHandle> {
         Ok(match self {
-            Self::V03 { provider: p, .. } => p
-                .wasmprov_provisioner0_3_0_provisioner()
-                .call_provision(store, &v03::request_to_wit(owner_id, request))
+            Self::V03 { instance, exports } => {
+                let request = v03::request_to_wit(owner_id, request);
+                call::<(&w::ProvisionRequest,), (Wit<w::NodeHandle>,)>(
+                    store,
+                    instance,
+                    &exports.provision,
+                    (&request,),
+                )
                 .await?
+                .0
                 .map(v03::handle)
-                .map_err(v03::error),
+                .map_err(v03::error)
+            }
             Self::V02(p) => {
                 if let Some(refused) = v02::refuse_request(request) {
                     return Ok(Err(refused));
@@ -268,11 +381,15 @@ impl Instance {
         provider_id: &str,
     ) -> Answer<()> {
         Ok(match self {
-            Self::V03 { provider: p, .. } => p
-                .wasmprov_provisioner0_3_0_provisioner()
-                .call_terminate(store, owner_id, provider_id)
-                .await?
-                .map_err(v03::error),
+            Self::V03 { instance, exports } => call::<(&str, &str), (Wit<()>,)>(
+                store,
+                instance,
+                &exports.terminate,
+                (owner_id, provider_id),
+            )
+            .await?
+            .0
+            .map_err(v03::error),
             Self::V02(p) => p
                 .wasmprov_provisioner0_2_0_provisioner()
                 .call_terminate(store, owner_id, provider_id)
@@ -292,12 +409,16 @@ impl Instance {
         owner_id: &str,
     ) -> Answer<Vec<NodeHandle>> {
         Ok(match self {
-            Self::V03 { provider: p, .. } => p
-                .wasmprov_provisioner0_3_0_provisioner()
-                .call_describe(store, owner_id)
-                .await?
-                .map(|nodes| nodes.into_iter().map(v03::handle).collect())
-                .map_err(v03::error),
+            Self::V03 { instance, exports } => call::<(&str,), (Wit<Vec<w::NodeHandle>>,)>(
+                store,
+                instance,
+                &exports.describe,
+                (owner_id,),
+            )
+            .await?
+            .0
+            .map(|nodes| nodes.into_iter().map(v03::handle).collect())
+            .map_err(v03::error),
             Self::V02(p) => p
                 .wasmprov_provisioner0_2_0_provisioner()
                 .call_describe(store, owner_id)
@@ -323,12 +444,16 @@ impl Instance {
         plugin: &str,
     ) -> Answer<Option<NodeHandle>> {
         Ok(match self {
-            Self::V03 { provider: p, .. } => p
-                .wasmprov_provisioner0_3_0_provisioner()
-                .call_get(store, owner_id, provider_id)
-                .await?
-                .map(|n| n.map(v03::handle))
-                .map_err(v03::error),
+            Self::V03 { instance, exports } => call::<(&str, &str), (Wit<Option<w::NodeHandle>>,)>(
+                store,
+                instance,
+                &exports.get,
+                (owner_id, provider_id),
+            )
+            .await?
+            .0
+            .map(|n| n.map(v03::handle))
+            .map_err(v03::error),
             Self::V02(p) => p
                 .wasmprov_provisioner0_2_0_provisioner()
                 .call_get(store, owner_id, provider_id)
@@ -349,12 +474,13 @@ impl Instance {
         plugin: &str,
     ) -> Answer<Vec<Offering>> {
         Ok(match self {
-            Self::V03 { provider: p, .. } => p
-                .wasmprov_provisioner0_3_0_provisioner()
-                .call_offerings(store)
-                .await?
-                .map(|list| list.into_iter().map(v03::offering).collect())
-                .map_err(v03::error),
+            Self::V03 { instance, exports } => {
+                call::<(), (Wit<Vec<w::Offering>>,)>(store, instance, &exports.offerings, ())
+                    .await?
+                    .0
+                    .map(|list| list.into_iter().map(v03::offering).collect())
+                    .map_err(v03::error)
+            }
             Self::V02(p) => p
                 .wasmprov_provisioner0_2_0_provisioner()
                 .call_offerings(store)
@@ -379,20 +505,27 @@ impl Instance {
         labels: &Labels,
     ) -> Answer<NodeHandle> {
         match self {
-            Self::V03 { provider: p, .. } => Ok(p
-                .wasmprov_provisioner0_3_0_provisioner()
-                .call_set_labels(store, owner_id, provider_id, &v03::labels_to_wit(labels))
+            Self::V03 { instance, exports } => {
+                let labels = v03::labels_to_wit(labels);
+                Ok(call::<(&str, &str, &w::Labels), (Wit<w::NodeHandle>,)>(
+                    store,
+                    instance,
+                    &exports.set_labels,
+                    (owner_id, provider_id, &labels),
+                )
                 .await?
+                .0
                 .map(v03::handle)
-                .map_err(v03::error)),
+                .map_err(v03::error))
+            }
             _ => Ok(Err(self.lacks("set-labels"))),
         }
     }
 
-    /// The `networking` export, when this instance has it.
-    fn networking(&self) -> Option<&b03n::Guest> {
+    /// The instance and its `networking` export, when it has one.
+    fn networking(&self) -> Option<(&wasmtime::component::Instance, &Networking03)> {
         match self {
-            Self::V03 { networking, .. } => networking.as_ref(),
+            Self::V03 { instance, exports } => exports.networking.as_ref().map(|n| (instance, n)),
             _ => None,
         }
     }
@@ -415,18 +548,22 @@ impl Instance {
         provider_id: &str,
         request: &AddressRequest,
     ) -> Answer<StableAddress> {
-        let Some(n) = self.networking() else {
+        let Some((instance, n)) = self.networking() else {
             return Ok(Err(self.lacks("networking")));
         };
-        Ok(n.call_assign_address(
-            store,
-            owner_id,
-            provider_id,
-            &v03::address_request_to_wit(request),
+        let request = v03::address_request_to_wit(request);
+        Ok(
+            call::<(&str, &str, &b03n::AddressRequest), (Wit<b03n::StableAddress>,)>(
+                store,
+                instance,
+                &n.assign_address,
+                (owner_id, provider_id, &request),
+            )
+            .await?
+            .0
+            .map(v03::stable_address)
+            .map_err(v03::error),
         )
-        .await?
-        .map(v03::stable_address)
-        .map_err(v03::error))
     }
 
     pub(crate) async fn release_address(
@@ -436,14 +573,18 @@ impl Instance {
         provider_id: &str,
         address: &str,
     ) -> Answer<()> {
-        let Some(n) = self.networking() else {
+        let Some((instance, n)) = self.networking() else {
             return Ok(Err(self.lacks("networking")));
         };
-        Ok(
-            n.call_release_address(store, owner_id, provider_id, address)
-                .await?
-                .map_err(v03::error),
+        Ok(call::<(&str, &str, &str), (Wit<()>,)>(
+            store,
+            instance,
+            &n.release_address,
+            (owner_id, provider_id, address),
         )
+        .await?
+        .0
+        .map_err(v03::error))
     }
 
     pub(crate) async fn register_target(
@@ -452,14 +593,19 @@ impl Instance {
         owner_id: &str,
         target: &Target,
     ) -> Answer<()> {
-        let Some(n) = self.networking() else {
+        let Some((instance, n)) = self.networking() else {
             return Ok(Err(self.lacks("networking")));
         };
-        Ok(
-            n.call_register_target(store, owner_id, &v03::target_to_wit(target))
-                .await?
-                .map_err(v03::error),
+        let target = v03::target_to_wit(target);
+        Ok(call::<(&str, &b03n::Target), (Wit<()>,)>(
+            store,
+            instance,
+            &n.register_target,
+            (owner_id, &target),
         )
+        .await?
+        .0
+        .map_err(v03::error))
     }
 
     pub(crate) async fn deregister_target(
@@ -468,14 +614,19 @@ impl Instance {
         owner_id: &str,
         target: &Target,
     ) -> Answer<()> {
-        let Some(n) = self.networking() else {
+        let Some((instance, n)) = self.networking() else {
             return Ok(Err(self.lacks("networking")));
         };
-        Ok(
-            n.call_deregister_target(store, owner_id, &v03::target_to_wit(target))
-                .await?
-                .map_err(v03::error),
+        let target = v03::target_to_wit(target);
+        Ok(call::<(&str, &b03n::Target), (Wit<()>,)>(
+            store,
+            instance,
+            &n.deregister_target,
+            (owner_id, &target),
         )
+        .await?
+        .0
+        .map_err(v03::error))
     }
 
     pub(crate) async fn list_targets(
@@ -484,13 +635,19 @@ impl Instance {
         owner_id: &str,
         group: &str,
     ) -> Answer<Vec<Target>> {
-        let Some(n) = self.networking() else {
+        let Some((instance, n)) = self.networking() else {
             return Ok(Err(self.lacks("networking")));
         };
-        Ok(n.call_list_targets(store, owner_id, group)
-            .await?
-            .map(|list| list.into_iter().map(v03::target).collect())
-            .map_err(v03::error))
+        Ok(call::<(&str, &str), (Wit<Vec<b03n::Target>>,)>(
+            store,
+            instance,
+            &n.list_targets,
+            (owner_id, group),
+        )
+        .await?
+        .0
+        .map(|list| list.into_iter().map(v03::target).collect())
+        .map_err(v03::error))
     }
 
     pub(crate) async fn subnet_capacity(
@@ -498,12 +655,18 @@ impl Instance {
         store: &mut Store<CallState>,
         subnet: &str,
     ) -> Answer<SubnetCapacity> {
-        let Some(n) = self.networking() else {
+        let Some((instance, n)) = self.networking() else {
             return Ok(Err(self.lacks("networking")));
         };
-        Ok(n.call_subnet_capacity(store, subnet)
-            .await?
-            .map(v03::subnet)
-            .map_err(v03::error))
+        Ok(call::<(&str,), (Wit<b03n::SubnetAddresses>,)>(
+            store,
+            instance,
+            &n.subnet_capacity,
+            (subnet,),
+        )
+        .await?
+        .0
+        .map(v03::subnet)
+        .map_err(v03::error))
     }
 }

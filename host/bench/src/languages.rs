@@ -31,8 +31,14 @@ fn plugins(root: &Path, out: &Path) -> Result<Vec<Plugin>> {
     let python = out.join("refcloud-py.wasm");
     let js = out.join("refcloud-js.wasm");
     println!("  building the Python plugin (componentize-py) …");
-    wasmprov_guest_build::build_python(&wit, &root.join("plugins/python/refcloud"), &python)
-        .map_err(anyhow::Error::msg)?;
+    // The reference plugin is written on the Python SDK.
+    wasmprov_guest_build::build_python_with(
+        &wit,
+        &[&root.join("guest-sdk/python")],
+        &root.join("plugins/python/refcloud"),
+        &python,
+    )
+    .map_err(anyhow::Error::msg)?;
     println!("  building the JavaScript plugin (ComponentizeJS) …");
     wasmprov_guest_build::build_js(&wit, &root.join("plugins/js/refcloud"), &js)
         .map_err(anyhow::Error::msg)?;

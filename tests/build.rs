@@ -24,6 +24,11 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "wasmprov-test-future-contract",
         "tests/guests/future-contract",
     ),
+    (
+        "MISTYPED_CONTRACT",
+        "wasmprov-test-mistyped-contract",
+        "tests/guests/mistyped-contract",
+    ),
     ("HETZNER", "wasmprov-plugin-hetzner", "plugins/hetzner"),
     (
         "CLOUD_INIT",
@@ -151,7 +156,8 @@ fn main() {
          /// as `wit_component::targets` (the function behind the command) answered\n\
          /// here: (package, world, `None` when the component fits the world, else why\n\
          /// not). Each guest against its contract's world; the future contract's\n\
-         /// guest, and the Hetzner plugin against 0.1, are there to fail.\n\
+         /// and the mistyped contract's guests, and the Hetzner plugin against 0.1,\n\
+         /// are there to fail.\n\
          pub const TARGETS: &[(&str, &str, Option<&str>)] = &[\n",
     );
     let wit = root.join("wit");

@@ -723,6 +723,10 @@ mod wit_targets {
                 ("wasmprov-test-future-contract", _) => {
                     assert!(fits.is_some(), "{package} fits {world}");
                 }
+                // The current contract's names, one of the wrong type.
+                ("wasmprov-test-mistyped-contract", _) => {
+                    assert!(fits.is_some(), "{package} fits {world}");
+                }
                 // A 0.3 plugin is not a 0.1 one.
                 ("wasmprov-plugin-hetzner", w) if w == v01 => {
                     assert!(fits.is_some(), "{package} fits {world}");

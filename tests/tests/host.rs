@@ -789,6 +789,31 @@ mod loading {
         assert!(!lock.contains("newcomer"));
     }
 
+    /// Every export of a 0.3 component is type-checked once, at load (a
+    /// call then checks only the function it calls): a component with the
+    /// contract's names whose `price-hint` has the wrong type is refused
+    /// at load, though its `name` and `capacity-types` answer, and a
+    /// well-typed plugin beside it loads.
+    #[tokio::test]
+    async fn a_mistyped_export_is_refused_at_load() {
+        let dir = PluginDir::new();
+        dir.add("mistyped", guests::MISTYPED_CONTRACT, "");
+        dir.add("fine", guests::HETZNER, "");
+        let host = host(&dir).await;
+        assert!(host.plugin("mistyped").is_none());
+        assert!(host.plugin("fine").is_some());
+        let errors = error_texts(&host);
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert!(
+            matches!(&host.errors()[0], LoadError::NotAProvider { plugin, .. } if plugin == "mistyped"),
+            "{errors:#?}"
+        );
+        assert!(
+            errors[0].contains("the export `price-hint` has the wrong type"),
+            "{errors:#?}"
+        );
+    }
+
     #[tokio::test]
     async fn other_contract_versions_are_refused_naming_both() {
         let dir = PluginDir::new();

@@ -18,7 +18,7 @@ use wasmprov_api::{
 use wasmtime::Store;
 use wasmtime::component::{ComponentExportIndex, InstancePre, Lift, Lower, TypedFunc};
 
-use crate::bindings::{v01 as b01, v02 as b02, v03 as b03, v03_net::networking as b03n};
+use crate::bindings::{v01 as b01, v02 as b02, v03_net::networking as b03n};
 use crate::state::CallState;
 
 use crate::bindings::v03::types as w;
@@ -77,12 +77,9 @@ pub(crate) enum Pre {
 /// Where the functions of a 0.3 component's exports are. A call looks up
 /// and type-checks only the function it calls: the generated bindings'
 /// `load` type-checks every export of every instance, which was an eighth
-/// of a fresh `price_hint` (the whole interface is type-checked once, at
-/// load, by [`Instance::check_types`]).
+/// of a fresh `price_hint` (every export is type-checked once, at load, by
+/// [`Instance::check_types`]).
 pub(crate) struct Exports03 {
-    /// The generated look-ups, for that one check at load.
-    provider: b03::ProviderIndices,
-    networking_indices: Option<b03n::GuestIndices>,
     name: ComponentExportIndex,
     capacity_types: ComponentExportIndex,
     price_hint: ComponentExportIndex,
@@ -124,11 +121,6 @@ impl Exports03 {
     fn new(pre: &InstancePre<CallState>, networking: bool) -> wasmtime::Result<Self> {
         const P: &str = "wasmprov:provisioner/provisioner@0.3.0";
         let f = |name: &str| export_index(pre, P, name);
-        let networking_indices = if networking {
-            Some(b03n::GuestIndices::new(pre)?)
-        } else {
-            None
-        };
         let networking = if networking {
             let n = |name: &str| export_index(pre, NETWORKING_EXPORT, name);
             Some(Networking03 {
@@ -143,8 +135,6 @@ impl Exports03 {
             None
         };
         Ok(Self {
-            provider: b03::ProviderIndices::new(pre)?,
-            networking_indices,
             name: f("name")?,
             capacity_types: f("capacity-types")?,
             price_hint: f("price-hint")?,
@@ -187,6 +177,24 @@ where
 
 /// A 0.3 call's answer: the plugin's value or its error.
 type Wit<T> = Result<T, w::ProvisionError>;
+
+/// Type-checks the function at `index` as `P -> R`, the types its call
+/// uses, naming the export when it does not fit.
+fn check<P, R>(
+    store: &mut Store<CallState>,
+    instance: &wasmtime::component::Instance,
+    index: &ComponentExportIndex,
+    export: &str,
+) -> wasmtime::Result<()>
+where
+    P: wasmtime::component::ComponentNamedList + Lower,
+    R: wasmtime::component::ComponentNamedList + Lift,
+{
+    instance
+        .get_typed_func::<P, R>(&mut *store, index)
+        .map(drop)
+        .map_err(|e| e.context(format!("the export `{export}` has the wrong type")))
+}
 
 impl Pre {
     /// Pre-links `pre` as `version`, which must be one of [`SUPPORTED`],
@@ -231,15 +239,70 @@ impl Pre {
 }
 
 impl Instance {
-    /// Type-checks every export of the instance against the contract (a
-    /// 0.3 call checks only its own function; 0.2 and 0.1 instances are
-    /// checked whole when made).
+    /// Type-checks every export of the instance against the types the
+    /// calls below use, once per plugin at load (a 0.3 call checks only its
+    /// own function; 0.2 and 0.1 instances are checked whole when made).
     pub(crate) fn check_types(&self, store: &mut Store<CallState>) -> wasmtime::Result<()> {
-        if let Self::V03 { instance, exports } = self {
-            exports.provider.load(&mut *store, instance)?;
-            if let Some(n) = &exports.networking_indices {
-                n.load(&mut *store, instance)?;
-            }
+        let Self::V03 {
+            instance,
+            exports: e,
+        } = self
+        else {
+            return Ok(());
+        };
+        let (s, i) = (&mut *store, instance);
+        check::<(), (String,)>(s, i, &e.name, "name")?;
+        check::<(), (Vec<w::CapacityType>,)>(s, i, &e.capacity_types, "capacity-types")?;
+        check::<(&w::NodeShape,), (Wit<Option<w::PriceEstimate>>,)>(
+            s,
+            i,
+            &e.price_hint,
+            "price-hint",
+        )?;
+        check::<(&w::ProvisionRequest,), (Wit<w::NodeHandle>,)>(s, i, &e.provision, "provision")?;
+        check::<(&str, &str), (Wit<()>,)>(s, i, &e.terminate, "terminate")?;
+        check::<(&str,), (Wit<Vec<w::NodeHandle>>,)>(s, i, &e.describe, "describe")?;
+        check::<(&str, &str), (Wit<Option<w::NodeHandle>>,)>(s, i, &e.get, "get")?;
+        check::<(), (Wit<Vec<w::Offering>>,)>(s, i, &e.offerings, "offerings")?;
+        check::<(&str, &str, &w::Labels), (Wit<w::NodeHandle>,)>(
+            s,
+            i,
+            &e.set_labels,
+            "set-labels",
+        )?;
+        if let Some(n) = &e.networking {
+            type Req = b03n::AddressRequest;
+            check::<(&str, &str, &Req), (Wit<b03n::StableAddress>,)>(
+                s,
+                i,
+                &n.assign_address,
+                "assign-address",
+            )?;
+            check::<(&str, &str, &str), (Wit<()>,)>(s, i, &n.release_address, "release-address")?;
+            check::<(&str, &b03n::Target), (Wit<()>,)>(
+                s,
+                i,
+                &n.register_target,
+                "register-target",
+            )?;
+            check::<(&str, &b03n::Target), (Wit<()>,)>(
+                s,
+                i,
+                &n.deregister_target,
+                "deregister-target",
+            )?;
+            check::<(&str, &str), (Wit<Vec<b03n::Target>>,)>(
+                s,
+                i,
+                &n.list_targets,
+                "list-targets",
+            )?;
+            check::<(&str,), (Wit<b03n::SubnetAddresses>,)>(
+                s,
+                i,
+                &n.subnet_capacity,
+                "subnet-capacity",
+            )?;
         }
         Ok(())
     }

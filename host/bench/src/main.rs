@@ -669,6 +669,7 @@ fn document(
     d.push_str(include_str!("../CLI.md"));
     d.push_str(include_str!("../EC2.md"));
     d.push('\n');
+    d.push_str(include_str!("../REST.md"));
     d.push_str(include_str!("../AUTOSCALER.md"));
     for s in after {
         d.push_str(&s.markdown());

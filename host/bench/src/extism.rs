@@ -45,18 +45,7 @@ pub struct ExtismResults {
 fn cargo(dir: &Path, target_dir: &Path) -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(dir).env("CARGO_TARGET_DIR", target_dir);
-    for var in [
-        "CARGO_ENCODED_RUSTFLAGS",
-        "RUSTFLAGS",
-        "CARGO_BUILD_TARGET",
-        "CARGO_BUILD_RUSTFLAGS",
-        "CARGO_MAKEFLAGS",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "RUSTC_WRAPPER",
-        "CARGO_PRIMARY_PACKAGE",
-    ] {
-        cmd.env_remove(var);
-    }
+    wasmprov_guest_build::without_outer_build(&mut cmd);
     cmd
 }
 

@@ -24,6 +24,26 @@ pub struct Built {
 /// # Panics
 /// When the build fails: a build script has no better way to report it, and
 /// the message says how to reproduce the build by hand.
+/// Removes from `cmd` what a build script's environment says about the
+/// outer build (its flags, target, wrappers and jobserver), so that a cargo
+/// run from it builds guests with their own settings.
+pub fn without_outer_build(cmd: &mut Command) -> &mut Command {
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_MAKEFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTC_WRAPPER",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
 #[must_use]
 pub fn build_guests(workspace_root: &Path, packages: &[(&str, &str)]) -> Vec<Built> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -38,20 +58,7 @@ pub fn build_guests(workspace_root: &Path, packages: &[(&str, &str)]) -> Vec<Bui
     for (package, _) in packages {
         cmd.arg("-p").arg(package);
     }
-    // The outer build's flags and target settings are not the guests'.
-    for var in [
-        "CARGO_ENCODED_RUSTFLAGS",
-        "RUSTFLAGS",
-        "CARGO_BUILD_TARGET",
-        "CARGO_BUILD_RUSTFLAGS",
-        "CARGO_MAKEFLAGS",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "RUSTC_WRAPPER",
-        "CARGO_PRIMARY_PACKAGE",
-        "CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS",
-    ] {
-        cmd.env_remove(var);
-    }
+    without_outer_build(&mut cmd);
     let status = cmd
         .status()
         .unwrap_or_else(|e| panic!("running cargo for guests: {e}"));

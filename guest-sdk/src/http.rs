@@ -1,18 +1,18 @@
-//! JSON over HTTP through the standard `wasi:http/outgoing-handler`.
+//! JSON over HTTP through the contract's one-call `http.send`.
 //!
 //! The host decides every request against the manifest's `[http]` grants;
 //! a refused request comes back as [`HttpError::Denied`], never a trap.
-//! This is a small blocking client written directly on the WASI bindings:
-//! it sends the request, writes the body, waits for the response and reads
-//! the body to the end, so each call costs one host round trip.
+//! Each request is one call into the host: the whole request goes in, the
+//! whole response (or the `wasi:http` error code of its failure) comes
+//! back. The host sends it through the same gate as a `wasi:http` request,
+//! so the grants, limits and error codes are the same; only the crossing is
+//! cheaper (one call where `wasi:http` takes twenty or more).
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use wasip2::http::outgoing_handler;
-use wasip2::http::types::{
-    ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, Scheme,
-};
-use wasip2::io::streams::StreamError;
+use wasip2::http::types::{ErrorCode, Method, Scheme};
+
+use crate::wit::wasmprov::provisioner0_3_0::http as wire;
 
 use crate::Error;
 
@@ -261,20 +261,6 @@ impl Request {
     /// status is still `Ok`: look at [`Response::status`].
     pub fn send(self) -> Result<Response, HttpError> {
         let (scheme, authority, path) = split_url(&self.url)?;
-        let mut header_list: Vec<(String, Vec<u8>)> = self
-            .headers
-            .iter()
-            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone().into_bytes()))
-            .collect();
-        if !self.body.is_empty() {
-            header_list.push((
-                "content-length".into(),
-                self.body.len().to_string().into_bytes(),
-            ));
-        }
-        let headers = Fields::from_list(&header_list)
-            .map_err(|e| HttpError::BadUrl(format!("bad header: {e:?}")))?;
-        let req = OutgoingRequest::new(headers);
         let method = match self.method {
             "GET" => Method::Get,
             "POST" => Method::Post,
@@ -283,91 +269,37 @@ impl Request {
             "PATCH" => Method::Patch,
             other => Method::Other(other.to_string()),
         };
-        let bad = |what: &str| HttpError::BadUrl(format!("{}: bad {what}", self.url));
-        req.set_method(&method).map_err(|()| bad("method"))?;
-        req.set_scheme(Some(&scheme)).map_err(|()| bad("scheme"))?;
-        req.set_authority(Some(authority))
-            .map_err(|()| bad("authority"))?;
-        req.set_path_with_query(Some(path))
-            .map_err(|()| bad("path"))?;
-        let out_body = req.body().map_err(|()| bad("body"))?;
-
-        let future = outgoing_handler::handle(req, None).map_err(|e| classify(&self.url, &e))?;
-
-        // Write the body while the host sends; a failed write is reported
-        // only if the response does not already say what went wrong.
-        let mut write_failed = None;
-        if let Ok(stream) = out_body.write() {
-            for chunk in self.body.chunks(4096) {
-                if let Err(e) = stream.blocking_write_and_flush(chunk) {
-                    write_failed = Some(format!("{e:?}"));
-                    break;
-                }
-            }
-        }
-        let finished = OutgoingBody::finish(out_body, None);
-
-        let response = loop {
-            match future.get() {
-                Some(r) => break r,
-                None => future.subscribe().block(),
-            }
+        let request = wire::Request {
+            method,
+            scheme,
+            authority: authority.to_string(),
+            path_with_query: path.to_string(),
+            headers: self
+                .headers
+                .iter()
+                .map(|(k, v)| (k.to_ascii_lowercase(), v.clone().into_bytes()))
+                .collect(),
+            body: self.body,
         };
-        let response = match response {
-            Ok(Ok(r)) => r,
-            Ok(Err(code)) => return Err(classify(&self.url, &code)),
-            Err(()) => return Err(HttpError::Transport(format!("{}: response lost", self.url))),
-        };
-        if let Some(e) = write_failed {
-            return Err(HttpError::Transport(format!(
-                "{}: writing body: {e}",
-                self.url
-            )));
-        }
-        if let Err(code) = finished {
-            return Err(classify(&self.url, &code));
-        }
-
-        let status = response.status();
-        let headers = response
-            .headers()
-            .entries()
-            .into_iter()
-            .map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned()))
-            .collect();
-        let incoming = response
-            .consume()
-            .map_err(|()| HttpError::Transport(format!("{}: body unavailable", self.url)))?;
-        let mut body = Vec::new();
-        {
-            let stream = incoming
-                .stream()
-                .map_err(|()| HttpError::Transport(format!("{}: body unavailable", self.url)))?;
-            loop {
-                match stream.blocking_read(64 * 1024) {
-                    Ok(chunk) => body.extend_from_slice(&chunk),
-                    Err(StreamError::Closed) => break,
-                    Err(StreamError::LastOperationFailed(e)) => {
-                        let detail = wasip2::http::types::http_error_code(&e);
-                        return Err(match detail {
-                            Some(code) => classify_in(&self.url, &code, Phase::Body),
-                            None => HttpError::Transport(format!(
-                                "{}: reading body: {}",
-                                self.url,
-                                e.to_debug_string()
-                            )),
-                        });
-                    }
-                }
+        match wire::send(&request) {
+            Ok(r) => Ok(Response {
+                status: r.status,
+                headers: r
+                    .headers
+                    .into_iter()
+                    .map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned()))
+                    .collect(),
+                body: r.body,
+                url: self.url,
+            }),
+            Err(wire::SendError::BadRequest(why)) => {
+                Err(HttpError::BadUrl(format!("{}: {why}", self.url)))
+            }
+            Err(wire::SendError::Failed(code)) => Err(classify(&self.url, &code)),
+            Err(wire::SendError::BodyFailed(code)) => {
+                Err(classify_in(&self.url, &code, Phase::Body))
             }
         }
-        let _trailers = IncomingBody::finish(incoming);
-        Ok(Response {
-            status,
-            headers,
-            body,
-            url: self.url,
-        })
     }
 }
 

@@ -577,6 +577,7 @@ pub mod wit {
             "wasmprov:provisioner/types@0.3.0": generate,
             "wasmprov:provisioner/exec@0.3.0": generate,
             "wasmprov:provisioner/log@0.3.0": generate,
+            "wasmprov:provisioner/http@0.3.0": generate,
         },
         pub_export_macro: true,
         export_macro_name: "__export_provider_world",

@@ -13,6 +13,7 @@ pub(crate) mod v03 {
         world: "wasmprov:provisioner/provider@0.3.0",
         imports: {
             "wasmprov:provisioner/exec@0.3.0.run": async | trappable,
+            "wasmprov:provisioner/http@0.3.0.send": async | trappable,
             default: trappable,
         },
         exports: { default: async },
@@ -30,7 +31,7 @@ pub(crate) mod v03 {
         },
     });
 
-    pub(crate) use wasmprov::provisioner0_3_0::{exec, log, types};
+    pub(crate) use wasmprov::provisioner0_3_0::{exec, http, log, types};
 }
 
 /// Contract 0.3.0's optional export: the `networked-provider` world, of
@@ -55,6 +56,7 @@ pub(crate) mod v03_net {
             "wasmprov:provisioner/types@0.3.0": super::v03::wasmprov::provisioner0_3_0::types,
             "wasmprov:provisioner/exec@0.3.0": super::v03::wasmprov::provisioner0_3_0::exec,
             "wasmprov:provisioner/log@0.3.0": super::v03::wasmprov::provisioner0_3_0::log,
+            "wasmprov:provisioner/http@0.3.0": super::v03::wasmprov::provisioner0_3_0::http,
         },
     });
 

@@ -55,7 +55,9 @@
 //!
 //! # Where things are decided
 //!
-//! HTTP: `http.rs` (the one send-request hook); exec: `exec.rs`; guest
+//! HTTP: `http.rs` (the one gate every request passes: wasi-http's
+//! send-request hook, and the contract's one-call `http.send`, whose
+//! request is built in `http_call.rs`); exec: `exec.rs`; guest
 //! logging: `log.rs`; which imports a plugin can reach at all: `linker.rs`;
 //! per-call limits and store: `state.rs`, `plugin.rs`; calls admitted per
 //! plugin: `admission.rs`; compiling, off the reload path and within a
@@ -92,6 +94,7 @@ mod files;
 mod hooks;
 mod host;
 mod http;
+mod http_call;
 pub mod intercept;
 mod keyed_lock;
 mod linker;

@@ -1,6 +1,6 @@
 //! The engines of a host and the one linker per engine: every import a
 //! plugin can reach is added here (WASI with nothing granted, wasi-http
-//! through the HTTP gate, wasi:config, and the contract's `exec` and `log`
+//! through the HTTP gate, wasi:config, and the contract's `exec`, `log` and `http`
 //! of each version).
 
 use std::collections::BTreeMap;
@@ -69,6 +69,7 @@ fn build_linker(engine: &wasmtime::Engine) -> Result<Linker<CallState>> {
     use wasmtime::component::HasSelf;
     v03::exec::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;
     v03::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;
+    v03::http::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;
     v02::exec::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;
     v02::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;
     v01::exec::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wrap)?;

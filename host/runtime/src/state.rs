@@ -111,6 +111,17 @@ impl HttpHooks {
         }
     }
 
+    /// The call's open flag and its reached flag, for a request sent
+    /// outside wasi-http (`http_call.rs`).
+    pub(crate) fn flags(
+        &self,
+    ) -> (
+        Arc<std::sync::atomic::AtomicBool>,
+        Arc<std::sync::atomic::AtomicBool>,
+    ) {
+        (self.open.clone(), self.reached.clone())
+    }
+
     /// The call ended: requests still waiting for a slot are dropped.
     pub(crate) fn close(&self) {
         self.open.store(false, std::sync::atomic::Ordering::SeqCst);

@@ -1,11 +1,44 @@
 //! Attack: reach another virtual host through a granted address
 //! (`[config] authority`, such as `127.0.0.1:PORT`): a forged `Host` header
 //! through the SDK and through the raw bindings, a CRLF-injected header, and
-//! an absolute-form request target. Each outcome is a label.
+//! an absolute-form request target, through `wasi:http` and through the
+//! contract's one-call `http.send` (raw, past the SDK's own URL split), plus
+//! a smuggled length or transfer coding. Each outcome is a label.
 
 use hostile_kit::prelude::*;
 use wasip2::http::outgoing_handler;
 use wasip2::http::types::{Fields, Method, OutgoingBody, OutgoingRequest, Scheme};
+use wasmprov_guest::wit::wasmprov::provisioner0_3_0::http as one_call;
+
+/// One one-call case: label, path, headers, body.
+type Case = (
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    &'static [u8],
+);
+
+/// Sends a raw `http.send` GET with these headers, path and body; says what
+/// happened.
+fn one(authority: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> String {
+    let request = one_call::Request {
+        method: Method::Get,
+        scheme: Scheme::Http,
+        authority: authority.to_string(),
+        path_with_query: path.to_string(),
+        headers: headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+            .collect(),
+        body: body.to_vec(),
+    };
+    match one_call::send(&request) {
+        Ok(resp) => format!("reached: status {}", resp.status),
+        Err(one_call::SendError::BadRequest(why)) => format!("refused: {why}"),
+        Err(one_call::SendError::Failed(code)) => format!("error code: {code:?}"),
+        Err(one_call::SendError::BodyFailed(code)) => format!("body error code: {code:?}"),
+    }
+}
 
 /// Sends a raw GET with these headers and this path; says what happened.
 fn raw(authority: &str, path: &str, headers: &[(&str, &str)]) -> String {
@@ -75,6 +108,54 @@ hostile_kit::hostile!(
             "authority-form target".into(),
             raw(&authority, "evil.example:80", &[]),
         );
+        let cases: [Case; 8] = [
+            (
+                "one-call host header",
+                "/",
+                &[("host", "evil.example")],
+                b"",
+            ),
+            (
+                "one-call HOST header",
+                "/",
+                &[("HOST", "evil.example")],
+                b"",
+            ),
+            (
+                "one-call crlf injection",
+                "/",
+                &[("x-probe", "1\r\nHost: evil.example")],
+                b"",
+            ),
+            (
+                "one-call absolute-form target",
+                "http://evil.example/",
+                &[],
+                b"",
+            ),
+            (
+                "one-call authority-form target",
+                "evil.example:80",
+                &[],
+                b"",
+            ),
+            (
+                "one-call chunked",
+                "/",
+                &[("transfer-encoding", "chunked")],
+                b"0\r\n\r\nGET / HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+            ),
+            (
+                "one-call short length",
+                "/",
+                &[("content-length", "0")],
+                b"GET / HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+            ),
+            ("one-call plain", "/", &[], b""),
+        ];
+        for (key, path, headers, body) in cases {
+            labels.insert(key.into(), one(&authority, path, headers, body));
+        }
         Ok(node(req, labels))
     }
 );

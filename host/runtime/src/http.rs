@@ -633,6 +633,25 @@ struct LimitedBody {
     reuse: Option<(Arc<ConnPool>, PoolKey, Sender)>,
 }
 
+impl LimitedBody {
+    /// Returns the connection to the pool once the response has ended
+    /// (its stated length read): a guest that stops reading at that length,
+    /// or drops a body it knows is empty, does not cost a new connection.
+    fn release_if_ended(&mut self) {
+        if self.inner.is_end_stream()
+            && let Some((pool, key, sender)) = self.reuse.take()
+        {
+            pool.put(key, sender);
+        }
+    }
+}
+
+impl Drop for LimitedBody {
+    fn drop(&mut self) {
+        self.release_if_ended();
+    }
+}
+
 impl Body for LimitedBody {
     type Data = Bytes;
     type Error = Error;
@@ -650,6 +669,7 @@ impl Body for LimitedBody {
                     return Poll::Ready(Some(Err(Error::HttpResponseBodySize(Some(this.max)))));
                 }
                 this.remaining -= len;
+                this.release_if_ended();
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => {

@@ -52,6 +52,17 @@ impl Host for CallState {
         if self.log_records > MAX_RECORDS_PER_CALL {
             return Ok(());
         }
+        // A record no subscriber takes is not redacted and formatted.
+        let enabled = match level {
+            Level::Trace => tracing::enabled!(target: "wasmprov::plugin", tracing::Level::TRACE),
+            Level::Debug => tracing::enabled!(target: "wasmprov::plugin", tracing::Level::DEBUG),
+            Level::Info => tracing::enabled!(target: "wasmprov::plugin", tracing::Level::INFO),
+            Level::Warn => tracing::enabled!(target: "wasmprov::plugin", tracing::Level::WARN),
+            Level::Error => tracing::enabled!(target: "wasmprov::plugin", tracing::Level::ERROR),
+        };
+        if !enabled {
+            return Ok(());
+        }
         let secrets = &self.secrets.redact;
         let plugin = self.plugin.manifest.name.as_str();
         // Redacted, then shown escaped: a log line never carries a plugin's

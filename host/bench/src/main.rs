@@ -248,6 +248,18 @@ fn targets(
             verdict: Verdict::of(r <= 1.2 && p.wasm.errors == 0),
         });
     }
+    if let Some(p) = pairs.iter().find(|p| p.concurrency == 1)
+        && let (Some(w), Some(n)) = (p.wasm.client_cpu_per_op, p.native.client_cpu_per_op)
+    {
+        let (w, n) = (w.as_nanos() as f64, n.as_nanos() as f64);
+        out.push(Target {
+            what: "client CPU per provision, concurrency 1".into(),
+            target: "≤ ×2 native pooled".into(),
+            measured: format!("{} ({})", dur(w), ratio(w, n)),
+            baseline: format!("native pooled {}", dur(n)),
+            verdict: Verdict::of(w <= 2.0 * n),
+        });
+    }
     if let Some(p) = pairs.iter().find(|p| p.concurrency == 512) {
         let r = p.wasm.throughput() / p.native.throughput();
         out.push(Target {

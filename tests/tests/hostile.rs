@@ -415,6 +415,37 @@ mod http {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_response_is_never_held_past_what_the_guest_could_take() {
+        // The operator allows 256 MiB responses but gives the plugin 8 MiB
+        // of memory: `http.send` reads a body whole before handing it to the
+        // guest, and stops at the guest's memory limit instead.
+        let server = EchoServer::start().await;
+        let l = load(
+            guests::HOSTILE_HTTP_ENDLESS_BODY,
+            &format!(
+                "[http]\nallow = [\"http://{}\"]\n[config]\nurl = \"{}\"\n[limits]\nmemory_mib = 8\nhttp_max_response_bytes = 268435456\n",
+                server.addr,
+                server.url("/endless")
+            ),
+        )
+        .await;
+        let start = Instant::now();
+        let err = attack(&l.p).await.unwrap_err();
+        assert!(
+            matches!(&err, ProvisionerError::Transport(m)
+                if m.starts_with("HTTP response too large: ")
+                    && m.ends_with("/endless: ErrorCode::HttpResponseBodySize(Some(8388608))")),
+            "{err:?}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            start.elapsed()
+        );
+        assert_normal(&l.p).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn slow_drip_and_silent_servers_are_cut_at_the_request_deadline() {
         let server = EchoServer::start().await;
         let dir = PluginDir::new();

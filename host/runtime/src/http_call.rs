@@ -43,12 +43,31 @@ impl Host for CallState {
             Ok(response) => response,
             Err(e) => return Ok(Err(SendError::Failed(error_code(&mut self.hooks, e)))),
         };
-        let (parts, body) = response.into_parts();
+        let (parts, mut body) = response.into_parts();
         // The gate's body stops at the response size limit and the deadline.
-        let body = match body.collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(e) => return Ok(Err(SendError::BodyFailed(error_code(&mut self.hooks, e)))),
-        };
+        // Read whole here, a body must also fit the guest's memory, where it
+        // goes next: past the plugin's memory limit it is refused as too
+        // large, so the host never holds more for a guest than the guest
+        // could take.
+        let fits = plugin.manifest.limits.memory_bytes;
+        let mut read = bytes::BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            let frame = match frame {
+                Ok(frame) => frame,
+                Err(e) => {
+                    return Ok(Err(SendError::BodyFailed(error_code(&mut self.hooks, e))));
+                }
+            };
+            if let Some(data) = frame.data_ref() {
+                if (read.len() + data.len()) as u64 > fits {
+                    return Ok(Err(SendError::BodyFailed(ErrorCode::HttpResponseBodySize(
+                        Some(fits),
+                    ))));
+                }
+                read.extend_from_slice(data);
+            }
+        }
+        let body = read.freeze();
         let headers = parts
             .headers
             .iter()

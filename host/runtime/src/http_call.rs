@@ -81,6 +81,10 @@ impl Host for CallState {
     }
 }
 
+/// Why a request with more distinct header names than a header map holds
+/// is refused.
+const TOO_MANY: &str = "too many headers";
+
 /// The wire request for a guest's request; `Err` names what is not valid
 /// HTTP or refused (nothing is sent then). `field_limit` caps the header
 /// bytes as wasi-http's field maps are capped for this plugin.
@@ -157,18 +161,27 @@ fn build(
         if forbidden(&name) {
             return Err(format!("header {name} is not allowed"));
         }
-        headers.append(name, value);
+        // A header map holds at most 32 768 distinct names; a guest's list
+        // may be longer within the byte limit, so never `append`, which
+        // would panic.
+        headers
+            .try_append(name, value)
+            .map_err(|_| TOO_MANY.to_string())?;
     }
     let host = HeaderValue::from_str(authority.as_str())
         .map_err(|_| format!("invalid authority {:?}", shown(&request.authority)))?;
-    headers.insert(HOST, host);
+    headers
+        .try_insert(HOST, host)
+        .map_err(|_| TOO_MANY.to_string())?;
     let bodyless = request.body.is_empty()
         && matches!(
             method,
             http::Method::GET | http::Method::HEAD | http::Method::DELETE | http::Method::OPTIONS
         );
     if !bodyless {
-        headers.insert(CONTENT_LENGTH, HeaderValue::from(request.body.len()));
+        headers
+            .try_insert(CONTENT_LENGTH, HeaderValue::from(request.body.len()))
+            .map_err(|_| TOO_MANY.to_string())?;
     }
     let body = http_body_util::Full::new(Bytes::from(request.body))
         .map_err(|never| match never {})
@@ -375,6 +388,29 @@ mod tests {
         let mut other_scheme = request("/", &[], b"");
         other_scheme.scheme = Scheme::Other("file".into());
         assert!(built(other_scheme).is_err());
+    }
+
+    #[test]
+    fn more_header_names_than_a_header_map_holds_are_refused_not_a_panic() {
+        // 33 000 distinct names, about 100 KB: within a 128 KiB field limit
+        // (a plugin with 512 MiB of memory) but over the 32 768 names an
+        // `http::HeaderMap` holds.
+        const DIGITS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+        let name = |i: usize| -> String {
+            [i / (36 * 36), (i / 36) % 36, i % 36]
+                .iter()
+                .map(|&d| DIGITS[d] as char)
+                .collect()
+        };
+        let mut r = request("/", &[], b"");
+        r.headers = (0..33_000).map(|i| (name(i), Vec::new())).collect();
+        let err = build(r, 128 << 10, |_| false).unwrap_err();
+        assert_eq!(err, TOO_MANY);
+        // Just under: the host's own `host` header is the one too many.
+        let mut r = request("/", &[], b"");
+        r.headers = (0..32_768).map(|i| (name(i), Vec::new())).collect();
+        let err = build(r, 128 << 10, |_| false).unwrap_err();
+        assert_eq!(err, TOO_MANY);
     }
 
     #[test]

@@ -67,7 +67,6 @@ impl Host for CallState {
                 read.extend_from_slice(data);
             }
         }
-        let body = read.freeze();
         let headers = parts
             .headers
             .iter()
@@ -76,7 +75,7 @@ impl Host for CallState {
         Ok(Ok(Response {
             status: parts.status.as_u16(),
             headers,
-            body: body.to_vec(),
+            body: Vec::from(read),
         }))
     }
 }

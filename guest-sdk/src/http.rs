@@ -172,7 +172,10 @@ impl Request {
     #[must_use]
     pub fn query(mut self, key: &str, value: &str) -> Self {
         let sep = if self.url.contains('?') { '&' } else { '?' };
-        self.url = format!("{}{sep}{}={}", self.url, encode(key), encode(value));
+        self.url.push(sep);
+        self.url.push_str(&encode(key));
+        self.url.push('=');
+        self.url.push_str(&encode(value));
         self
     }
 
@@ -303,13 +306,17 @@ impl Request {
     }
 }
 
-fn encode(s: &str) -> String {
-    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC)
-        .to_string()
-        .replace("%2D", "-")
-        .replace("%2E", ".")
-        .replace("%5F", "_")
-        .replace("%7E", "~")
+/// What a query key or value leaves as it is: RFC 3986's unreserved
+/// characters (letters, digits, `-`, `.`, `_`, `~`); everything else is
+/// percent-encoded.
+const QUERY_ENCODED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+fn encode(s: &str) -> std::borrow::Cow<'_, str> {
+    percent_encoding::utf8_percent_encode(s, QUERY_ENCODED).into()
 }
 
 fn split_url(url: &str) -> Result<(Scheme, &str, &str), HttpError> {
@@ -578,5 +585,29 @@ mod tests {
     #[test]
     fn query_encoding() {
         assert_eq!(encode("a b&c=d/é-_.~"), "a%20b%26c%3Dd%2F%C3%A9-_.~");
+        // Every character: RFC 3986's unreserved ones stay, every other
+        // byte of its UTF-8 is %XX in capitals, so an encoded `%2D` can
+        // only come from a `%` in the input (`%252D`).
+        for c in (0u32..0x250)
+            .chain([0x2028, 0xfeff, 0x1f600])
+            .filter_map(char::from_u32)
+        {
+            let s = c.to_string();
+            let expected: String = if c.is_ascii_alphanumeric() || "-._~".contains(c) {
+                s.clone()
+            } else {
+                s.bytes().map(|b| format!("%{b:02X}")).collect()
+            };
+            assert_eq!(encode(&s), expected, "{c:?}");
+        }
+        assert_eq!(encode("%2D"), "%252D");
+        let r = Request::get("https://x/v1/servers")
+            .query("label_selector", "a=b,c!=d")
+            .query("page", "2");
+        assert_eq!(
+            r.url(),
+            "https://x/v1/servers?label_selector=a%3Db%2Cc%21%3Dd&page=2"
+        );
+        assert_eq!(r.query_value("label_selector").as_deref(), Some("a=b,c!=d"));
     }
 }

@@ -144,7 +144,7 @@ impl Preset {
         h.update(key.as_bytes());
         h.update([0]);
         h.update(value.as_bytes());
-        let digest = hex_lower(&h.finalize());
+        let digest = hex::encode(h.finalize());
         let sep = self.sep();
         let tag = format!("{encoded_key}{sep}{sep}{}", &digest[..HASH_LEN]);
         if tag.len() > self.flat.codec.max_len {
@@ -353,8 +353,26 @@ pub const REQUEST_DIGEST: &str = wasmprov_api::provenance::REQUEST_DIGEST_LABEL;
 /// one keeps the digest it always had (`[shape, boot]`, the Python SDK's),
 /// and the same request id asked again with another subnet is another
 /// request (a conflict), not the node in the first subnet.
+///
+/// A provision asks for its request's digest twice (the labels of the node
+/// it creates, then the export glue's check), so the last one is kept.
 #[must_use]
 pub fn request_digest(request: &crate::ProvisionRequest) -> String {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(crate::ProvisionRequest, String)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    LAST.with_borrow_mut(|last| match last {
+        Some((r, digest)) if r == request => digest.clone(),
+        _ => {
+            let digest = digest_of(request);
+            *last = Some((request.clone(), digest.clone()));
+            digest
+        }
+    })
+}
+
+fn digest_of(request: &crate::ProvisionRequest) -> String {
     use sha2::Digest as _;
     let mut shape = request.shape.clone();
     shape
@@ -366,10 +384,7 @@ pub fn request_digest(request: &crate::ProvisionRequest) -> String {
         Some(subnet) => serde_json::to_vec(&(&shape, &request.boot, subnet)),
     }
     .unwrap_or_default();
-    sha2::Sha256::digest(&json)[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(&sha2::Sha256::digest(&json)[..8])
 }
 
 /// The labels a provider puts on a node it creates for `request`, besides
@@ -399,7 +414,7 @@ pub fn ssh_key_identity(key: &str) -> String {
 pub fn ssh_key_name(key: &str) -> String {
     use sha2::Digest as _;
     let digest = sha2::Sha256::digest(ssh_key_identity(key).as_bytes());
-    format!("wasmprov-{}", hex_lower(&digest[..8]))
+    format!("wasmprov-{}", hex::encode(&digest[..8]))
 }
 
 /// The tag value of a request or owner id: the id itself. Ids reach a
@@ -430,11 +445,7 @@ pub fn pair_token(owner_id: &str, request_id: &str, max_len: usize) -> String {
     h.update(owner_id.as_bytes());
     h.update([0]);
     h.update(request_id.as_bytes());
-    hex_lower(&h.finalize())
-}
-
-fn hex_lower(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(h.finalize())
 }
 
 /// Makes a string safe as a label value on common clouds: lowercase
@@ -534,7 +545,7 @@ pub fn hostname_with_hash(prefix: &str, text: &str, key: &[u8]) -> String {
         }
     }
     let head = head.trim_matches('-');
-    let hash = &hex_lower(&sha2::Sha256::digest(key))[..HOSTNAME_HASH_LEN];
+    let hash = &hex::encode(sha2::Sha256::digest(key))[..HOSTNAME_HASH_LEN];
     if head.is_empty() {
         format!("{prefix}-{hash}")
     } else {
@@ -620,6 +631,35 @@ mod tests {
         );
         assert_ne!(request_digest(&a), request_digest(&b));
         assert_eq!(request_digest(&a), request_digest(&a.clone()));
+
+        // The kept digest is never another request's: every part of a
+        // request that is hashed, changed alone between two calls, changes
+        // the answer, and going back gives the first one again.
+        let base = request_digest(&request);
+        let mut changed = Vec::new();
+        let mut r = request.clone();
+        r.shape.cpu += 1.0;
+        changed.push(r);
+        let mut r = request.clone();
+        r.boot.user_data = Some("#cloud-config\n".into());
+        changed.push(r);
+        let mut r = request.clone();
+        r.boot.ssh_keys.push("ssh-ed25519 AAAA k".into());
+        changed.push(r);
+        let mut r = request.clone();
+        r.shape.labels.insert("team".into(), "b".into());
+        changed.push(r);
+        for r in &changed {
+            let d = request_digest(r);
+            assert_ne!(d, base, "{r:?}");
+            assert_eq!(d, digest_of(r));
+            assert_eq!(request_digest(&request), base);
+        }
+        // The request id is not hashed: the same request under another id
+        // has the same digest.
+        let mut r = request.clone();
+        r.request_id = "another".into();
+        assert_eq!(request_digest(&r), base);
     }
 
     #[test]

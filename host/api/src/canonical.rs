@@ -25,6 +25,14 @@ pub(crate) const RESERVED: &[&str] = &[
 #[must_use]
 pub fn reads_as_reserved(key: &str) -> Option<&'static str> {
     use unicode_normalization::UnicodeNormalization;
+    if key.is_ascii() {
+        // NFKC leaves ASCII as it is: the common case needs no copy.
+        let key = key.trim();
+        return RESERVED
+            .iter()
+            .copied()
+            .find(|r| r.eq_ignore_ascii_case(key));
+    }
     let folded = key.nfkc().collect::<String>().trim().to_lowercase();
     RESERVED.iter().copied().find(|r| *r == folded)
 }

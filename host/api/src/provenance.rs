@@ -304,6 +304,31 @@ mod tests {
             Some(REQUEST_DIGEST_LABEL)
         );
         assert_eq!(reads_as_reserved("wasmprov-owners"), None);
+        // ASCII keys skip the NFKC pass: the answer is the one it would give.
+        let slow = |key: &str| {
+            use unicode_normalization::UnicodeNormalization;
+            let folded = key.nfkc().collect::<String>().trim().to_lowercase();
+            crate::canonical::RESERVED
+                .iter()
+                .copied()
+                .find(|r| *r == folded)
+        };
+        for key in [
+            "wasmprov-owner",
+            "WASMPROV-OWNER",
+            " wasmprov-journal\t",
+            "\u{b}wasmprov-group\n",
+            "Wasmprov-Request-Digest ",
+            "wasmprov-request-",
+            "wasmprov_owner",
+            "",
+            " ",
+            "ｗａｓｍｐｒｏｖ-owner",
+            "wasmprov\u{2010}owner",
+            "wasmprov-owner\u{a0}",
+        ] {
+            assert_eq!(reads_as_reserved(key), slow(key), "{key:?}");
+        }
         let mut reserved = crate::canonical::RESERVED.to_vec();
         reserved.sort_unstable();
         let mut ours = [

@@ -100,13 +100,15 @@ impl<'a, T: Transport> Client<'a, T> {
         }
         let networks = self.network_ids(request.subnet.as_deref())?;
         let ssh_keys = self.ssh_key_ids(&request.boot.ssh_keys)?;
-        let names = [
-            labels::server_name(&self.settings.name_prefix, request_id),
-            labels::fallback_server_name(&self.settings.name_prefix, owner_id, request_id),
-        ];
-        for name in &names {
+        // The fallback name is made only when the first is taken.
+        let first = labels::server_name(&self.settings.name_prefix, request_id);
+        let fallback =
+            || labels::fallback_server_name(&self.settings.name_prefix, owner_id, request_id);
+        let mut tried = Vec::with_capacity(2);
+        for name in [Some(first), None] {
+            let name = name.unwrap_or_else(fallback);
             let (create, choice) =
-                self.create_request(owner_id, request, name, &ssh_keys, &networks)?;
+                self.create_request(owner_id, request, &name, &ssh_keys, &networks)?;
             match self.call(create)? {
                 Ok(resp) => {
                     let created: OneServer = resp.json()?;
@@ -136,10 +138,11 @@ impl<'a, T: Transport> Client<'a, T> {
                 }
                 Err(f) => return Err(f.into_error()),
             }
+            tried.push(name);
         }
         Err(Error::Other(format!(
-            "server names {} and {} are already used by servers not created for request {request_id:?}",
-            names[0], names[1]
+            "server names {} are already used by servers not created for request {request_id:?}",
+            tried.join(" and ")
         )))
     }
 
@@ -802,6 +805,11 @@ pub(crate) mod tests {
             .unwrap_err();
         assert!(matches!(e, Error::Other(_)), "{e:?}");
         assert_eq!(script.requests().len(), 5);
+        let msg = e.to_string();
+        assert!(
+            msg.contains("wp-req-1 and ") && msg.contains(second.as_str().unwrap()),
+            "{msg}"
+        );
     }
 
     #[test]

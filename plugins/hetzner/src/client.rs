@@ -16,8 +16,8 @@ use wasmprov_guest::tags;
 use wasmprov_guest::{Error, Labels, NodeHandle, ProvisionRequest, Result};
 
 use crate::api::{
-    ApiFailure, CreateServer, CreateSshKey, OneNetwork, OneServer, OneSshKey, Server, SshKey,
-    SshKeyList, UpdateLabels,
+    ApiFailure, CreateServer, CreateSshKey, OneNetwork, OneServer, OneSshKey, Server, ServerList,
+    SshKey, SshKeyList, UpdateLabels,
 };
 use crate::catalogue;
 use crate::labels;
@@ -130,10 +130,25 @@ impl<'a, T: Transport> Client<'a, T> {
                 }
                 Err(f) if f.is_uniqueness_error() => {
                     // A concurrent provision of the same request won the
-                    // race: return its server. Otherwise the name belongs to
-                    // a server that is not this request's; try the fallback.
+                    // race: return its server.
                     if let Some(existing) = self.find_for_request(owner_id, request_id)? {
                         return Ok(existing);
+                    }
+                    // The label search may not list a server made a moment
+                    // ago (an earlier attempt of this request whose answer
+                    // was lost): ask for the name itself before taking its
+                    // holder for a stranger, and never make a second server
+                    // on a guess.
+                    match self.server_named(&name)? {
+                        Some(s) if labels::is_for_request(&s.labels(), owner_id, request_id) => {
+                            return Ok(s.to_handle());
+                        }
+                        Some(_) => {}
+                        None => {
+                            return Err(Error::Transport(format!(
+                                "Hetzner Cloud says server name {name} is taken, but lists no server of that name yet (a server made moments ago may not be listed); retry"
+                            )));
+                        }
                     }
                 }
                 Err(f) => return Err(f.into_error()),
@@ -355,6 +370,14 @@ impl<'a, T: Transport> Client<'a, T> {
                 }
             }
         }
+    }
+
+    /// The server named exactly `name`, if the API lists one
+    /// (`GET /servers?name=`).
+    fn server_named(&self, name: &str) -> Result<Option<Server>> {
+        let req = Request::get("/servers").query("name", name);
+        let list: ServerList = self.call(req)?.map_err(ApiFailure::into_error)?.json()?;
+        Ok(list.servers.into_iter().find(|s| s.name == name))
     }
 
     /// Deletes server `provider_id` if it carries this owner's label.
@@ -771,10 +794,17 @@ pub(crate) mod tests {
     #[test]
     fn provision_uses_the_fallback_name_when_a_stranger_has_the_name() {
         let settings = Settings::default();
+        let named = |name: &str, labels: Value| {
+            let mut s = server(9, "running", labels);
+            s["name"] = json!(name);
+            s
+        };
+        let fallback = labels::fallback_server_name("wp", "host-b", "req-1");
         let script = Script::new(vec![
             page(vec![], None),
             err(409, "uniqueness_error"),
             page(vec![], None),
+            page(vec![named("wp-req-1", owned("host-a", "req-1"))], None),
             resp(
                 201,
                 json!({"server": server(6, "initializing", owned("host-b", "req-1"))}),
@@ -786,30 +816,89 @@ pub(crate) mod tests {
             .unwrap();
         assert_eq!(h.provider_id, "6");
         let reqs = script.requests();
+        assert_eq!(reqs[3].param("name"), Some("wp-req-1"));
         let first = reqs[1].body.as_ref().unwrap()["name"].clone();
-        let second = reqs[3].body.as_ref().unwrap()["name"].clone();
+        let second = reqs[4].body.as_ref().unwrap()["name"].clone();
         assert_eq!(first, "wp-req-1");
-        assert_ne!(first, second);
+        assert_eq!(second, json!(fallback));
 
         // Both names taken by strangers: a clear error, no third attempt.
         let script = Script::new(vec![
             page(vec![], None),
             err(409, "uniqueness_error"),
             page(vec![], None),
+            page(vec![named("wp-req-1", json!({}))], None),
             err(409, "uniqueness_error"),
             page(vec![], None),
+            page(vec![named(&fallback, owned("host-b", "req-2"))], None),
         ]);
         let client = Client::new(&settings, &script);
         let e = client
             .provision("host-b", &request("req-1", NodeShape::default()))
             .unwrap_err();
         assert!(matches!(e, Error::Other(_)), "{e:?}");
-        assert_eq!(script.requests().len(), 5);
+        assert_eq!(script.requests().len(), 7);
         let msg = e.to_string();
-        assert!(
-            msg.contains("wp-req-1 and ") && msg.contains(second.as_str().unwrap()),
-            "{msg}"
-        );
+        assert!(msg.contains(&format!("wp-req-1 and {fallback}")), "{msg}");
+    }
+
+    /// The label search does not list a server made a moment ago (an
+    /// earlier attempt of the same request, whose answer was lost): a 409
+    /// on the request's own name is never taken for a stranger's on that
+    /// evidence alone, so no second server is made for one request.
+    #[test]
+    fn a_taken_name_the_lists_do_not_show_yet_makes_no_second_server() {
+        let settings = Settings::default();
+        // The name lookup finds this request's own server: it is the answer.
+        let mut mine = server(7, "initializing", owned("host-a", "req-1"));
+        mine["name"] = json!("wp-req-1");
+        let script = Script::new(vec![
+            page(vec![], None),
+            err(409, "uniqueness_error"),
+            page(vec![], None),
+            page(vec![mine], None),
+        ]);
+        let client = Client::new(&settings, &script);
+        let h = client
+            .provision("host-a", &request("req-1", NodeShape::default()))
+            .unwrap();
+        assert_eq!(h.provider_id, "7");
+        let posts = |s: &Script| {
+            s.requests()
+                .iter()
+                .filter(|r| r.method == Method::Post)
+                .count()
+        };
+        assert_eq!(posts(&script), 1);
+
+        // Neither list shows the name yet: a retryable error, nothing made.
+        let script = Script::new(vec![
+            page(vec![], None),
+            err(409, "uniqueness_error"),
+            page(vec![], None),
+            page(vec![], None),
+        ]);
+        let client = Client::new(&settings, &script);
+        let e = client
+            .provision("host-a", &request("req-1", NodeShape::default()))
+            .unwrap_err();
+        assert!(matches!(e, Error::Transport(_)), "{e:?}");
+        assert_eq!(e.kind(), "transport", "{e}");
+        assert_eq!(posts(&script), 1);
+        assert_eq!(script.requests().len(), 4);
+
+        // The name lookup itself fails: its error, nothing made.
+        let script = Script::new(vec![
+            page(vec![], None),
+            err(409, "uniqueness_error"),
+            page(vec![], None),
+            err(503, "unavailable"),
+        ]);
+        let client = Client::new(&settings, &script);
+        let e = client
+            .provision("host-a", &request("req-1", NodeShape::default()))
+            .unwrap_err();
+        assert_eq!(posts(&script), 1, "{e:?}");
     }
 
     #[test]

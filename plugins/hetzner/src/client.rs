@@ -101,12 +101,12 @@ impl<'a, T: Transport> Client<'a, T> {
         let networks = self.network_ids(request.subnet.as_deref())?;
         let ssh_keys = self.ssh_key_ids(&request.boot.ssh_keys)?;
         // The fallback name is made only when the first is taken.
-        let first = labels::server_name(&self.settings.name_prefix, request_id);
-        let fallback =
-            || labels::fallback_server_name(&self.settings.name_prefix, owner_id, request_id);
-        let mut tried = Vec::with_capacity(2);
-        for name in [Some(first), None] {
-            let name = name.unwrap_or_else(fallback);
+        let names = std::iter::once(labels::server_name(&self.settings.name_prefix, request_id))
+            .chain(std::iter::once_with(|| {
+                labels::fallback_server_name(&self.settings.name_prefix, owner_id, request_id)
+            }));
+        let mut tried = Vec::new();
+        for name in names {
             let (create, choice) =
                 self.create_request(owner_id, request, &name, &ssh_keys, &networks)?;
             match self.call(create)? {

@@ -151,3 +151,67 @@ async fn threads_asking_at_once_share_a_few_warm_instances() {
     assert!((2..=5).contains(&made), "{made} instances for 800 hints");
     assert_eq!(metric(&host, "wasmprov_instances_in_flight"), "0");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kept_instance_reads_the_values_of_each_call_not_of_its_first() {
+    // A secret read from a file: an I/O call re-reads it, and every later
+    // hint, from a kept instance or a fresh one, must see that value.
+    let dir = PluginDir::new();
+    let file = dir.path().join("token.txt");
+    std::fs::write(&file, "first-3c1d").unwrap();
+    dir.add(
+        "probe",
+        guests::PROBE,
+        &format!("[secrets]\ntoken = {{ file = \"{}\" }}\n", file.display()),
+    );
+    let host = HostBuilder::new(dir.path())
+        .owner_id("test-owner")
+        .cache_dir(Some(std::env::temp_dir().join("wasmprov-test-cache")))
+        .work_dir(dir.path().join(".work"))
+        .price_hint_reuse(8)
+        .build()
+        .await
+        .expect("host builds");
+    assert!(host.errors().is_empty(), "{:?}", host.errors());
+    let p = host.plugin("probe").expect("probe loaded");
+    let plugin = host.wasm_plugin("probe").unwrap();
+    let token = || {
+        let mut shape = mode("config");
+        shape.labels.insert("key".into(), "token".into());
+        plugin
+            .try_price_hint(&shape)
+            .expect("config answers")
+            .expect("with a price")
+            .instance_type
+    };
+    let provision = |id: &'static str| {
+        let p = p.clone();
+        async move {
+            p.provision_request(&wasmprov_api::ProvisionRequest {
+                request_id: id.into(),
+                shape: mode(""),
+                boot: Default::default(),
+                subnet: None,
+            })
+            .await
+            .expect("provision works")
+        }
+    };
+    provision("r1").await;
+    assert_eq!(token(), "first-3c1d");
+    assert_eq!(token(), "first-3c1d");
+    let created = metric(&host, "wasmprov_instances_total");
+
+    std::fs::write(&file, "second-77ab").unwrap();
+    provision("r2").await;
+    // The kept instance answers (no instance made for the hint) and reads
+    // the rotated value, not the one it read at its first hint.
+    assert_eq!(token(), "second-77ab");
+    assert_eq!(token(), "second-77ab");
+    let now: u64 = metric(&host, "wasmprov_instances_total").parse().unwrap();
+    assert_eq!(
+        now,
+        created.parse::<u64>().unwrap() + 1,
+        "only the provision made an instance"
+    );
+}

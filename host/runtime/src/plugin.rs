@@ -766,7 +766,7 @@ impl WasmPlugin {
         let warm = self.warm.lock().ok().and_then(|mut w| w.pop());
         let (_instance, mut store, instance, calls) = match warm {
             Some(mut w) => {
-                w.store.data_mut().restart_pure();
+                w.store.data_mut().restart_pure(self.shared.secrets.last());
                 w.store.set_epoch_deadline(1);
                 (self.metrics.reused_instance(), w.store, w.instance, w.calls)
             }

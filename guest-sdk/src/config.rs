@@ -4,8 +4,6 @@
 //! values and `[secrets]` read from the host's environment. Errors are
 //! [`Error::InvalidConfig`] naming the key, so `?` reports them well.
 
-use std::cell::RefCell;
-use std::rc::Rc;
 use std::str::FromStr;
 
 use crate::wit::wasi::config::store;
@@ -16,40 +14,7 @@ use crate::{Error, Result};
 /// # Errors
 /// [`Error::InvalidConfig`] when the host's store fails.
 pub fn get(key: &str) -> Result<Option<String>> {
-    let values =
-        values().map_err(|e| Error::InvalidConfig(format!("reading config key {key:?}: {e:?}")))?;
-    Ok(values
-        .iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.clone()))
-}
-
-/// A call's config and secret values, as `get-all` answers them.
-type Values = Rc<[(String, String)]>;
-
-thread_local! {
-    /// The values of the current call, read with one `get-all` when the
-    /// first key is asked for (a provider reads several; one host call
-    /// each was a measurable part of a fresh instance's call). Forgotten
-    /// when the export glue next hands out the provider ([`forget`]), so a
-    /// kept instance sees each call's values, never an earlier call's.
-    static VALUES: RefCell<Option<Values>> = const { RefCell::new(None) };
-}
-
-/// The current call's values, read from the host once per call.
-fn values() -> std::result::Result<Values, store::Error> {
-    if let Some(values) = VALUES.with_borrow(Clone::clone) {
-        return Ok(values);
-    }
-    let values: Values = store::get_all()?.into();
-    VALUES.set(Some(values.clone()));
-    Ok(values)
-}
-
-/// Forgets the values read by the previous call (the export glue calls
-/// this as each call starts).
-pub(crate) fn forget() {
-    VALUES.set(None);
+    store::get(key).map_err(|e| Error::InvalidConfig(format!("reading config key {key:?}: {e:?}")))
 }
 
 /// The value of `key`, which must be set.

@@ -157,8 +157,6 @@ thread_local! {
 fn with_provider<T: Provider + 'static, R>(
     f: impl FnOnce(&T) -> Result<R, Error>,
 ) -> Result<R, Error> {
-    // Config values are read afresh for each call (secrets rotate).
-    crate::config::forget();
     let kept = PROVIDER.with_borrow(|p| p.clone().and_then(|p| p.downcast::<T>().ok()));
     let provider = match kept {
         Some(p) => p,

@@ -899,3 +899,34 @@ async fn failing_and_expired_credential_programs_are_contained() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test]
+async fn values_a_plugin_does_not_read_cost_it_nothing() {
+    // A plugin reads the keys it asks for, one by one: a large value it
+    // never reads (here 900 KB, with 2 MiB of memory for the whole plugin)
+    // must not be copied into it (found by an outside attack on a read of
+    // all values at once, which made every call a memory fault).
+    let dir = PluginDir::new();
+    dir.add(
+        "probe",
+        guests::PROBE,
+        &format!(
+            "[config]\ntext = \"small\"\nunused_note = \"{}\"\n[limits]\nmemory_mib = 2\n",
+            "x".repeat(900_000)
+        ),
+    );
+    let host = host(&dir).await;
+    assert!(host.errors().is_empty(), "{:?}", host.errors());
+    let p = host.plugin("probe").expect("probe loaded");
+    assert_eq!(seen(&p, "text").await.unwrap(), "small");
+    let mut shape = NodeShape::new(2.0, 4 << 30);
+    shape.labels.insert("mode".into(), "config".into());
+    shape.labels.insert("key".into(), "text".into());
+    let hint = host
+        .wasm_plugin("probe")
+        .unwrap()
+        .try_price_hint(&shape)
+        .expect("the hint answers")
+        .expect("with a price");
+    assert_eq!(hint.instance_type, "small");
+}

@@ -766,7 +766,8 @@ impl WasmPlugin {
         let warm = self.warm.lock().ok().and_then(|mut w| w.pop());
         let (_instance, mut store, instance, calls) = match warm {
             Some(mut w) => {
-                w.store.data_mut().restart_pure(self.shared.secrets.last());
+                let newer = self.shared.secrets.newer_than(&w.store.data().secrets);
+                w.store.data_mut().restart_pure(newer);
                 w.store.set_epoch_deadline(1);
                 (self.metrics.reused_instance(), w.store, w.instance, w.calls)
             }

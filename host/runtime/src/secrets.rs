@@ -18,6 +18,7 @@
 //! carries the token's expiry.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -228,6 +229,9 @@ pub(crate) struct PluginSecrets {
     /// What the last call got: what a call that must not wait (a price
     /// hint) is given.
     last: Mutex<Arc<CallSecrets>>,
+    /// The address of `last`'s value, written under its lock, so that a
+    /// kept instance tells without the lock whether it holds the last.
+    last_addr: AtomicUsize,
 }
 
 impl std::fmt::Debug for PluginSecrets {
@@ -385,6 +389,7 @@ impl PluginSecrets {
                 entries,
                 providers,
                 known: Mutex::new(known),
+                last_addr: AtomicUsize::new(Arc::as_ptr(&last) as usize),
                 last: Mutex::new(last),
             },
             shown,
@@ -401,6 +406,17 @@ impl PluginSecrets {
     /// that must not wait.
     pub(crate) fn last(&self) -> Arc<CallSecrets> {
         self.last.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The last values when they are not `held` (what a kept instance
+    /// has), `None` when `held` is still the last. `held` being alive, an
+    /// equal address is the same values.
+    pub(crate) fn newer_than(&self, held: &Arc<CallSecrets>) -> Option<Arc<CallSecrets>> {
+        if self.last_addr.load(Ordering::Acquire) == Arc::as_ptr(held) as usize {
+            None
+        } else {
+            Some(self.last())
+        }
     }
 
     /// The values current for one call: each provider asked (through its
@@ -459,7 +475,12 @@ impl PluginSecrets {
         }
         let redact = self.remember(values);
         let call = Arc::new(CallSecrets { config, redact });
-        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = call.clone();
+        {
+            let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            *last = call.clone();
+            self.last_addr
+                .store(Arc::as_ptr(&call) as usize, Ordering::Release);
+        }
         Ok(call)
     }
 

@@ -198,11 +198,14 @@ impl CallState {
 
     /// Readies a store that answered a pure call for the next one: a whole
     /// CPU budget and log allowance, no memory refusal on record, and the
-    /// config and secret values current for that call (`secrets`), so a
-    /// kept instance reads what a fresh one would.
-    pub(crate) fn restart_pure(&mut self, secrets: Arc<CallSecrets>) {
+    /// config and secret values current for that call (`newer`, when they
+    /// are not the ones it has), so a kept instance reads what a fresh one
+    /// would.
+    pub(crate) fn restart_pure(&mut self, newer: Option<Arc<CallSecrets>>) {
         debug_assert_eq!(self.kind, CallKind::Pure);
-        self.secrets = secrets;
+        if let Some(secrets) = newer {
+            self.secrets = secrets;
+        }
         self.ticks = 0;
         self.cpu_exhausted = false;
         self.log_records = 0;

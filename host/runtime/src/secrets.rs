@@ -18,7 +18,6 @@
 //! carries the token's expiry.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -227,11 +226,8 @@ pub(crate) struct PluginSecrets {
     /// Every value handed out (the newest last), for redaction.
     known: Mutex<Arc<Vec<String>>>,
     /// What the last call got: what a call that must not wait (a price
-    /// hint) is given.
-    last: Mutex<Arc<CallSecrets>>,
-    /// The address of `last`'s value, written under its lock, so that a
-    /// kept instance tells without the lock whether it holds the last.
-    last_addr: AtomicUsize,
+    /// hint) is given; read without a lock.
+    last: arc_swap::ArcSwap<CallSecrets>,
 }
 
 impl std::fmt::Debug for PluginSecrets {
@@ -389,8 +385,7 @@ impl PluginSecrets {
                 entries,
                 providers,
                 known: Mutex::new(known),
-                last_addr: AtomicUsize::new(Arc::as_ptr(&last) as usize),
-                last: Mutex::new(last),
+                last: arc_swap::ArcSwap::new(last),
             },
             shown,
             warnings,
@@ -405,18 +400,14 @@ impl PluginSecrets {
     /// What the last call got, without asking any provider: for a call
     /// that must not wait.
     pub(crate) fn last(&self) -> Arc<CallSecrets> {
-        self.last.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.last.load_full()
     }
 
     /// The last values when they are not `held` (what a kept instance
-    /// has), `None` when `held` is still the last. `held` being alive, an
-    /// equal address is the same values.
+    /// has), `None` when `held` is still the last.
     pub(crate) fn newer_than(&self, held: &Arc<CallSecrets>) -> Option<Arc<CallSecrets>> {
-        if self.last_addr.load(Ordering::Acquire) == Arc::as_ptr(held) as usize {
-            None
-        } else {
-            Some(self.last())
-        }
+        let last = self.last.load();
+        (!Arc::ptr_eq(&last, held)).then(|| arc_swap::Guard::into_inner(last))
     }
 
     /// The values current for one call: each provider asked (through its
@@ -475,12 +466,7 @@ impl PluginSecrets {
         }
         let redact = self.remember(values);
         let call = Arc::new(CallSecrets { config, redact });
-        {
-            let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-            *last = call.clone();
-            self.last_addr
-                .store(Arc::as_ptr(&call) as usize, Ordering::Release);
-        }
+        self.last.store(call.clone());
         Ok(call)
     }
 

@@ -66,7 +66,9 @@ step "stage the bundled components in host/cli/components/"
 guests="$root/target/wasm-guests"
 args=()
 for p in "${bundled[@]}"; do args+=(-p "wasmprov-plugin-$p"); done
-CARGO_TARGET_DIR="$guests" cargo build --release --target wasm32-wasip2 "${args[@]}"
+# The guest profile is wasmprov_guest_build::guest_profile's (LTO, one unit).
+CARGO_TARGET_DIR="$guests" CARGO_PROFILE_RELEASE_LTO=fat CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
+    cargo build --release --target wasm32-wasip2 "${args[@]}"
 rm -rf host/cli/components
 mkdir host/cli/components
 for p in "${bundled[@]}"; do

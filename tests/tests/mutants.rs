@@ -374,15 +374,9 @@ async fn the_suite_kills_every_mutant_of_the_digitalocean_and_hetzner_plugins() 
         .arg("--manifest-path")
         .arg(dir.join("Cargo.toml"))
         .env("CARGO_TARGET_DIR", &target_dir);
-    for var in [
-        "CARGO_ENCODED_RUSTFLAGS",
-        "RUSTFLAGS",
-        "CARGO_BUILD_TARGET",
-        "RUSTC_WRAPPER",
-        "RUSTC_WORKSPACE_WRAPPER",
-    ] {
-        cmd.env_remove(var);
-    }
+    // Built as the plugins they copy are, in the same target directory.
+    wasmprov_guest_build::without_outer_build(&mut cmd);
+    wasmprov_guest_build::guest_profile(&mut cmd);
     let status = cmd.status().expect("running cargo");
     assert!(status.success(), "building the mutants failed");
     eprintln!(

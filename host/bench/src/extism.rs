@@ -90,9 +90,10 @@ pub fn build(root: &Path) -> Result<Peer, String> {
     println!(
         "  building the Extism peer (host/bench/extism-peer, into target/extism-peer; the first build compiles wasmtime 43, minutes) …"
     );
-    for (what, args) in [
+    for (what, guest, args) in [
         (
             "its plugin",
+            true,
             &[
                 "build",
                 "-q",
@@ -106,10 +107,16 @@ pub fn build(root: &Path) -> Result<Peer, String> {
         ),
         (
             "its host",
+            false,
             &["build", "-q", "--release", "--locked", "-p", "extism-peer"][..],
         ),
     ] {
-        let status = cargo(&dir, &target_dir)
+        let mut cmd = cargo(&dir, &target_dir);
+        if guest {
+            // The same guest profile as the wasmprov plugins it is compared with.
+            wasmprov_guest_build::guest_profile(&mut cmd);
+        }
+        let status = cmd
             .args(args)
             .status()
             .map_err(|e| format!("running cargo to build {what}: {e}"))?;

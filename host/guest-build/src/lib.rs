@@ -47,9 +47,14 @@ pub fn without_outer_build(cmd: &mut Command) -> &mut Command {
 /// host's release builds (the benchmark, the CLI) keep the workspace's
 /// profile.
 pub fn guest_profile(cmd: &mut Command) -> &mut Command {
-    cmd.env("CARGO_PROFILE_RELEASE_LTO", "fat")
-        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
+    cmd.envs(GUEST_PROFILE.iter().copied())
 }
+
+/// The cargo environment of [`guest_profile`].
+const GUEST_PROFILE: [(&str, &str); 2] = [
+    ("CARGO_PROFILE_RELEASE_LTO", "fat"),
+    ("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1"),
+];
 
 /// Builds `packages` (package names of workspace members) and returns the
 /// component of each. Prints `cargo:rerun-if-changed` for their sources, the
@@ -79,7 +84,12 @@ pub fn build_guests(workspace_root: &Path, packages: &[(&str, &str)]) -> Vec<Bui
         .unwrap_or_else(|e| panic!("running cargo for guests: {e}"));
     assert!(
         status.success(),
-        "building guest components failed; reproduce with: CARGO_PROFILE_RELEASE_LTO=fat CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 cargo build --release --target wasm32-wasip2 {} (is the target installed? rustup target add wasm32-wasip2)",
+        "building guest components failed; reproduce with: {} cargo build --release --target wasm32-wasip2 {} (is the target installed? rustup target add wasm32-wasip2)",
+        GUEST_PROFILE
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" "),
         packages
             .iter()
             .map(|(p, _)| format!("-p {p}"))
